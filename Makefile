@@ -1,0 +1,137 @@
+# cnntrain build. `make` builds build/cnntrain and build/cnntrain-data; see README.md.
+# Variables: USE_CUDA=auto|0|1, ARCH (target ISA flags), OPT, NP (ranks for `make run`).
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+BUILD    ?= build
+USE_CUDA ?= auto
+ARCH     ?= -march=x86-64-v3
+OPT      ?= -O3
+NP       ?= 2
+# Debian packages the build, `make run` and `make test` need (installed by `make deps` when missing).
+DEB_PACKAGES += g++ make pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
+                libboost-program-options-dev libgtest-dev zlib1g-dev dataset-fashion-mnist \
+                python3 python3-h5py python3-numpy
+
+export OMPI_ALLOW_RUN_AS_ROOT ?= 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
+
+# Recursive (=) so that nothing runs pkg-config/mpicxx before `make deps` has installed them.
+MPI_CFLAGS  = $(shell mpicxx --showme:compile 2>/dev/null)
+MPI_LIBS    = $(shell mpicxx --showme:link 2>/dev/null)
+HDF5_CFLAGS = $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null)
+HDF5_LIBS   = $(shell pkg-config --libs hdf5-openmpi 2>/dev/null)
+
+CXX      := g++
+CPPFLAGS  = -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(EXTRA_CPPFLAGS)
+CXXFLAGS  = -std=c++17 $(OPT) $(ARCH) -g -pthread -Wall -Wextra -Wno-unused-parameter -MMD -MP $(EXTRA_CXXFLAGS)
+LDFLAGS   = -pthread -Wl,-z,now $(EXTRA_LDFLAGS)
+LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
+
+# Everything under src/, kernels/ and io/ goes into one static library; src/main*.cpp are the programs.
+# Subsystems add their own rules in */*.mk fragments (included below) instead of editing this file.
+LIB_SRCS  = $(filter-out src/main%.cpp,$(wildcard src/*.cpp src/*/*.cpp kernels/*.cpp io/*.cpp)) $(EXTRA_LIB_SRCS)
+LIB_OBJS  = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)))
+LIB       = $(BUILD)/libcnntrain.a
+BINS      = $(BUILD)/cnntrain $(BUILD)/cnntrain-data
+
+UNIT_SRCS = $(wildcard tests/unit/*.cpp)
+MPI_SRCS  = $(wildcard tests/mpi/*.cpp)
+UNIT_TEST = $(BUILD)/tests/unit_tests
+MPI_TEST  = $(BUILD)/tests/mpi_tests
+GTEST_LIBS = -lgtest -lgmock
+
+MPIRUN   ?= mpirun --oversubscribe --mca btl self,vader
+# Fragments append test programs to TEST_BUILDS and phony targets that run them to TEST_RUNS.
+TEST_BUILDS ?=
+TEST_RUNS ?=
+
+include $(sort $(wildcard */*.mk */*/*.mk))
+
+.PHONY: all deps data run test test-unit test-mpi test-e2e clean print-%
+all: $(BINS)
+
+# Installs only what is missing; quiet and fast (dpkg-query only) when everything is there.
+deps:
+	@missing=""; for p in $(sort $(DEB_PACKAGES)); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null || \
+	  { echo "make deps: apt-get failed; install these packages by hand:$$missing" >&2; exit 1; }; \
+	fi
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cc
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/cnntrain: $(BUILD)/obj/src/main.o $(LIB)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/cnntrain-data: $(BUILD)/obj/src/main_data.o $(LIB)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(UNIT_TEST): $(patsubst %.cpp,$(BUILD)/obj/%.o,$(UNIT_SRCS)) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) -lgtest_main $(LDLIBS)
+
+$(MPI_TEST): $(patsubst %.cpp,$(BUILD)/obj/%.o,$(MPI_SRCS)) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) $(LDLIBS)
+
+# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of README.md.
+FMNIST_IDX ?= /usr/share/datasets/fashion-mnist
+data: data/fashion_mnist/train.h5 data/fashion_mnist/test.h5
+data/fashion_mnist/train.h5 data/fashion_mnist/test.h5 &: $(BUILD)/cnntrain-data
+	@mkdir -p data/fashion_mnist
+	$(BUILD)/cnntrain-data convert-idx --images $(FMNIST_IDX)/train-images-idx3-ubyte.gz \
+	  --labels $(FMNIST_IDX)/train-labels-idx1-ubyte.gz --out data/fashion_mnist/train.h5 \
+	  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
+	$(BUILD)/cnntrain-data convert-idx --images $(FMNIST_IDX)/t10k-images-idx3-ubyte.gz \
+	  --labels $(FMNIST_IDX)/t10k-labels-idx1-ubyte.gz --out data/fashion_mnist/test.h5 \
+	  --stats-from data/fashion_mnist/train.h5 \
+	  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
+
+# Install what is missing, build, prepare Fashion-MNIST and train on CPU with NP ranks.
+RUN_ARGS ?=
+run:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory data
+	$(MPIRUN) -np $(NP) $(BUILD)/cnntrain --config jobs/fashion_mnist.ini $(RUN_ARGS)
+
+test:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory $(BINS) $(UNIT_TEST) $(MPI_TEST) $(TEST_BUILDS)
+	@$(MAKE) --no-print-directory data
+	@$(MAKE) --no-print-directory test-unit test-mpi test-e2e $(TEST_RUNS)
+
+test-unit: $(UNIT_TEST) $(BINS)
+	$(UNIT_TEST) --gtest_brief=1
+
+test-mpi: $(MPI_TEST)
+	$(MPIRUN) -np 2 $(MPI_TEST) --gtest_brief=1
+	$(MPIRUN) -np 4 $(MPI_TEST) --gtest_brief=1
+
+test-e2e: $(BINS) data
+	@set -e; for t in tests/e2e/*.sh; do echo "== $$t"; BUILD=$(BUILD) bash $$t; done
+
+clean:
+	rm -rf $(BUILD)
+
+print-%:
+	@echo '$($*)'
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,85 @@
+// The compute interface. Every op the trainer runs goes through a Backend so the same layer code drives the
+// CPU (kernels/*_cpu.cpp) and CUDA (kernels/*_cuda.cu, real GPU or the SIMT emulator) implementations.
+// Layouts: activations NHWC, conv filters KRSC (out-ch, kh, kw, in-ch), linear weights [out, in].
+// All pointers are device pointers of the backend (host memory for the CPU backend) unless named host_*.
+// Parameter-gradient ops accumulate (+=) so gradient accumulation and shared buffers need no extra pass;
+// input-gradient ops overwrite.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace cnn {
+
+// x: [n,h,w,c], w: [k,r,s,c], y: [n,p,q,k]
+struct ConvDesc {
+  int n = 0, h = 0, w = 0, c = 0;
+  int k = 0, r = 0, s = 0;
+  int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  int p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
+  int q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+};
+
+// x: [n,h,w,c], y: [n,p,q,c]; padded taps are ignored (max) or excluded from the count (avg).
+struct PoolDesc {
+  int n = 0, h = 0, w = 0, c = 0;
+  int r = 2, s = 2, stride = 2, pad = 0;
+  int p() const { return (h + 2 * pad - r) / stride + 1; }
+  int q() const { return (w + 2 * pad - s) / stride + 1; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Device memory. alloc() never returns null (it fails the job with the size asked for).
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill(float* x, size_t n, float value) = 0;
+  virtual void synchronize() = 0;
+
+  // Convolution (cross-correlation), optional bias b: [k].
+  virtual void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) = 0;
+  virtual void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) = 0;
+  // dw += dL/dw, db += dL/db (db may be null).
+  virtual void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw,
+                                      float* db) = 0;
+
+  // Fully connected: x: [m,k], w: [n,k], b: [n] (nullable), y: [m,n] = x w^T + b.
+  virtual void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) = 0;
+  virtual void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) = 0;
+  // dw += dy^T x, db += column sums of dy (db may be null).
+  virtual void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw,
+                                      float* db) = 0;
+
+  // y = max(x, 0); dx = dy where y > 0 (y is the forward output; x and y may alias).
+  virtual void relu_forward(size_t n, const float* x, float* y) = 0;
+  virtual void relu_backward(size_t n, const float* y, const float* dy, float* dx) = 0;
+
+  // Max pooling; argmax: [n,p,q,c] flat input offsets of the winners, used by the backward pass.
+  virtual void maxpool_forward(const PoolDesc& d, const float* x, float* y, int32_t* argmax) = 0;
+  virtual void maxpool_backward(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) = 0;
+
+  // Softmax cross-entropy over logits [n, classes] with int32 labels [n] and label smoothing eps (the
+  // target puts 1-eps+eps/classes on the label and eps/classes elsewhere). Adds the sum of the n losses to
+  // *host_loss_sum and the number of rows whose arg-max equals the label to *host_correct. When dlogits is
+  // not null it receives scale * d(sum of losses)/d(logits); scale = 1/global_batch gives the gradient of
+  // the mean over the global batch.
+  virtual void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float label_smoothing,
+                            float scale, float* dlogits, double* host_loss_sum, int64_t* host_correct) = 0;
+
+  // SGD with momentum and L2 weight decay (PyTorch convention): g' = g + wd*w; v = momentum*v + g';
+  // w -= lr * (nesterov ? g' + momentum*v : v).
+  virtual void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
+                          bool nesterov) = 0;
+};
+
+// The CPU backend; `threads` bounds the threads its kernels use.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace cnn

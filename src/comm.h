@@ -1,0 +1,58 @@
+// The MPI layer: world/node-local ranks, checked collectives and the job-wide abort. Only src/comm*.cpp
+// (and MPI-IO code) include mpi.h; everything else talks to MPI through these functions.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cnn {
+
+// MPI_Init_thread (funneled: only the main thread calls MPI); works under mpirun, srun and as a singleton.
+void comm_init(int* argc, char*** argv);
+void comm_finalize();
+bool comm_initialized();
+// Ends the job: MPI_Abort(code) when several ranks exist, otherwise a plain exit with `code`.
+[[noreturn]] void comm_abort(int code);
+
+int world_rank();
+int world_size();
+int local_rank();  // rank among the processes on this node (MPI_COMM_TYPE_SHARED)
+int local_size();
+int num_nodes();
+const std::string& host_name();
+// One line for rank 0 to print: ranks, nodes, ranks per node and the host names (collective).
+std::string topology_summary();
+
+void barrier();
+void allreduce_sum(float* data, size_t n);
+void allreduce_sum(double* data, size_t n);
+void allreduce_sum(int64_t* data, size_t n);
+int allreduce_max(int v);
+int allreduce_min(int v);
+void broadcast(void* data, size_t bytes, int root);
+void broadcast(std::string& s, int root);
+
+// In-place sum-allreduces started without waiting, completed by wait_all(); requests are progressed by
+// test_some() so that transfers of finished buckets overlap the rest of the backward pass.
+class AsyncAllreduce {
+ public:
+  AsyncAllreduce();
+  ~AsyncAllreduce();
+  AsyncAllreduce(const AsyncAllreduce&) = delete;
+  AsyncAllreduce& operator=(const AsyncAllreduce&) = delete;
+  void start(float* data, size_t n);
+  void test_some();
+  void wait_all();
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+// After a phase in which each rank may have failed on its own (config, opening files): all ranks learn
+// whether any failed. If one did, the lowest failing rank prints its message, every rank finalizes MPI and
+// exits with that rank's exit code, so no rank is left waiting in a collective. Returns when none failed.
+void agree_or_exit(int code, const std::string& message);
+
+}  // namespace cnn

@@ -1,0 +1,83 @@
+#include "src/error.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "src/comm.h"
+
+namespace cnn {
+
+namespace {
+std::mutex g_log_mu;
+std::string g_log_path;
+}  // namespace
+
+std::string vstrprintf(const char* fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = std::vsnprintf(nullptr, 0, fmt, ap2);
+  va_end(ap2);
+  std::string s(n > 0 ? n : 0, '\0');
+  if (n > 0) std::vsnprintf(&s[0], n + 1, fmt, ap);
+  return s;
+}
+
+std::string strprintf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string s = vstrprintf(fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+void raise(int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string s = vstrprintf(fmt, ap);
+  va_end(ap);
+  throw Error(code, s);
+}
+
+void set_error_log_path(const std::string& path) {
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  g_log_path = path;
+}
+
+std::string rank_tag() {
+  if (!comm_initialized()) return "";
+  return strprintf("[rank %d/%d on %s]", world_rank(), world_size(), host_name().c_str());
+}
+
+void fatal(int code, const std::string& msg) {
+  std::string tag = rank_tag();
+  std::string line = "cnntrain: error" + (tag.empty() ? "" : " " + tag) + ": " + msg + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  {
+    std::lock_guard<std::mutex> lk(g_log_mu);
+    if (!g_log_path.empty()) {
+      // O_APPEND keeps lines from several ranks whole; the log is best effort on the way down.
+      int fd = ::open(g_log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0600);
+      if (fd >= 0) {
+        ssize_t w = ::write(fd, line.data(), line.size());
+        (void)w;
+        ::close(fd);
+      }
+    }
+  }
+  comm_abort(code);
+}
+
+void check_failed(const char* expr, const char* file, int line, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string detail = vstrprintf(fmt, ap);
+  va_end(ap);
+  fatal(kExitFailure, strprintf("internal check failed: %s at %s:%d: %s", expr, file, line, detail.c_str()));
+}
+
+}  // namespace cnn

@@ -1,0 +1,53 @@
+// Errors and exit codes. User-facing problems are thrown as cnn::Error carrying the process exit code; the
+// program's top level turns them into one message and an exit (or a job-wide abort once ranks may be inside
+// collectives). Internal invariants use CNN_CHECK, which ends the whole job at once.
+#pragma once
+#include <cstdarg>
+#include <stdexcept>
+#include <string>
+
+namespace cnn {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,     // anything else (internal error, MPI failure, out of memory)
+  kExitUsage = 2,       // bad command line or config
+  kExitData = 3,        // bad or unreadable data
+  kExitCheckpoint = 4,  // checkpoint error
+  kExitPreempted = 75,  // stopped on a signal after writing a checkpoint
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(int code, const std::string& msg) : std::runtime_error(msg), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string vstrprintf(const char* fmt, va_list ap);
+
+// Throws Error(code, printf-style message).
+[[noreturn]] void raise(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Prints "cnntrain: error [rank R/W on HOST]: msg" to stderr (and to the run log when one is open), then
+// ends the whole job with `code`: MPI_Abort when other ranks exist, exit() otherwise. Never returns.
+[[noreturn]] void fatal(int code, const std::string& msg);
+
+// Where fatal() also appends its message (set once the run directory exists); empty = nowhere.
+void set_error_log_path(const std::string& path);
+
+// Prefix used in every message: "[rank R/W on HOST]" (or "" before MPI is up).
+std::string rank_tag();
+
+[[noreturn]] void check_failed(const char* expr, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+}  // namespace cnn
+
+#define CNN_CHECK(cond, ...)                                                  \
+  do {                                                                        \
+    if (__builtin_expect(!(cond), 0)) ::cnn::check_failed(#cond, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
