@@ -24,15 +24,18 @@ bool parse_datum(const void* bytes, size_t n, Datum* out) {
 }
 
 std::string serialize_datum(const Datum& d) {
+  // Field for field what Caffe's convert_imageset writes, so the bytes are identical: raw records carry the
+  // shape and an explicit encoded=false (CVMatToDatum sets it); encoded ones only data, label, encoded=true.
   caffe::Datum m;
-  // Caffe always writes the shape fields, even zeros for encoded records; do the same for identical bytes.
-  m.set_channels(d.channels);
-  m.set_height(d.height);
-  m.set_width(d.width);
-  if (!d.data.empty()) m.set_data(d.data);
+  if (!d.encoded) {
+    m.set_channels(d.channels);
+    m.set_height(d.height);
+    m.set_width(d.width);
+  }
+  if (!d.data.empty() || d.float_data.empty()) m.set_data(d.data);
   m.set_label(d.label);
   for (float f : d.float_data) m.add_float_data(f);
-  if (d.encoded) m.set_encoded(true);
+  m.set_encoded(d.encoded);
   std::string s;
   m.SerializeToString(&s);
   return s;
