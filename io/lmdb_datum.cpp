@@ -65,6 +65,20 @@ class WireReader {
     }
     return fail("varint longer than 10 bytes");
   }
+  // Tags are varints of at most 5 bytes (protobuf rejects longer ones); the low 32 bits count.
+  bool tag(uint32_t* t) {
+    uint32_t r = 0;
+    for (int i = 0; i < 5; ++i) {
+      if (p_ == end_) return fail("truncated tag");
+      uint8_t b = *p_++;
+      r |= static_cast<uint32_t>(b & 0x7f) << (7 * i);
+      if (!(b & 0x80)) {
+        *t = r;
+        return true;
+      }
+    }
+    return fail("tag longer than 5 bytes");
+  }
   bool bytes(const uint8_t** data, uint64_t* len) {
     if (!varint(len)) return false;
     if (*len > static_cast<uint64_t>(end_ - p_)) return fail("length-delimited field runs past the end");
@@ -107,10 +121,10 @@ class WireReader {
   bool skip_group(uint32_t field) {
     std::vector<uint32_t> open{field};
     while (!open.empty()) {
-      uint64_t tag;
-      if (!varint(&tag)) return false;
-      uint32_t wt = tag & 7, f = static_cast<uint32_t>(tag >> 3);
-      if (f == 0 || (tag >> 3) > 0x1fffffff) return fail("invalid field number");
+      uint32_t tag;
+      if (!this->tag(&tag)) return false;
+      const uint32_t wt = tag & 7, f = tag >> 3;
+      if (f == 0) return fail("invalid field number 0");
       if (wt == 3) {
         if (open.size() > 100) return fail("groups nested too deep");
         open.push_back(f);
@@ -135,11 +149,11 @@ std::string scan_datum(const void* bytes, size_t n, DatumHeader* out) {
   *out = DatumHeader();
   WireReader r(static_cast<const uint8_t*>(bytes), n);
   while (!r.done()) {
-    uint64_t tag, v = 0;
-    if (!r.varint(&tag)) return r.error();
-    uint32_t wt = tag & 7;
-    uint64_t field = tag >> 3;
-    if (field == 0 || field > 0x1fffffff) return "invalid field number";
+    uint32_t tag;
+    uint64_t v = 0;
+    if (!r.tag(&tag)) return r.error();
+    const uint32_t wt = tag & 7, field = tag >> 3;
+    if (field == 0) return "invalid field number 0";
     if (wt == 4) return "end-group without start-group";
     bool ok = true;
     if (field >= 1 && field <= 3 && wt == 0) {
@@ -166,7 +180,7 @@ std::string scan_datum(const void* bytes, size_t n, DatumHeader* out) {
       ok = r.varint(&v);
       out->encoded = v != 0;
     } else {
-      ok = r.skip(wt, static_cast<uint32_t>(field));
+      ok = r.skip(wt, field);
     }
     if (!ok) return r.error();
   }

@@ -123,13 +123,17 @@ void LmdbReadEnv::Txn::for_each(
   MDB_cursor* cur;
   int rc = mdb_cursor_open(txn_, env_.dbi_, &cur);
   if (rc) lmdb_fail(env_.path_, "mdb_cursor_open", rc, "the database may be corrupt; rebuild it");
+  // fn may throw; read-only transactions do not free their cursors.
+  struct CursorCloser {
+    MDB_cursor* c;
+    ~CursorCloser() { mdb_cursor_close(c); }
+  } closer{cur};
   MDB_val k, v;
   std::string key;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     key.assign(static_cast<const char*>(k.mv_data), k.mv_size);
     if (!fn(key, static_cast<const uint8_t*>(v.mv_data), v.mv_size)) break;
   }
-  mdb_cursor_close(cur);
   if (rc != 0 && rc != MDB_NOTFOUND)
     lmdb_fail(env_.path_, "mdb_cursor_get", rc, "the database may be corrupt; rebuild it");
 }
