@@ -185,7 +185,8 @@ void LmdbDataset::build_index() {
 void LmdbDataset::compute_stats(int samples) {
   const int c = info_.channels;
   if (!info_.mean.empty()) return;
-  if (samples <= 0) {
+  if (samples < 0) samples = any_encoded_ ? 512 : 4096;  // decoding JPEGs at open costs ~ms each
+  if (samples == 0) {
     info_.mean.assign(c, 0.0f);
     info_.std.assign(c, 1.0f);
     return;
@@ -221,7 +222,8 @@ void LmdbDataset::compute_stats(int samples) {
     double m = per_channel > 0 ? sum[k] / per_channel : 0.0;
     double var = per_channel > 0 ? sq[k] / per_channel - m * m : 1.0;
     info_.mean.push_back(static_cast<float>(m));
-    info_.std.push_back(static_cast<float>(std::sqrt(std::max(var, 1e-6))));
+    // A constant channel gets std 1, as the HDF5 reader does, instead of blowing up the normalisation.
+    info_.std.push_back(static_cast<float>(var > 1e-6 ? std::sqrt(var) : 1.0));
   }
 }
 

@@ -14,7 +14,7 @@
 // Labels: validated at open: in [0, num_classes). num_classes = options.num_classes, else the metadata
 // sidecar (io/lmdb_meta.h), else max label + 1.
 // Mean/std: from the sidecar when present, else computed at open over options.stats_samples records evenly
-// spaced over the index (decoded, before any resize), so every rank gets the same values.
+// spaced over the index, as read() returns them at epoch 0, so every rank gets the same values.
 // Bad records (not a Datum, size != C*H*W, label out of range, shape mismatch, undecodable image):
 // on_bad_sample "fail" throws cnn::Error(kExitData) naming the file, key and remedy; "skip" drops records
 // found bad at open from the index and, for records found bad at read time, substitutes the next good record
@@ -38,7 +38,9 @@ struct LmdbOptions {
   int num_classes = 0;                 // 0: from the sidecar, else max label + 1
   int channels = 0;                    // 0: as the first record; 1 or 3 converts encoded images
   ImageTransform transform;            // target size and fit; mode kNone with size 0 keeps record sizes
-  int stats_samples = 1000;            // records decoded for mean/std when the sidecar has none
+  // Records decoded for mean/std when the sidecar has none: -1 = 4096 raw (like the HDF5 reader) or 512
+  // when any record is encoded; 0 = none (mean 0, std 1).
+  int stats_samples = -1;
 };
 
 class LmdbDataset : public Dataset {
