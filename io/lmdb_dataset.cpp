@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <thread>
 
 #include "io/lmdb_datum.h"
 #include "io/lmdb_env.h"
@@ -271,6 +273,28 @@ std::string LmdbDataset::decode_record(int64_t id, const uint8_t* val, size_t le
 }
 
 void LmdbDataset::read(const int64_t* ids, size_t k, uint8_t* images, int32_t* labels) {
+  const size_t threads = any_encoded_ ? std::min<size_t>(std::max(opt_.read_threads, 1), k / 2) : 1;
+  if (threads <= 1) return read_range(ids, k, images, labels);
+  // Contiguous shares, one transaction each; the first error (in id order of the shares) is rethrown.
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(threads);
+  const size_t bytes = info_.sample_bytes();
+  for (size_t t = 0; t < threads; ++t) {
+    const size_t b = k * t / threads, e = k * (t + 1) / threads;
+    pool.emplace_back([&, t, b, e] {
+      try {
+        read_range(ids + b, e - b, images + b * bytes, labels + b);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (auto& err : errors)
+    if (err) std::rethrow_exception(err);
+}
+
+void LmdbDataset::read_range(const int64_t* ids, size_t k, uint8_t* images, int32_t* labels) {
   const size_t bytes = info_.sample_bytes();
   LmdbReadEnv::Txn txn(*env_);
   for (size_t i = 0; i < k; ++i) {

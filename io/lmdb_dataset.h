@@ -41,6 +41,9 @@ struct LmdbOptions {
   // Records decoded for mean/std when the sidecar has none: -1 = 4096 raw (like the HDF5 reader) or 512
   // when any record is encoded; 0 = none (mean 0, std 1).
   int stats_samples = -1;
+  // Threads one read() call decodes with: JPEG decoding (~2 ms per ImageNet-size image) outruns a single
+  // loader thread, so encoded datasets want several. Raw records gain nothing and stay on the caller's thread.
+  int read_threads = 1;
 };
 
 class LmdbDataset : public Dataset {
@@ -67,6 +70,7 @@ class LmdbDataset : public Dataset {
   // Decodes record `id` (bytes `val`) into out (info_ shape); "" or what is wrong with it.
   std::string decode_record(int64_t id, const uint8_t* val, size_t len, uint8_t* out) const;
   void bad_at_open(const std::string& key, const std::string& why);
+  void read_range(const int64_t* ids, size_t k, uint8_t* images, int32_t* labels);
 
   std::string path_;
   LmdbOptions opt_;

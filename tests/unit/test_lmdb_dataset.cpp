@@ -211,6 +211,40 @@ TEST(LmdbDataset, EncodedMixedSizesNeedTargetSize) {
   EXPECT_NE(e0, e1) << "a new epoch draws a new crop";
 }
 
+TEST(LmdbDataset, ThreadedReadsMatchSingleThreadAndRethrowErrors) {
+  TempDir tmp;
+  std::vector<std::pair<std::string, std::string>> kv;
+  for (int i = 0; i < 40; ++i) {
+    auto img = gradient_image(12 + i % 5, 10, 3, i);
+    kv.emplace_back(lmdb_record_key(i, "x"),
+                    serialize_datum(make_encoded_datum(encode_png(img.data(), 12 + i % 5, 10, 3), i % 7)));
+  }
+  auto img = gradient_image(12, 10, 3, 0);
+  std::string cut = encode_png(img.data(), 12, 10, 3);
+  cut.resize(cut.size() - 20);  // header intact (passes open), pixel data cut short
+  kv.emplace_back(lmdb_record_key(40, "bad"), serialize_datum(make_encoded_datum(cut, 0)));
+  write_db(tmp.sub("db"), kv);
+  LmdbOptions opt;
+  opt.stats_samples = 0;
+  opt.transform.height = opt.transform.width = 9;
+  opt.transform.mode = ResizeMode::kRandomResizedCrop;
+  LmdbDataset one(tmp.sub("db"), opt);
+  opt.read_threads = 3;
+  LmdbDataset three(tmp.sub("db"), opt);
+  std::vector<int64_t> ids(40);
+  for (int i = 0; i < 40; ++i) ids[i] = (i * 17) % 40;
+  std::vector<uint8_t> a(40 * one.info().sample_bytes()), b(a.size());
+  std::vector<int32_t> la(40), lb(40);
+  one.read(ids.data(), 40, a.data(), la.data());
+  three.read(ids.data(), 40, b.data(), lb.data());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(la, lb);
+  ids.push_back(40);
+  a.resize(41 * one.info().sample_bytes());
+  la.resize(41);
+  expect_data_error([&] { three.read(ids.data(), 41, a.data(), la.data()); }, {"bad", "bad PNG"});
+}
+
 TEST(LmdbDataset, GrayJpegConvertedToThreeChannelsOnRequest) {
   TempDir tmp;
   auto g = gradient_image(8, 8, 1, 0);
