@@ -23,7 +23,7 @@ HDF5_CFLAGS = $(shell pkg-config --cflags hdf5-openmpi 2>/dev/null)
 HDF5_LIBS   = $(shell pkg-config --libs hdf5-openmpi 2>/dev/null)
 
 CXX      := g++
-CPPFLAGS  = -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(EXTRA_CPPFLAGS)
+CPPFLAGS  = -I. -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 $(MPI_CFLAGS) $(HDF5_CFLAGS) $(EXTRA_CPPFLAGS)
 CXXFLAGS  = -std=c++17 $(OPT) $(ARCH) -g -pthread -Wall -Wextra -Wno-unused-parameter -MMD -MP $(EXTRA_CXXFLAGS)
 LDFLAGS   = -pthread -Wl,-z,now $(EXTRA_LDFLAGS)
 LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
@@ -35,8 +35,9 @@ LIB_OBJS  = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(patsubst %.cc,$(BUILD)/obj/%.o,$
 LIB       = $(BUILD)/libcnntrain.a
 BINS      = $(BUILD)/cnntrain $(BUILD)/cnntrain-data
 
-UNIT_SRCS = $(wildcard tests/unit/*.cpp)
-MPI_SRCS  = $(wildcard tests/mpi/*.cpp)
+TEST_COMMON_SRCS = $(wildcard tests/common/*.cpp)
+UNIT_SRCS = $(wildcard tests/unit/*.cpp) $(TEST_COMMON_SRCS)
+MPI_SRCS  = $(wildcard tests/mpi/*.cpp) $(TEST_COMMON_SRCS)
 UNIT_TEST = $(BUILD)/tests/unit_tests
 MPI_TEST  = $(BUILD)/tests/mpi_tests
 GTEST_LIBS = -lgtest -lgmock
@@ -47,6 +48,10 @@ TEST_BUILDS ?=
 TEST_RUNS ?=
 
 include $(sort $(wildcard */*.mk */*/*.mk))
+
+# The version string names the commit (rebuild config.o, e.g. `make clean`, to refresh it).
+GIT_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/obj/src/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VERSION)"'
 
 .PHONY: all deps data run test test-unit test-mpi test-e2e clean print-%
 all: $(BINS)
@@ -117,6 +122,7 @@ test:
 	@$(MAKE) --no-print-directory $(BINS) $(UNIT_TEST) $(MPI_TEST) $(TEST_BUILDS)
 	@$(MAKE) --no-print-directory data
 	@$(MAKE) --no-print-directory test-unit test-mpi test-e2e $(TEST_RUNS)
+	@echo "make test: $(words unit mpi-np2 mpi-np4 $(E2E_TESTS) $(TEST_RUNS)) passed, 0 failed"
 
 test-unit: $(UNIT_TEST) $(BINS)
 	$(UNIT_TEST) --gtest_brief=1
@@ -125,8 +131,9 @@ test-mpi: $(MPI_TEST)
 	$(MPIRUN) -np 2 $(MPI_TEST) --gtest_brief=1
 	$(MPIRUN) -np 4 $(MPI_TEST) --gtest_brief=1
 
+E2E_TESTS = $(wildcard tests/e2e/test_*.sh)
 test-e2e: $(BINS) data
-	@set -e; for t in tests/e2e/*.sh; do echo "== $$t"; BUILD=$(BUILD) bash $$t; done
+	@set -e; for t in $(E2E_TESTS); do echo "== $$t"; BUILD=$(BUILD) bash $$t; done
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,112 @@
+#include "io/loader.h"
+
+#include <chrono>
+
+#include "src/error.h"
+
+namespace cnn {
+
+void normalize_images(const uint8_t* src, size_t pixels, int channels, const std::vector<float>& mean,
+                      const std::vector<float>& std, float* dst) {
+  float scale[16], shift[16];
+  std::vector<float> big_scale, big_shift;
+  float* sc = scale;
+  float* sh = shift;
+  if (channels > 16) {
+    big_scale.resize(channels);
+    big_shift.resize(channels);
+    sc = big_scale.data();
+    sh = big_shift.data();
+  }
+  for (int c = 0; c < channels; ++c) {
+    sc[c] = 1.0f / std[c];
+    sh[c] = -mean[c] / std[c];
+  }
+  for (size_t p = 0; p < pixels; ++p)
+    for (int c = 0; c < channels; ++c) dst[p * channels + c] = src[p * channels + c] * sc[c] + sh[c];
+}
+
+Loader::Loader(Dataset& ds, Sampler& sampler, int rank, int world, int prefetch, int64_t first_epoch,
+               int64_t first_step, int64_t total_steps)
+    : ds_(ds), sampler_(sampler), rank_(rank), world_(world), depth_(prefetch < 1 ? 1 : prefetch),
+      epoch0_(first_epoch), step0_(first_step), total_(total_steps) {
+  for (size_t i = 0; i < depth_ + 1; ++i) free_.push_back(std::make_unique<Batch>());
+  thread_ = std::thread(&Loader::run, this);
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Loader::produce(Batch& b, int64_t epoch, int64_t step) {
+  const DatasetInfo& info = ds_.info();
+  b.epoch = epoch;
+  b.step = step;
+  b.ids = sampler_.rank_slice(epoch, step, rank_, world_);
+  b.n = static_cast<int>(b.ids.size());
+  const size_t sb = info.sample_bytes();
+  raw_.resize(b.n * sb);
+  b.labels.resize(b.n);
+  b.images.resize(b.n * sb);
+  ds_.read(b.ids.data(), b.ids.size(), raw_.data(), b.labels.data());
+  normalize_images(raw_.data(), static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
+                   info.std, b.images.data());
+}
+
+void Loader::run() {
+  int64_t epoch = epoch0_, step = step0_;
+  const int64_t spe = sampler_.steps_per_epoch();
+  for (int64_t i = 0; i < total_; ++i) {
+    std::unique_ptr<Batch> b;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !free_.empty(); });
+      if (stop_) return;
+      b = std::move(free_.front());
+      free_.pop_front();
+    }
+    try {
+      produce(*b, epoch, step);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ready_.push_back(std::move(b));
+    }
+    cv_.notify_all();
+    if (++step == spe) {
+      step = 0;
+      ++epoch;
+    }
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+const Batch& Loader::next(double* wait_s) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lk(mu_);
+  if (current_) free_.push_back(std::move(current_));
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return !ready_.empty() || error_ || done_; });
+  if (ready_.empty()) {
+    if (error_) std::rethrow_exception(error_);
+    raise(kExitFailure, "the loader was asked for more batches than it was set up to produce");
+  }
+  current_ = std::move(ready_.front());
+  ready_.pop_front();
+  if (wait_s) *wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return *current_;
+}
+
+}  // namespace cnn

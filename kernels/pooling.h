@@ -1,0 +1,14 @@
+// Pooling over NHWC. x: [N,H,W,C], y: [N,P,Q,C]; padded taps never win a max.
+#pragma once
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace cnn {
+
+// argmax: [N,P,Q,C] flat offsets into x of each window's maximum (first one on ties).
+void maxpool_forward_cpu(const PoolDesc& d, const float* x, float* y, int32_t* argmax);
+// dx = 0, then dx[argmax] += dy.
+void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx);
+
+}  // namespace cnn

@@ -1,0 +1,44 @@
+#include <cstring>
+#include <limits>
+
+#include "kernels/pooling.h"
+
+namespace cnn {
+
+void maxpool_forward_cpu(const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
+  const int P = d.p(), Q = d.q(), C = d.c;
+  for (int n = 0; n < d.n; ++n)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q) {
+        const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * C;
+        for (int c = 0; c < C; ++c) {
+          float best = -std::numeric_limits<float>::infinity();
+          int32_t at = -1;
+          for (int r = 0; r < d.r; ++r) {
+            int h = p * d.stride - d.pad + r;
+            if (h < 0 || h >= d.h) continue;
+            for (int s = 0; s < d.s; ++s) {
+              int w = q * d.stride - d.pad + s;
+              if (w < 0 || w >= d.w) continue;
+              int32_t i = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + h) * d.w + w) * C + c);
+              // `!(x <= best)` lets a NaN win, so NaNs propagate instead of vanishing.
+              if (at < 0 || !(x[i] <= best)) {
+                best = x[i];
+                at = i;
+              }
+            }
+          }
+          y[o + c] = best;
+          argmax[o + c] = at;
+        }
+      }
+}
+
+void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
+  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(d.n) * d.h * d.w * d.c);
+  const size_t out = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
+  for (size_t i = 0; i < out; ++i)
+    if (argmax[i] >= 0) dx[argmax[i]] += dy[i];
+}
+
+}  // namespace cnn

@@ -1,0 +1,236 @@
+#include "src/config.h"
+
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "src/error.h"
+#include "src/models/zoo.h"
+
+namespace po = boost::program_options;
+
+namespace cnn {
+
+namespace {
+
+struct Opt {
+  std::string name, help;
+  std::function<void(Config&, const std::string&)> set;
+  std::function<std::string(const Config&)> get;
+};
+
+[[noreturn]] void bad(const std::string& name, const std::string& val, const std::string& why) {
+  raise(kExitUsage, "option --%s: bad value '%s': %s", name.c_str(), val.c_str(), why.c_str());
+}
+
+long long to_int(const std::string& name, const std::string& v, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE) bad(name, v, "expected an integer");
+  if (x < lo || x > hi) bad(name, v, strprintf("must be between %lld and %lld", lo, hi));
+  return x;
+}
+
+double to_real(const std::string& name, const std::string& v, double lo, double hi, bool lo_open) {
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x)) bad(name, v, "expected a number");
+  if (x < lo || x > hi || (lo_open && x == lo))
+    bad(name, v, strprintf("must be %s %g and at most %g", lo_open ? "greater than" : "at least", lo, hi));
+  return x;
+}
+
+std::string fmt_real(double x) {
+  std::ostringstream s;
+  s.precision(17);
+  s << x;
+  return s.str();
+}
+
+template <class T>
+Opt int_opt(const char* name, T Config::*field, long long lo, long long hi, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { c.*field = static_cast<T>(to_int(name, v, lo, hi)); },
+          [=](const Config& c) { return std::to_string(c.*field); }};
+}
+
+Opt real_opt(const char* name, double Config::*field, double lo, double hi, bool lo_open, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { c.*field = to_real(name, v, lo, hi, lo_open); },
+          [=](const Config& c) { return fmt_real(c.*field); }};
+}
+
+Opt str_opt(const char* name, std::string Config::*field, std::vector<std::string> choices, const char* help) {
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            if (!choices.empty()) {
+              bool ok = false;
+              std::string all;
+              for (const auto& ch : choices) {
+                ok = ok || ch == v;
+                all += (all.empty() ? "" : ", ") + ch;
+              }
+              if (!ok) bad(name, v, "choose one of: " + all);
+            }
+            c.*field = v;
+          },
+          [=](const Config& c) { return c.*field; }};
+}
+
+Opt bool_opt(const char* name, bool Config::*field, const char* help) {
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            if (v == "true" || v == "1" || v == "yes" || v == "on") c.*field = true;
+            else if (v == "false" || v == "0" || v == "no" || v == "off") c.*field = false;
+            else bad(name, v, "expected true or false");
+          },
+          [=](const Config& c) { return std::string(c.*field ? "true" : "false"); }};
+}
+
+const std::vector<Opt>& options() {
+  static const std::vector<Opt> opts = [] {
+    std::vector<Opt> v;
+    v.push_back({"model", "network from the model zoo (" + [] {
+                   std::string s;
+                   for (const auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
+                   return s;
+                 }() + ")",
+                 [](Config& c, const std::string& x) {
+                   if (!is_model(x)) bad("model", x, "unknown model; see --help for the list");
+                   c.model = x;
+                 },
+                 [](const Config& c) { return c.model; }});
+    v.push_back(str_opt("device", &Config::device, {"cpu", "cuda", "emu"},
+                        "cpu, cuda (one GPU per rank) or emu (CUDA kernels on the SIMT emulator)"));
+    v.push_back(int_opt("threads", &Config::threads, 1, 1024, "CPU threads per rank for the compute kernels"));
+    v.push_back({"seed", "seed of initialisation, data order and augmentation",
+                 [](Config& c, const std::string& x) {
+                   c.seed = static_cast<uint64_t>(to_int("seed", x, 0, (1LL << 62)));
+                 },
+                 [](const Config& c) { return std::to_string(c.seed); }});
+    v.push_back(str_opt("run-dir", &Config::run_dir, {}, "run directory (default runs/<model>-<date>-<time>)"));
+    v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5, schema in README)"));
+    v.push_back(str_opt("data.test", &Config::data_test, {}, "test set file, evaluated after every epoch"));
+    v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5"}, "dataset format"));
+    v.push_back(int_opt("data.prefetch", &Config::data_prefetch, 1, 64, "batches the loader prepares ahead"));
+    v.push_back(int_opt("data.cache_mb", &Config::data_cache_mb, 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"));
+    v.push_back(int_opt("train.batch", &Config::batch, 1, 1LL << 30,
+                        "global batch size (split evenly across ranks; must be divisible by their number)"));
+    v.push_back(int_opt("train.epochs", &Config::epochs, 1, 1 << 24, "epochs to train"));
+    v.push_back(int_opt("train.max_steps", &Config::max_steps, 0, 1LL << 40,
+                        "stop after this many optimizer steps (0: no limit)"));
+    v.push_back(real_opt("train.lr", &Config::lr, 0, 1e6, true, "peak learning rate"));
+    v.push_back(real_opt("train.min_lr", &Config::min_lr, 0, 1e6, false, "learning rate at the end of cosine decay"));
+    v.push_back(str_opt("train.optimizer", &Config::optimizer, {"sgd"}, "optimizer"));
+    v.push_back(real_opt("train.momentum", &Config::momentum, 0, 0.999999, false, "SGD momentum"));
+    v.push_back(bool_opt("train.nesterov", &Config::nesterov, "Nesterov momentum"));
+    v.push_back(real_opt("train.weight_decay", &Config::weight_decay, 0, 1, false, "L2 weight decay (weights only)"));
+    v.push_back(real_opt("train.label_smoothing", &Config::label_smoothing, 0, 0.999, false, "label smoothing"));
+    v.push_back(str_opt("train.schedule", &Config::schedule, {"cosine", "constant"},
+                        "learning-rate schedule after warmup"));
+    v.push_back(real_opt("train.warmup_epochs", &Config::warmup_epochs, 0, 1e6, false,
+                         "linear warmup from 0 to train.lr over this many epochs"));
+    v.push_back(int_opt("eval.batch", &Config::eval_batch, 1, 1 << 20, "samples per rank per evaluation step"));
+    v.push_back(int_opt("eval.every_epochs", &Config::eval_every_epochs, 1, 1 << 24, "evaluate every N epochs"));
+    v.push_back(int_opt("log.every_steps", &Config::log_every_steps, 1, 1 << 30, "progress line every N steps"));
+    return v;
+  }();
+  return opts;
+}
+
+std::string help_text(const po::options_description& generic) {
+  std::ostringstream s;
+  s << "Usage: cnntrain [--config FILE.ini] [--section.option VALUE ...]\n"
+       "Data-parallel CNN training; launch with mpirun/srun for several ranks. See README.md.\n\n"
+    << generic << "\nTraining options (INI: [section] option = value; command line wins):\n";
+  for (const auto& o : options()) {
+    std::string def = o.get(Config{});
+    s << "  --" << o.name << std::string(o.name.size() < 24 ? 24 - o.name.size() : 1, ' ') << o.help
+      << (def.empty() ? "" : " [" + def + "]") << "\n";
+  }
+  s << "\nExit codes: 0 completed, 2 bad command line/config, 3 bad data, 4 checkpoint error,\n"
+       "75 stopped on a signal after a checkpoint, 1 anything else.\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::string version_string() {
+#ifndef CNN_GIT_VERSION
+#define CNN_GIT_VERSION "unknown"
+#endif
+  return std::string("cnntrain 0.1.0 (") + CNN_GIT_VERSION + ")";
+}
+
+ParseResult parse_config(int argc, char** argv, Config& cfg) {
+  po::options_description generic("General");
+  generic.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
+      "print-config", "print the resolved configuration (INI) and exit")(
+      "config", po::value<std::string>(), "INI file with options (command-line options override it)");
+  po::options_description all;
+  all.add(generic);
+  for (const auto& o : options()) all.add_options()(o.name.c_str(), po::value<std::string>(), o.help.c_str());
+
+  po::variables_map vm;
+  try {
+    // Stray words are collected so the error can name them instead of silently ignoring them.
+    po::options_description with_stray = all;
+    with_stray.add_options()("stray-words", po::value<std::vector<std::string>>());
+    po::positional_options_description pos;
+    pos.add("stray-words", -1);
+    po::store(po::command_line_parser(argc, argv).options(with_stray).positional(pos).run(), vm);
+  } catch (const po::error& e) {
+    raise(kExitUsage, "command line: %s (see --help)", e.what());
+  }
+  if (vm.count("stray-words"))
+    raise(kExitUsage, "command line: unexpected argument '%s' (options are written --name value; see --help)",
+          vm["stray-words"].as<std::vector<std::string>>().front().c_str());
+  if (vm.count("help")) return {ParseAction::kExitHelp, help_text(generic)};
+  if (vm.count("version")) return {ParseAction::kExitVersion, version_string() + "\n"};
+  if (vm.count("config")) {
+    cfg.config_file = vm["config"].as<std::string>();
+    std::ifstream in(cfg.config_file);
+    if (!in)
+      raise(kExitUsage, "option --config: cannot read '%s': %s", cfg.config_file.c_str(), std::strerror(errno));
+    try {
+      po::store(po::parse_config_file(in, all, false), vm);
+    } catch (const po::error& e) {
+      raise(kExitUsage, "config file '%s': %s (options are listed by --help)", cfg.config_file.c_str(), e.what());
+    }
+  }
+  for (const auto& o : options())
+    if (vm.count(o.name)) o.set(cfg, vm[o.name].as<std::string>());
+
+  if (cfg.data_train.empty())
+    raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST)");
+  if (cfg.min_lr > cfg.lr)
+    raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
+  if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg)};
+  return {};
+}
+
+std::string config_to_ini(const Config& cfg) {
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> sections;
+  std::string out = "# cnntrain resolved configuration (" + version_string() + ")\n";
+  for (const auto& o : options()) {
+    auto dot = o.name.find('.');
+    if (dot == std::string::npos) {
+      out += o.name + " = " + o.get(cfg) + "\n";
+    } else {
+      sections[o.name.substr(0, dot)].push_back({o.name.substr(dot + 1), o.get(cfg)});
+    }
+  }
+  for (const auto& [sec, kv] : sections) {
+    out += "\n[" + sec + "]\n";
+    for (const auto& [k, v] : kv) out += k + " = " + v + "\n";
+  }
+  return out;
+}
+
+}  // namespace cnn

@@ -1,0 +1,50 @@
+// Configuration: every option can be set in an INI file (--config; sections map to dotted names, e.g.
+// [train] batch=128 is --train.batch) and overridden on the command line. Parsing validates every value and
+// reports problems as Error(kExitUsage) naming the option (and the file).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cnn {
+
+struct Config {
+  std::string config_file;
+  std::string model = "fmnist_cnn";
+  std::string device = "cpu";
+  int threads = 1;
+  uint64_t seed = 42;
+  std::string run_dir;
+
+  std::string data_train, data_test, data_format = "auto";
+  int data_prefetch = 4;
+  int data_cache_mb = 256;
+
+  int64_t batch = 128;  // global
+  int epochs = 10;
+  int64_t max_steps = 0;  // 0: no limit
+  double lr = 0.1, min_lr = 0.0, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.0;
+  double warmup_epochs = 0.0;
+  bool nesterov = false;
+  std::string optimizer = "sgd";
+  std::string schedule = "cosine";
+
+  int eval_batch = 256;  // per rank
+  int eval_every_epochs = 1;
+  int log_every_steps = 50;
+};
+
+enum class ParseAction { kRun, kExitHelp, kExitVersion, kExitPrintConfig };
+
+struct ParseResult {
+  ParseAction action = ParseAction::kRun;
+  std::string text;  // what to print for help/version/print-config
+};
+
+// Parses argv (and the --config file). Throws Error(kExitUsage) on any problem.
+ParseResult parse_config(int argc, char** argv, Config& cfg);
+// The resolved configuration as an INI file that parse_config reads back to the same Config.
+std::string config_to_ini(const Config& cfg);
+std::string version_string();
+
+}  // namespace cnn

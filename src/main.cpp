@@ -1,0 +1,42 @@
+// cnntrain: data-parallel CNN training (see README.md).
+#include <cstdio>
+#include <exception>
+#include <new>
+
+#include "src/comm.h"
+#include "src/config.h"
+#include "src/error.h"
+#include "src/trainer.h"
+
+int main(int argc, char** argv) {
+  using namespace cnn;
+  comm_init(&argc, &argv);
+  Config cfg;
+  ParseResult pr;
+  int code = 0;
+  std::string msg;
+  try {
+    pr = parse_config(argc, argv, cfg);
+  } catch (const Error& e) {
+    code = e.code();
+    msg = e.what();
+  }
+  agree_or_exit(code, msg);
+  if (pr.action != ParseAction::kRun) {
+    if (world_rank() == 0) std::fputs(pr.text.c_str(), stdout);
+    comm_finalize();
+    return 0;
+  }
+  int rc = kExitFailure;
+  try {
+    rc = run_training(cfg);
+  } catch (const Error& e) {
+    fatal(e.code(), e.what());
+  } catch (const std::bad_alloc&) {
+    fatal(kExitFailure, "out of memory; use a smaller --train.batch or --eval.batch, or fewer ranks per node");
+  } catch (const std::exception& e) {
+    fatal(kExitFailure, e.what());
+  }
+  comm_finalize();
+  return rc;
+}

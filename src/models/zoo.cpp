@@ -1,0 +1,72 @@
+#include "src/models/zoo.h"
+
+#include <functional>
+#include <map>
+
+#include "src/error.h"
+
+namespace cnn {
+
+namespace {
+
+using Builder = std::function<void(Net&)>;
+
+// LeNet-5 with ReLU and max pooling; padding 2 in the first layer keeps 28x28 inputs at the classic 32x32 size.
+void lenet5(Net& net) {
+  net.add(make_conv2d("conv1", 6, {5, 1, 2, true}));
+  net.add(make_relu("relu1"));
+  net.add(make_maxpool("pool1", 2, 2));
+  net.add(make_conv2d("conv2", 16, {5, 1, 0, true}));
+  net.add(make_relu("relu2"));
+  net.add(make_maxpool("pool2", 2, 2));
+  net.add(make_flatten("flatten"));
+  net.add(make_linear("fc1", 120));
+  net.add(make_relu("relu3"));
+  net.add(make_linear("fc2", 84));
+  net.add(make_relu("relu4"));
+  net.add(make_linear("fc3", net.num_classes()));
+}
+
+// A small CNN for 28x28 grey images: two 3x3 conv + pool stages and a 128-unit hidden layer.
+void fmnist_cnn(Net& net) {
+  net.add(make_conv2d("conv1", 16, {3, 1, 1, true}));
+  net.add(make_relu("relu1"));
+  net.add(make_maxpool("pool1", 2, 2));
+  net.add(make_conv2d("conv2", 32, {3, 1, 1, true}));
+  net.add(make_relu("relu2"));
+  net.add(make_maxpool("pool2", 2, 2));
+  net.add(make_flatten("flatten"));
+  net.add(make_linear("fc1", 128));
+  net.add(make_relu("relu3"));
+  net.add(make_linear("fc2", net.num_classes()));
+}
+
+const std::map<std::string, Builder>& registry() {
+  static const std::map<std::string, Builder> r = {
+      {"lenet5", lenet5},
+      {"fmnist_cnn", fmnist_cnn},
+  };
+  return r;
+}
+
+}  // namespace
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> v;
+  for (const auto& kv : registry()) v.push_back(kv.first);
+  return v;
+}
+
+bool is_model(const std::string& name) { return registry().count(name) > 0; }
+
+void build_model(const std::string& name, Net& net) {
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string all;
+    for (const auto& n : model_names()) all += (all.empty() ? "" : ", ") + n;
+    raise(kExitUsage, "unknown model '%s' (--model); available: %s", name.c_str(), all.c_str());
+  }
+  it->second(net);
+}
+
+}  // namespace cnn

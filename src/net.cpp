@@ -1,0 +1,149 @@
+#include "src/net.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/rng.h"
+#include "src/error.h"
+
+namespace cnn {
+
+Net::Net(Backend& be, const Dims& input, int num_classes) : be_(be), input_(input), classes_(num_classes) {}
+
+Net::~Net() {
+  layers_.clear();  // layers release their scratch through the backend first
+  for (float* p : owned_) be_.release(p);
+  be_.release(grad_buf_[0]);
+  be_.release(grad_buf_[1]);
+  be_.release(params_);
+  be_.release(grads_);
+}
+
+void Net::add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+
+void Net::build(int max_n, uint64_t seed) {
+  CNN_CHECK(max_n > 0 && !layers_.empty(), "build(%d) of a net with %zu layers", max_n, layers_.size());
+  max_n_ = max_n;
+  Dims d = input_;
+  size_t max_act = input_.size();
+  for (auto& l : layers_) {
+    d = l->setup(d);
+    out_dims_.push_back(d);
+    max_act = std::max(max_act, d.size());
+    first_param_.push_back(num_params_);
+    for (const ParamSpec& s : l->param_specs()) {
+      ParamInfo p{l->name() + "." + s.name, s.shape, num_params_, s.size(), s.init, s.fan_in, s.decay};
+      num_params_ += p.size;
+      table_.push_back(p);
+    }
+  }
+  if (d.size() != static_cast<size_t>(classes_))
+    raise(kExitUsage, "the model ends in %zu outputs but the dataset has %d classes", d.size(), classes_);
+  params_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_params_, 1)));
+  grads_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_params_, 1)));
+  std::vector<float> host(num_params_);
+  init_params(table_, seed, host.data());
+  be_.upload(params_, host.data(), sizeof(float) * num_params_);
+  zero_grads();
+  size_t t = 0;
+  for (auto& l : layers_) {
+    std::vector<float*> p, g;
+    for (size_t i = 0; i < l->param_specs().size(); ++i, ++t) {
+      p.push_back(params_ + table_[t].offset);
+      g.push_back(grads_ + table_[t].offset);
+    }
+    l->bind(p, g);
+    l->allocate(be_, max_n);
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->is_view()) {
+      acts_.push_back(nullptr);  // resolved to the input's buffer at run time
+    } else {
+      float* a = static_cast<float*>(be_.alloc(sizeof(float) * out_dims_[i].size() * max_n));
+      owned_.push_back(a);
+      acts_.push_back(a);
+    }
+  }
+  for (auto& g : grad_buf_) g = static_cast<float*>(be_.alloc(sizeof(float) * max_act * max_n));
+}
+
+const float* Net::forward(const float* x, int n, bool train) {
+  CNN_CHECK(n > 0 && n <= max_n_, "forward of %d samples on a net built for %d", n, max_n_);
+  input_ptr_ = x;
+  const float* cur = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->is_view()) {
+      acts_[i] = const_cast<float*>(cur);
+    } else {
+      layers_[i]->forward(be_, cur, acts_[i], n, train);
+    }
+    cur = acts_[i];
+  }
+  return cur;
+}
+
+void Net::backward(const float* dlogits, int n, const std::function<void(size_t)>& on_ready) {
+  const float* dy = dlogits;
+  int flip = 0;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const float* x = i == 0 ? input_ptr_ : acts_[i - 1];
+    if (layers_[i]->is_view()) {
+      if (on_ready) on_ready(first_param_[i]);
+      continue;
+    }
+    // The first layer's input gradient is never used.
+    float* dx = i == 0 ? nullptr : grad_buf_[flip];
+    layers_[i]->backward(be_, x, acts_[i], dy, dx, n);
+    if (on_ready) on_ready(first_param_[i]);
+    dy = dx;
+    flip ^= 1;
+  }
+}
+
+void Net::zero_grads() { be_.fill(grads_, num_params_, 0.f); }
+
+double Net::flops_per_sample() const {
+  double f = 0;
+  for (const auto& l : layers_) f += l->flops_per_sample();
+  return f;
+}
+
+std::string Net::summary() const {
+  std::string s;
+  Dims in = input_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    size_t np = 0;
+    for (const auto& p : layers_[i]->param_specs()) np += p.size();
+    s += strprintf("  %-12s %-34s %4dx%-4dx%-5d -> %4dx%-4dx%-5d params %zu\n", layers_[i]->name().c_str(),
+                   layers_[i]->describe().c_str(), in.h, in.w, in.c, out_dims_[i].h, out_dims_[i].w,
+                   out_dims_[i].c, np);
+    in = out_dims_[i];
+  }
+  return s;
+}
+
+void init_params(const std::vector<ParamInfo>& table, uint64_t seed, float* out) {
+  for (size_t t = 0; t < table.size(); ++t) {
+    const ParamInfo& p = table[t];
+    float* w = out + p.offset;
+    switch (p.init) {
+      case Init::kZero: std::fill(w, w + p.size, 0.f); break;
+      case Init::kOne: std::fill(w, w + p.size, 1.f); break;
+      case Init::kHeNormal: {
+        CounterRng rng(seed, 0x1a17ull << 32 | t);
+        const double sd = std::sqrt(2.0 / p.fan_in);
+        for (size_t i = 0; i < p.size; i += 2) {
+          // Box-Muller: two normals per pair of uniforms; (0,1] keeps the log finite.
+          double u1 = (static_cast<double>(rng.next() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+          double u2 = static_cast<double>(rng.next() >> 11) * (1.0 / 9007199254740992.0);
+          double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+          w[i] = static_cast<float>(sd * r * std::cos(a));
+          if (i + 1 < p.size) w[i + 1] = static_cast<float>(sd * r * std::sin(a));
+        }
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace cnn

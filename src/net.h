@@ -1,0 +1,76 @@
+// A network: a sequence of layers over one flat parameter buffer and one flat gradient buffer (contiguous,
+// so gradient allreduce buckets, optimizer state and checkpoints are slices of one array). Parameters are laid
+// out in layer order; backward reports, layer by layer, from which offset on the gradient is final.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "src/layers.h"
+
+namespace cnn {
+
+struct ParamInfo {
+  std::string name;  // "<layer>.<param>", e.g. "conv1.weight"
+  std::vector<int> shape;
+  size_t offset = 0, size = 0;
+  Init init = Init::kZero;
+  int fan_in = 1;
+  bool decay = true;
+};
+
+class Net {
+ public:
+  Net(Backend& be, const Dims& input, int num_classes);
+  ~Net();
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  void add(std::unique_ptr<Layer> layer);
+  // Fixes shapes, allocates the flat buffers and activations for up to max_n samples and initialises the
+  // parameters from `seed` (He-normal weights, zero biases). Throws Error(kExitUsage) on shape problems.
+  void build(int max_n, uint64_t seed);
+
+  size_t num_params() const { return num_params_; }
+  float* params() { return params_; }
+  float* grads() { return grads_; }
+  const std::vector<ParamInfo>& param_table() const { return table_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const Dims& input_dims() const { return input_; }
+  int num_classes() const { return classes_; }
+  int max_batch() const { return max_n_; }
+
+  // x: [n, H, W, C] device memory; returns logits [n, classes].
+  const float* forward(const float* x, int n, bool train);
+  // dlogits: [n, classes]. Accumulates into grads(); after each layer calls on_ready(offset) meaning the
+  // gradient from `offset` to the end of the buffer is final.
+  void backward(const float* dlogits, int n, const std::function<void(size_t)>& on_ready = nullptr);
+  void zero_grads();
+
+  double flops_per_sample() const;  // forward
+  std::string summary() const;
+
+ private:
+  Backend& be_;
+  Dims input_;
+  int classes_;
+  int max_n_ = 0;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Dims> out_dims_;
+  std::vector<size_t> first_param_;  // per layer: offset of its first parameter (or where it would be)
+  std::vector<float*> acts_;         // per layer output (aliases for views)
+  std::vector<float*> owned_;
+  float* grad_buf_[2] = {nullptr, nullptr};
+  const float* input_ptr_ = nullptr;
+  std::vector<ParamInfo> table_;
+  size_t num_params_ = 0;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+};
+
+// Fills host buffer `out` (size num_params) with the initial values of `table` drawn from `seed`.
+void init_params(const std::vector<ParamInfo>& table, uint64_t seed, float* out);
+
+}  // namespace cnn

@@ -1,0 +1,52 @@
+// Helpers shared by the test suites: seeded random data and tolerance comparison that prints mismatches.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/rng.h"
+
+namespace cnn::test {
+
+// Uniform values in [lo, hi) from an explicit seed.
+inline std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  CounterRng rng(seed, 77);
+  std::vector<float> v(n);
+  for (auto& x : v) x = lo + (hi - lo) * rng.uniform();
+  return v;
+}
+
+// |a-b| <= atol + rtol*|ref| for every element; reports the first few mismatches.
+template <class A, class B>
+::testing::AssertionResult all_close(const A& got, const B& ref, double atol, double rtol, const std::string& what) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << ref.size();
+  int bad = 0;
+  std::string msg;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], r = ref[i];
+    if (!(std::fabs(g - r) <= atol + rtol * std::fabs(r))) {
+      if (bad < 5) msg += "\n  [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(r);
+      ++bad;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size() << " mismatches" << msg;
+}
+
+// A scratch directory under /tmp, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace cnn::test

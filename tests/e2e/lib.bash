@@ -1,0 +1,31 @@
+# Shared helpers for the end-to-end scripts (sourced). BUILD is the build directory.
+set -euo pipefail
+BUILD=${BUILD:-build}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+MPIRUN=(mpirun --oversubscribe -np)
+PY=/usr/bin/python3  # Debian's python (h5py, numpy), whatever else is first on PATH
+FMNIST_TRAIN=data/fashion_mnist/train.h5
+FMNIST_TEST=data/fashion_mnist/test.h5
+E2E_TMP=$(mktemp -d /tmp/cnntrain-e2e-XXXXXX)
+trap 'rm -rf "$E2E_TMP"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_exit CODE NEEDLE -- command...: runs the command (60 s cap, so a hang fails), checks the exit code
+# and that stderr+stdout mention NEEDLE.
+expect_exit() {
+  local want=$1 needle=$2; shift 3
+  local out rc=0
+  out=$(timeout 60 "$@" 2>&1) || rc=$?
+  [ "$rc" = "$want" ] || fail "exit $rc (want $want) from: $*\n$out"
+  grep -qF -- "$needle" <<<"$out" || fail "output of '$*' does not mention '$needle':\n$out"
+  echo "ok: exit $rc, '$needle' <- ${*: -4}"
+}
+
+# json_field FILE EVENT FIELD: FIELD of the last EVENT line of a metrics.jsonl.
+json_field() {
+  $PY -c 'import json,sys
+ev=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ev=[e for e in ev if e["event"]==sys.argv[2]]
+print(ev[-1][sys.argv[3]] if ev else "")' "$@"
+}
