@@ -117,7 +117,7 @@ const std::vector<Opt>& options() {
     v.push_back(str_opt("run-dir", &Config::run_dir, {}, "run directory (default runs/<model>-<date>-<time>)"));
     v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5, schema in README)"));
     v.push_back(str_opt("data.test", &Config::data_test, {}, "test set file, evaluated after every epoch"));
-    v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5"}, "dataset format"));
+    v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5", "lmdb"}, "dataset format"));
     v.push_back(int_opt("data.prefetch", &Config::data_prefetch, 1, 64, "batches the loader prepares ahead"));
     v.push_back(int_opt("data.cache_mb", &Config::data_cache_mb, 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"));
     v.push_back(int_opt("train.batch", &Config::batch, 1, 1LL << 30,

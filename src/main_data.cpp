@@ -71,7 +71,7 @@ int cmd_convert_idx(int argc, char** argv) {
 int cmd_inspect(int argc, char** argv) {
   po::options_description d("inspect: counts, shapes, statistics and label histogram of a dataset");
   d.add_options()("file", po::value<std::string>()->required(), "dataset file")(
-      "format", po::value<std::string>()->default_value("auto"), "hdf5 or auto");
+      "format", po::value<std::string>()->default_value("auto"), "hdf5, lmdb or auto");
   auto vm = parse("inspect", d, argc, argv, "file");
   auto ds = open_dataset(vm["file"].as<std::string>(), vm["format"].as<std::string>());
   const DatasetInfo& i = ds->info();
