@@ -13,6 +13,7 @@
 
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
+#include "io/lmdb_env.h"
 #include "io/loader.h"
 #include "io/sampler.h"
 #include "kernels/backend.h"
@@ -34,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path) {
-  if (cfg.data_format == "hdf5" || cfg.data_format == "auto") {
+  if (cfg.data_format == "hdf5" || (cfg.data_format == "auto" && !looks_like_lmdb(path))) {
     Hdf5ReadOptions o;
     o.chunk_cache_mb = static_cast<size_t>(cfg.data_cache_mb);
     return open_hdf5_dataset(path, o);

@@ -28,3 +28,16 @@ test-lmdb-fuzz: $(FUZZ_DATUM)
 	@set -o pipefail; $(FUZZ_DATUM) $(FUZZ_CASES) 1 2>&1 | grep -v '^cnntrain: warning: LMDB'
 
 -include $(shell find $(BUILD)/asan -name '*.d' 2>/dev/null)
+
+# Fashion-MNIST trained from LMDB must give exactly the HDF5 run's loss sequence (issue 7).
+H5_TO_LMDB := $(BUILD)/tests/h5_to_lmdb
+TEST_BUILDS += $(H5_TO_LMDB)
+TEST_RUNS   += test-lmdb-e2e
+
+$(H5_TO_LMDB): $(BUILD)/obj/tests/lmdb/h5_to_lmdb.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+.PHONY: test-lmdb-e2e
+test-lmdb-e2e: $(H5_TO_LMDB) $(BUILD)/cnntrain data
+	BUILD=$(BUILD) bash tests/lmdb/e2e_same_loss.sh
