@@ -278,7 +278,7 @@ std::string inspect_dataset(const std::string& path, const std::string& format, 
     double mean = 0;
     for (uint8_t v : img) mean += v;
     o << "    " << i;
-    if (lmdb) o << " key '" << lmdb->key(i) << "'";
+    if (lmdb) o << " key '" << lmdb->key(i) << "' " << lmdb->describe(i) << ",";
     o << " label " << label << " pixel mean " << (img.empty() ? 0.0 : mean / img.size()) << "\n";
   }
   return o.str();

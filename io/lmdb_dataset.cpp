@@ -55,6 +55,25 @@ std::string LmdbDataset::key(int64_t id) const {
   return keys_.substr(b, key_end_[id] - b);
 }
 
+std::string LmdbDataset::describe(int64_t id) const {
+  const std::string k = key(id);
+  LmdbReadEnv::Txn txn(*env_);
+  const uint8_t* val;
+  size_t len;
+  DatumHeader h;
+  if (!txn.get(k.data(), k.size(), &val, &len)) return "missing";
+  std::string why = scan_datum(val, len, &h);
+  if (!why.empty()) return "not a Datum (" + why + ")";
+  if (!h.encoded)
+    return strprintf("raw %dx%dx%d (CxHxW) %s", h.channels, h.height, h.width, h.data_bytes ? "data" : "float_data");
+  int ih = 0, iw = 0, ic = 0;
+  why = probe_image(h.data, h.data_bytes, &ih, &iw, &ic);
+  const ImageFormat f = sniff_image_format(h.data, h.data_bytes);
+  return why.empty() ? strprintf("%s %dx%dx%d (HxWxC), %llu bytes", f == ImageFormat::kJpeg ? "JPEG" : "PNG", ih,
+                                 iw, ic, static_cast<unsigned long long>(h.data_bytes))
+                     : "encoded, " + why;
+}
+
 void LmdbDataset::bad_at_open(const std::string& key, const std::string& why) {
   if (!skip_bad_)
     raise(kExitData, "LMDB %s: record with key '%s': %s; fix or rebuild the database, or set "

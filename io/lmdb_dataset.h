@@ -60,6 +60,8 @@ class LmdbDataset : public Dataset {
   // Keys random crops/flips of training transforms; the loader sets it at each epoch start.
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   std::string key(int64_t id) const;
+  // The record as stored, for inspect: "raw 1x28x28 (CxHxW) data" or "JPEG 375x500x3 (HxWxC), 75812 bytes".
+  std::string describe(int64_t id) const;
   bool has_encoded() const { return any_encoded_; }
   int64_t skipped_at_open() const { return skipped_open_; }
   int64_t skipped_at_read() const { return skipped_read_; }

@@ -153,21 +153,26 @@ LmdbWriter::LmdbWriter(const std::string& dir, bool overwrite) : dir_(dir), map_
   }
   int rc = mdb_env_create(&env_);
   if (rc) lmdb_fail(dir_, "mdb_env_create", rc, "out of memory?");
-  mdb_env_set_mapsize(env_, map_size_);
-  rc = mdb_env_open(env_, dir.c_str(), 0, 0664);
-  if (rc) {
+  // A constructor that throws runs no destructor: close the environment on every failure path here.
+  auto fail = [&](const char* what, int code, const char* todo) {
     mdb_env_close(env_);
     env_ = nullptr;
-    lmdb_fail(dir_, "mdb_env_open", rc, "check that the directory is writable");
-  }
+    lmdb_fail(dir_, what, code, todo);
+  };
+  mdb_env_set_mapsize(env_, map_size_);
+  rc = mdb_env_open(env_, dir.c_str(), 0, 0664);
+  if (rc) fail("mdb_env_open", rc, "check that the directory is writable");
   MDB_txn* txn;
   rc = mdb_txn_begin(env_, nullptr, 0, &txn);
-  if (rc) lmdb_fail(dir_, "mdb_txn_begin", rc, "check free disk space");
+  if (rc) fail("mdb_txn_begin", rc, "check free disk space");
   MDB_dbi dbi;
   rc = mdb_dbi_open(txn, nullptr, 0, &dbi);
-  if (rc) lmdb_fail(dir_, "mdb_dbi_open", rc, "check free disk space");
+  if (rc) {
+    mdb_txn_abort(txn);
+    fail("mdb_dbi_open", rc, "check free disk space");
+  }
   rc = mdb_txn_commit(txn);
-  if (rc) lmdb_fail(dir_, "mdb_txn_commit", rc, "check free disk space");
+  if (rc) fail("mdb_txn_commit", rc, "check free disk space");
   dbi_ = dbi;
 }
 
@@ -187,14 +192,27 @@ void LmdbWriter::commit_pending() {
     MDB_txn* txn;
     int rc = mdb_txn_begin(env_, nullptr, 0, &txn);
     if (rc) lmdb_fail(dir_, "mdb_txn_begin", rc, "check free disk space");
+    // Keys arriving in sorted order (all of cnntrain's converters) are appended: no page splits, so pages
+    // end up full and the file ~20% smaller. Unsorted keys take the normal path.
+    std::string last = last_key_;
+    std::string dup;
     for (auto& kv : pending_) {
       MDB_val k{kv.first.size(), &kv.first[0]}, v{kv.second.size(), &kv.second[0]};
-      rc = mdb_put(txn, dbi_, &k, &v, 0);
+      const bool append = kv.first > last;
+      rc = mdb_put(txn, dbi_, &k, &v, append ? MDB_APPEND : MDB_NOOVERWRITE);
+      if (rc == MDB_KEYEXIST) dup = kv.first;
       if (rc) break;
+      if (append) last = kv.first;
     }
     if (rc == 0) rc = mdb_txn_commit(txn);
     else mdb_txn_abort(txn);
-    if (rc == 0) break;
+    if (rc == 0) {
+      last_key_ = last;
+      break;
+    }
+    if (rc == MDB_KEYEXIST)
+      raise(kExitData, "LMDB %s: key '%s' written twice; every record needs its own key", dir_.c_str(),
+            dup.c_str());
     if (rc != MDB_MAP_FULL) lmdb_fail(dir_, "writing records", rc, "check free disk space");
     map_size_ *= 2;
     rc = mdb_env_set_mapsize(env_, map_size_);

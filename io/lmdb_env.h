@@ -57,7 +57,8 @@ class LmdbReadEnv {
 };
 
 // Writes key/value records in batched transactions. The map starts small and doubles when full, replaying the
-// pending batch, so callers need no size estimate. Records are visible once finish() returns.
+// pending batch, so callers need no size estimate. A key written twice is an error. Records are visible once
+// finish() returns.
 class LmdbWriter {
  public:
   // Creates `dir` (which must not already hold a database unless overwrite is set).
@@ -76,6 +77,7 @@ class LmdbWriter {
   MDB_env* env_ = nullptr;
   unsigned dbi_ = 0;
   uint64_t map_size_;
+  std::string last_key_;  // largest key committed so far
   std::vector<std::pair<std::string, std::string>> pending_;
   size_t pending_bytes_ = 0;
   int64_t count_ = 0;

@@ -146,6 +146,8 @@ TEST(LmdbConvert, ImageFolderToEncodedLmdbRawLmdbAndHdf5) {
   EXPECT_EQ(enc.key(3), "00000003_zebra/z.png");
   EXPECT_EQ(enc.label(2), 1);
   EXPECT_EQ(enc.info().class_names[2], "zebra");
+  EXPECT_EQ(enc.describe(3).substr(0, 20), "PNG 20x16x3 (HxWxC),");
+  EXPECT_EQ(enc.describe(0).substr(0, 20), "JPEG 14x9x3 (HxWxC),");
 
   // Raw records and HDF5 need one size.
   EXPECT_THROW(convert_image_folder(tmp.sub("imgs"), tmp.sub("raw0"), [] {
@@ -192,7 +194,7 @@ TEST(LmdbConvert, InspectShowsCountsHistogramAndFirstRecords) {
   convert_idx_to_lmdb(o);
   const std::string text = inspect_dataset(tmp.sub("db"), "auto", 2);
   for (const char* frag : {"LMDB, 10 samples of 4x4x1", "3 classes", "0: 4", "1: 3", "2: 3", "key '00000001'",
-                           "records: raw"})
+                           "records: raw", "raw 1x4x4 (CxHxW) data"})
     EXPECT_NE(text.find(frag), std::string::npos) << frag << " not in:\n" << text;
 }
 

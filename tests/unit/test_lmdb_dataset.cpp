@@ -326,6 +326,15 @@ TEST(LmdbDataset, CorruptJpegFailsOrIsSkippedAndCounted) {
   EXPECT_EQ(s2.key(1), "c");
 }
 
+TEST(LmdbDataset, WriterRefusesDuplicateKeysAndAcceptsUnsortedOnes) {
+  TempDir tmp;
+  auto img = random_image(2, 2, 1, 0);
+  const std::string v = serialize_datum(make_raw_datum(img.data(), 2, 2, 1, 0));
+  write_db(tmp.sub("unsorted"), {{"b", v}, {"a", v}, {"c", v}});
+  EXPECT_EQ(LmdbDataset(tmp.sub("unsorted")).info().count, 3);
+  expect_data_error([&] { write_db(tmp.sub("dup"), {{"a", v}, {"b", v}, {"a", v}}); }, {"key 'a' written twice"});
+}
+
 TEST(LmdbDataset, OptionErrorsAreUsageErrors) {
   LmdbOptions opt;
   opt.on_bad_sample = "ignore";
