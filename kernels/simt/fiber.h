@@ -1,0 +1,70 @@
+// Fibers for the SIMT emulator: one per emulated CUDA thread, switched cooperatively on one host thread.
+// The default context switch is a few instructions of x86-64 assembly (callee-saved registers, MXCSR and
+// the x87 control word, then the stack pointer); ucontext is kept as a fallback because swapcontext makes a
+// sigprocmask syscall per switch and is several times slower (see README.md for measured figures).
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace simt {
+
+enum class ContextKind { kAsm, kUcontext };
+
+// Process-wide choice for fibers started after the call; the environment variable
+// CNN_SIMT_CONTEXT=ucontext selects the fallback at start-up.
+void set_context_kind(ContextKind kind);
+ContextKind context_kind();
+
+namespace detail {
+
+// A 64 KiB stack below one PROT_NONE guard page, so an overflow faults instead of corrupting a neighbour.
+// Pages are committed by the kernel only when touched, so a thousand idle stacks cost address space only.
+class FiberStack {
+ public:
+  static constexpr size_t kBytes = 64 * 1024;
+  FiberStack();
+  ~FiberStack();
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  char* top() const { return base_ + kGuard + kBytes; }
+  char* bottom() const { return base_ + kGuard; }
+
+ private:
+  static constexpr size_t kGuard = 4096;
+  char* base_ = nullptr;
+};
+
+class Fiber {
+ public:
+  using Entry = void (*)(void* arg);
+  Fiber();
+  ~Fiber();
+  Fiber(const Fiber&) = delete;
+  Fiber& operator=(const Fiber&) = delete;
+
+  // Prepares the fiber to run entry(arg) from the top of its stack on the next resume(); whatever an
+  // abandoned earlier run left on the stack is simply overwritten.
+  void reset(Entry entry, void* arg);
+  // From the scheduler: runs the fiber until it calls yield() or entry returns.
+  void resume();
+  // From inside the fiber: back to whoever called resume().
+  void yield();
+  bool finished() const { return finished_; }
+  // The first frame of every fiber: entry(arg), then mark finished and yield for good.
+  static void run(void* self);
+
+ private:
+  struct Ucontext;
+
+  FiberStack stack_;
+  void* sp_ = nullptr;         // saved stack pointer of the fiber (asm contexts)
+  void* caller_sp_ = nullptr;  // saved stack pointer of the scheduler (asm contexts)
+  std::unique_ptr<Ucontext> uc_;
+  ContextKind kind_ = ContextKind::kAsm;
+  Entry entry_ = nullptr;
+  void* arg_ = nullptr;
+  bool finished_ = true;
+};
+
+}  // namespace detail
+}  // namespace simt
