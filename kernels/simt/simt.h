@@ -127,10 +127,11 @@ constexpr int warpSize = 32;
 // declaration, and per instantiation of a template kernel), allocated on first use in the block, and
 // filled with 0xFF bytes (NaN as float/double, -1 as integers). `dims` is the array part, e.g. [32][33],
 // or empty for a scalar; a type with commas needs an alias.
-#define CNN_SHARED(type, name, dims)                                                                        \
-  static char cnn_shared_key_##name;                                                                        \
-  type(&name) dims = *static_cast<type(*) dims>(                                                            \
-      ::simt::detail::shared_static(&cnn_shared_key_##name, sizeof(type dims), alignof(type), __FILE__, __LINE__))
+#define CNN_SHARED(type, name, dims)                                                                   \
+  static char cnn_shared_key_##name;                                                                   \
+  using cnn_shared_type_##name = type dims;                                                            \
+  cnn_shared_type_##name& name = *static_cast<cnn_shared_type_##name*>(::simt::detail::shared_static( \
+      &cnn_shared_key_##name, sizeof(cnn_shared_type_##name), alignof(cnn_shared_type_##name), __FILE__, __LINE__))
 #define CNN_DYNAMIC_SHARED(type, name) \
   type* name = static_cast<type*>(::simt::detail::dynamic_shared(__FILE__, __LINE__))
 
