@@ -6,15 +6,9 @@
 #include <cstddef>
 #include <memory>
 
+#include "kernels/simt/simt.h"
+
 namespace simt {
-
-enum class ContextKind { kAsm, kUcontext };
-
-// Process-wide choice for fibers started after the call; the environment variable
-// CNN_SIMT_CONTEXT=ucontext selects the fallback at start-up.
-void set_context_kind(ContextKind kind);
-ContextKind context_kind();
-
 namespace detail {
 
 // A 64 KiB stack below one PROT_NONE guard page, so an overflow faults instead of corrupting a neighbour.

@@ -31,6 +31,12 @@ std::string last_error_message();
 // Errors are also printed to stderr unless this is set (or CNN_SIMT_QUIET=1); tests that plant bugs set it.
 void set_quiet(bool quiet);
 
+// How fibers switch: the hand-written x86-64 switch, or ucontext as a fallback. Process-wide, for blocks
+// started after the call; CNN_SIMT_CONTEXT=ucontext selects the fallback at start-up.
+enum class ContextKind { kAsm, kUcontext };
+void set_context_kind(ContextKind kind);
+ContextKind context_kind();
+
 // Bytes currently allocated with cudaMalloc (leak checks in tests).
 size_t device_bytes_in_use();
 // Context switches into and out of fibers so far on this host thread (benchmarks).
@@ -111,7 +117,6 @@ cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cu
 #define __host__
 #define __constant__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 // Plain __shared__ would be one variable for all blocks and could not be filled with NaN bytes per block.
