@@ -2,9 +2,16 @@
 // the same names, types and error codes as <cuda_runtime.h>, working on host memory. Everything is
 // synchronous: streams and events are handles that order nothing, copies finish before they return, and a
 // kernel launch runs all its blocks before the launch returns.
+//
+// Everything lives in namespace simt::runtime, made visible by a using-directive: the mangled names then
+// differ from those of <cuda_runtime.h> (whose inline templates such as cudaMalloc<T> would otherwise be
+// merged with these by the linker), so emulated and real CUDA code can share one binary.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+
+namespace simt {
+namespace runtime {
 
 struct uint3 {
   unsigned x, y, z;
@@ -162,3 +169,8 @@ template <typename... P>
 cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int value) {
   return cudaFuncSetAttribute(reinterpret_cast<const void*>(func), attr, value);
 }
+
+}  // namespace runtime
+}  // namespace simt
+
+using namespace simt::runtime;  // NOLINT(google-global-names-in-headers): the CUDA API is global

@@ -11,6 +11,9 @@
 
 #include "kernels/simt/internal.h"
 
+namespace simt {
+namespace runtime {
+
 struct CUstream_st {
   unsigned flags;
 };
@@ -20,7 +23,8 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point when;
 };
 
-namespace simt {
+}  // namespace runtime
+
 namespace {
 
 std::atomic<bool> g_quiet{std::getenv("CNN_SIMT_QUIET") && std::getenv("CNN_SIMT_QUIET")[0] == '1'};
@@ -120,19 +124,21 @@ bool shared_opted_in(const void* kernel) {
 }  // namespace detail
 }  // namespace simt
 
-using simt::api_error;
-using simt::detail::format;
+namespace simt {
+namespace runtime {
+
+using detail::format;
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (!ptr) return api_error(cudaErrorInvalidValue, "cudaMalloc: null result pointer");
-  const size_t rounded = (std::max<size_t>(bytes, 1) + simt::kAlign - 1) / simt::kAlign * simt::kAlign;
-  void* p = std::aligned_alloc(simt::kAlign, rounded);
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded);
   if (!p) return api_error(cudaErrorMemoryAllocation, format("cudaMalloc: out of memory for %zu bytes", bytes));
   std::memset(p, 0xFF, rounded);
   {
-    std::lock_guard<std::mutex> lock(simt::g_mem_mutex);
-    simt::g_allocs[reinterpret_cast<uintptr_t>(p)] = bytes;
-    simt::g_bytes_in_use += bytes;
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    g_allocs[reinterpret_cast<uintptr_t>(p)] = bytes;
+    g_bytes_in_use += bytes;
   }
   *ptr = p;
   return cudaSuccess;
@@ -141,11 +147,11 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
   {
-    std::lock_guard<std::mutex> lock(simt::g_mem_mutex);
-    auto it = simt::g_allocs.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it != simt::g_allocs.end()) {
-      simt::g_bytes_in_use -= it->second;
-      simt::g_allocs.erase(it);
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    auto it = g_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != g_allocs.end()) {
+      g_bytes_in_use -= it->second;
+      g_allocs.erase(it);
       std::free(ptr);
       return cudaSuccess;
     }
@@ -157,8 +163,8 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr,
 
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned) {
   if (!ptr) return api_error(cudaErrorInvalidValue, "cudaHostAlloc: null result pointer");
-  const size_t rounded = (std::max<size_t>(bytes, 1) + simt::kAlign - 1) / simt::kAlign * simt::kAlign;
-  *ptr = std::aligned_alloc(simt::kAlign, rounded);
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  *ptr = std::aligned_alloc(kAlign, rounded);
   if (!*ptr) return api_error(cudaErrorMemoryAllocation, format("cudaHostAlloc: out of memory for %zu bytes", bytes));
   return cudaSuccess;
 }
@@ -170,14 +176,14 @@ cudaError_t cudaFreeHost(void* ptr) {
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   const size_t total = size_t{16} << 30;
-  const size_t used = simt::device_bytes_in_use();
+  const size_t used = device_bytes_in_use();
   if (free_bytes) *free_bytes = used < total ? total - used : 0;
   if (total_bytes) *total_bytes = total;
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  if (cudaError_t e = simt::detail::take_pending_error(); e != cudaSuccess) return e;
+  if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
 
@@ -190,22 +196,22 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     return api_error(cudaErrorInvalidValue, format("cudaMemcpy: bad kind %d", static_cast<int>(kind)));
   }
   if (dst_dev) {
-    if (cudaError_t e = simt::check_range("cudaMemcpy", "destination", dst, bytes)) return e;
+    if (cudaError_t e = check_range("cudaMemcpy", "destination", dst, bytes)) return e;
   }
   if (src_dev) {
-    if (cudaError_t e = simt::check_range("cudaMemcpy", "source", src, bytes)) return e;
+    if (cudaError_t e = check_range("cudaMemcpy", "source", src, bytes)) return e;
   }
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
-  if (cudaError_t e = simt::detail::take_pending_error(); e != cudaSuccess) return e;
+  if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
-  if (cudaError_t e = simt::check_range("cudaMemset", "destination", ptr, bytes)) return e;
+  if (cudaError_t e = check_range("cudaMemset", "destination", ptr, bytes)) return e;
   std::memset(ptr, value, bytes);
   return cudaSuccess;
 }
@@ -220,7 +226,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   delete stream;
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return simt::detail::take_pending_error(); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return detail::take_pending_error(); }
 cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
   if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
@@ -245,7 +251,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
-  return simt::detail::take_pending_error();
+  return detail::take_pending_error();
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
@@ -260,14 +266,14 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return simt::detail::take_pending_error(); }
+cudaError_t cudaDeviceSynchronize() { return detail::take_pending_error(); }
 cudaError_t cudaDeviceReset() {
-  simt::errors() = simt::ErrorState{};
+  errors() = ErrorState{};
   return cudaSuccess;
 }
 
 cudaError_t cudaGetLastError() {
-  simt::ErrorState& e = simt::errors();
+  ErrorState& e = errors();
   const cudaError_t code = e.last != cudaSuccess ? e.last : e.pending;
   e.last = cudaSuccess;
   e.pending = cudaSuccess;
@@ -275,7 +281,7 @@ cudaError_t cudaGetLastError() {
 }
 
 cudaError_t cudaPeekAtLastError() {
-  const simt::ErrorState& e = simt::errors();
+  const ErrorState& e = errors();
   return e.last != cudaSuccess ? e.last : e.pending;
 }
 
@@ -334,8 +340,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof(prop->name), "cnntrain SIMT emulator");
   prop->totalGlobalMem = size_t{16} << 30;
-  prop->sharedMemPerBlock = simt::kSharedDefaultLimit;
-  prop->sharedMemPerBlockOptin = simt::kSharedOptinLimit;
+  prop->sharedMemPerBlock = kSharedDefaultLimit;
+  prop->sharedMemPerBlockOptin = kSharedOptinLimit;
   prop->regsPerBlock = 65536;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
@@ -373,12 +379,15 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) {
     return api_error(cudaErrorInvalidValue, format("cudaFuncSetAttribute: attribute %d not emulated", attr));
   }
-  if (value < 0 || static_cast<size_t>(value) > simt::kSharedOptinLimit) {
+  if (value < 0 || static_cast<size_t>(value) > kSharedOptinLimit) {
     return api_error(cudaErrorInvalidValue, format("cudaFuncSetAttribute: %d bytes of dynamic shared memory, at "
                                                    "most %zu portable to sm_80",
-                                                   value, simt::kSharedOptinLimit));
+                                                   value, kSharedOptinLimit));
   }
-  std::lock_guard<std::mutex> lock(simt::g_attr_mutex);
-  simt::g_dyn_shared_optin[func] = static_cast<size_t>(value);
+  std::lock_guard<std::mutex> lock(g_attr_mutex);
+  g_dyn_shared_optin[func] = static_cast<size_t>(value);
   return cudaSuccess;
 }
+
+}  // namespace runtime
+}  // namespace simt
