@@ -325,7 +325,9 @@ cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  if (device != 0) return api_error(cudaErrorInvalidDevice, format("cudaSetDevice(%d): the emulator is device 0", device));
+  if (device != 0) {
+    return api_error(cudaErrorInvalidDevice, format("cudaSetDevice(%d): the emulator is device 0", device));
+  }
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
@@ -368,7 +370,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *value = p.major; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = p.minor; return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = static_cast<int>(p.sharedMemPerBlockOptin); return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(p.sharedMemPerBlockOptin);
+      return cudaSuccess;
   }
   return api_error(cudaErrorInvalidValue, format("cudaDeviceGetAttribute: attribute %d not emulated", attr));
 }

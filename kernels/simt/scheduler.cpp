@@ -186,7 +186,8 @@ cudaError_t Engine::launch(const void* kernel, Invoker invoke, const void* pack,
                            size_t shmem, const LaunchSite& site) {
   const std::string at = format("%s:%d: launch of %s", site.file, site.line, site.kernel);
   if (current_) {
-    return record_error(cudaErrorNotSupported, at + ": launching from inside a kernel is not supported", ErrorKind::kLaunch);
+    return record_error(cudaErrorNotSupported, at + ": launching from inside a kernel is not supported",
+                        ErrorKind::kLaunch);
   }
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (block.x == 0 || block.y == 0 || block.z == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
@@ -227,7 +228,8 @@ cudaError_t Engine::launch(const void* kernel, Invoker invoke, const void* pack,
   if (lanes_.size() < nthreads_) lanes_.resize(nthreads_);
   if (!smem_) {
     smem_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, kSharedOptinLimit + 4096)));
-    if (!smem_) return record_error(cudaErrorMemoryAllocation, at + ": no memory for shared memory", ErrorKind::kLaunch);
+    if (!smem_) return record_error(cudaErrorMemoryAllocation, at + ": no memory for shared memory", 
+                                    ErrorKind::kLaunch);
   }
   dyn_bytes_ = shmem;
   smem_limit_ = shared_opted_in(kernel) ? kSharedOptinLimit : kSharedDefaultLimit;

@@ -43,15 +43,16 @@ simt-bench: $(SIMT_BENCH)
 	$(SIMT_BENCH)
 
 # Compile only (nothing can run without a GPU); the ptxas report (registers, spills) is kept next to the object.
+SIMT_PTXAS_LOG = $(BUILD)/nvcc/tests/simt/test_kernels.ptxas.txt
 simt-nvcc-check:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "simt-nvcc-check: $(NVCC) not found, skipped"; exit 0; fi; \
 	mkdir -p $(BUILD)/nvcc/tests/simt && \
 	$(NVCC) -std=c++17 -I. $(NVCC_GENCODE) -Xptxas -v -c $(SIMT_NVCC_SAMPLE) \
-	  -o $(BUILD)/nvcc/tests/simt/test_kernels.o 2> $(BUILD)/nvcc/tests/simt/test_kernels.ptxas.txt || \
-	  { cat $(BUILD)/nvcc/tests/simt/test_kernels.ptxas.txt; exit 1; }; \
+	  -o $(BUILD)/nvcc/tests/simt/test_kernels.o 2> $(SIMT_PTXAS_LOG) || \
+	  { cat $(SIMT_PTXAS_LOG); exit 1; }; \
 	echo "simt-nvcc-check: $(SIMT_NVCC_SAMPLE) builds for sm_80 and sm_90;" \
-	  "$$(grep -c 'bytes spill stores' $(BUILD)/nvcc/tests/simt/test_kernels.ptxas.txt) ptxas reports," \
-	  "$$(grep -E '[1-9][0-9]* bytes spill (stores|loads)' $(BUILD)/nvcc/tests/simt/test_kernels.ptxas.txt | wc -l) with spills"
+	  "$$(grep -c 'bytes spill stores' $(SIMT_PTXAS_LOG)) ptxas reports," \
+	  "$$(grep -E '[1-9][0-9]* bytes spill (stores|loads)' $(SIMT_PTXAS_LOG) | wc -l) with spills"
 
 TEST_BUILDS += $(SIMT_TEST)
 TEST_RUNS += test-simt simt-nvcc-check
