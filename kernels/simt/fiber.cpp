@@ -100,7 +100,10 @@ struct Fiber::Ucontext {
   ucontext_t caller;
 };
 
-Fiber::Fiber() = default;
+Fiber::Fiber() {
+  static std::atomic<unsigned> count{0};
+  color_ = (count.fetch_add(1) % 61) * 64;
+}
 Fiber::~Fiber() = default;
 
 void Fiber::run(void* self) {
@@ -134,8 +137,10 @@ void Fiber::reset(Entry entry, void* arg) {
     return;
   }
   // Frame consumed by simt_ctx_switch: [mxcsr, fcw], r15, r14, r13, r12, rbx, rbp, return address. After
-  // the `ret` the stack pointer is 16-byte aligned, as the ABI wants before simt_ctx_start's call.
-  auto* frame = reinterpret_cast<uint64_t*>(stack_.top() - 128);
+  // the `ret` the stack pointer is 16-byte aligned, as the ABI wants before simt_ctx_start's call. Stacks
+  // start at different offsets within a page (color_) because page-aligned stack tops would put the hot
+  // frames of all fibers into the same L1 cache sets.
+  auto* frame = reinterpret_cast<uint64_t*>(stack_.top() - 128 - color_);
   uint32_t mxcsr;
   uint16_t fcw;
   asm volatile("stmxcsr %0" : "=m"(mxcsr));

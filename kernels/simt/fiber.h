@@ -58,6 +58,7 @@ class Fiber {
   Entry entry_ = nullptr;
   void* arg_ = nullptr;
   bool finished_ = true;
+  size_t color_ = 0;
 };
 
 }  // namespace detail

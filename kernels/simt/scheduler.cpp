@@ -62,6 +62,20 @@ struct Lane {
   uint64_t value = 0, result = 0;
 };
 
+// The lanes of one warp waiting at a warp intrinsic with the same mask. A waiting lane belongs to exactly
+// one group, so a warp has at most 32 and usually one; arrivals look at groups, not at all 32 lanes.
+struct WarpGroup {
+  unsigned mask;
+  WarpOp op;
+  unsigned arrived;
+};
+
+struct Warp {
+  unsigned exited = 0;
+  unsigned ngroups = 0;
+  WarpGroup groups[kWarpSize];
+};
+
 struct SharedSlot {
   const void* key;
   size_t offset;
@@ -124,6 +138,7 @@ class Engine {
 
   std::vector<std::unique_ptr<Fiber>> fibers_;
   std::vector<Lane> lanes_;
+  std::vector<Warp> warps_;
   std::vector<unsigned> order_;
   unsigned nthreads_ = 0, live_ = 0, exited_ = 0;
   Lane* current_ = nullptr;
@@ -272,6 +287,7 @@ bool Engine::run_block(uint3 block_idx, uint64_t salt) {
     l.state = LaneState::kReady;
     fibers_[i]->reset(&Engine::lane_main, this);
   }
+  warps_.assign((nthreads_ + kWarpSize - 1) / kWarpSize, Warp{});
   live_ = nthreads_;
   exited_ = 0;
   std::memset(smem_.get(), 0xFF, dyn_bytes_);
@@ -311,16 +327,15 @@ void Engine::on_exit(Lane& l) {
   l.state = LaneState::kExited;
   --live_;
   ++exited_;
-  const unsigned base = l.warp * kWarpSize;
-  const unsigned end = std::min(base + kWarpSize, nthreads_);
-  for (unsigned j = base; j < end; ++j) {
-    const Lane& o = lanes_[j];
-    if (o.state == LaneState::kWarpWait && (o.mask >> l.lane & 1u)) {
-      fault(cudaErrorLaunchFailure,
-            format("%s:%d: %s with mask 0x%08x in thread %s waits for lane %u (thread %s), which has exited",
-                   o.file, o.line, op_name(o.op), o.mask, thread_name(o).c_str(), l.lane, thread_name(l).c_str()));
-      return;
-    }
+  Warp& w = warps_[l.warp];
+  w.exited |= 1u << l.lane;
+  for (unsigned k = 0; k < w.ngroups; ++k) {
+    if (!(w.groups[k].mask >> l.lane & 1u)) continue;
+    const Lane& o = lanes_[l.warp * kWarpSize + __builtin_ctz(w.groups[k].arrived)];
+    return fault(cudaErrorLaunchFailure,
+                 format("%s:%d: %s with mask 0x%08x in thread %s waits for lane %u (thread %s), which has exited",
+                        o.file, o.line, op_name(o.op), o.mask, thread_name(o).c_str(), l.lane,
+                        thread_name(l).c_str()));
   }
 }
 
@@ -418,6 +433,41 @@ uint64_t Engine::warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int 
     fault_in_fiber(cudaErrorLaunchFailure,
                    format("%s:%d: %s width %d is not a power of two in [1, 32]", file, line, op_name(op), width));
   }
+  Warp& w = warps_[me.warp];
+  if (const unsigned gone = mask & w.exited) {
+    const Lane& o = lanes_[base + __builtin_ctz(gone)];
+    fault_in_fiber(cudaErrorLaunchFailure,
+                   format("%s:%d: bad mask: %s with mask 0x%08x in thread %s names lane %u (thread %s), which "
+                          "has exited",
+                          file, line, op_name(op), mask, thread_name(me).c_str(), o.lane, thread_name(o).c_str()));
+  }
+  unsigned g = w.ngroups;
+  for (unsigned k = 0; k < w.ngroups; ++k) {
+    const WarpGroup& c = w.groups[k];
+    if (c.mask == mask) {
+      g = k;
+      continue;
+    }
+    // Lanes waiting with another mask that names us can only complete once we arrive there: a deadlock.
+    // Lanes of our mask waiting elsewhere are fine; they may reach this intrinsic afterwards.
+    if (c.mask & bit) {
+      const Lane& o = lanes_[base + __builtin_ctz(c.arrived)];
+      fault_in_fiber(cudaErrorLaunchFailure,
+                     format("%s:%d: bad mask: %s with mask 0x%08x in lane %u (thread %s) meets mask 0x%08x of "
+                            "%s in lane %u (%s:%d); all lanes of a mask must pass the same mask",
+                            file, line, op_name(op), mask, me.lane, thread_name(me).c_str(), c.mask, op_name(c.op),
+                            o.lane, o.file, o.line));
+    }
+  }
+  if (g == w.ngroups) {
+    w.groups[w.ngroups++] = WarpGroup{mask, op, 0};
+  } else if (w.groups[g].op != op) {
+    const Lane& o = lanes_[base + __builtin_ctz(w.groups[g].arrived)];
+    fault_in_fiber(cudaErrorLaunchFailure,
+                   format("%s:%d: %s with mask 0x%08x in lane %u meets %s in lane %u (%s:%d); all lanes of a mask "
+                          "must call the same warp intrinsic",
+                          file, line, op_name(op), mask, me.lane, op_name(o.op), o.lane, o.file, o.line));
+  }
   me.op = op;
   me.mask = mask;
   me.value = value;
@@ -426,36 +476,9 @@ uint64_t Engine::warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   me.file = file;
   me.line = line;
   me.state = LaneState::kWarpWait;
-  bool complete = true;
-  for (unsigned m = mask & ~bit; m; m &= m - 1) {
-    const Lane& o = lanes_[base + __builtin_ctz(m)];
-    if (o.state == LaneState::kExited) {
-      fault_in_fiber(cudaErrorLaunchFailure,
-                     format("%s:%d: bad mask: %s with mask 0x%08x in thread %s names lane %u (thread %s), which "
-                            "has exited",
-                            file, line, op_name(op), mask, thread_name(me).c_str(), o.lane,
-                            thread_name(o).c_str()));
-    }
-    if (o.state != LaneState::kWarpWait) {
-      complete = false;
-    } else if (o.mask != mask) {
-      // A lane waiting with another mask that includes us can only complete after we arrive there.
-      if (o.mask & bit) {
-        fault_in_fiber(cudaErrorLaunchFailure,
-                       format("%s:%d: bad mask: %s with mask 0x%08x in lane %u (thread %s) meets mask 0x%08x of "
-                              "%s in lane %u (%s:%d); all lanes of a mask must pass the same mask",
-                              file, line, op_name(op), mask, me.lane, thread_name(me).c_str(), o.mask,
-                              op_name(o.op), o.lane, o.file, o.line));
-      }
-      complete = false;
-    } else if (o.op != op) {
-      fault_in_fiber(cudaErrorLaunchFailure,
-                     format("%s:%d: %s with mask 0x%08x in lane %u meets %s in lane %u (%s:%d); all lanes of a "
-                            "mask must call the same warp intrinsic",
-                            file, line, op_name(op), mask, me.lane, op_name(o.op), o.lane, o.file, o.line));
-    }
-  }
-  if (complete) {
+  w.groups[g].arrived |= bit;
+  if (w.groups[g].arrived == mask) {
+    w.groups[g] = w.groups[--w.ngroups];
     finish_warp_op(base, mask);
   } else {
     fibers_[me.linear]->yield();

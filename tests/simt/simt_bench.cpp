@@ -1,7 +1,8 @@
 // Fiber switch rate of the SIMT emulator, hand-written context switch vs the ucontext fallback: a bare
 // ping-pong between the scheduler and one fiber, then kernels whose cost is all barriers or all shuffles.
-// Prints one line per measurement; the figures in kernels/simt/README.md come from here.
-#include <chrono>
+// Prints one line per measurement (thread CPU time); the figures in kernels/simt/README.md come from here.
+#include <time.h>
+
 #include <cstdio>
 
 #include "kernels/simt/cuda_compat.h"
@@ -24,8 +25,11 @@ __global__ void shuffle_loop_kernel(int iterations, float* out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+// Thread CPU time, so that other processes on a shared machine distort the figures less.
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 simt::detail::Fiber* g_fiber;
@@ -40,9 +44,9 @@ void bench(const char* name) {
     g_fiber = &fiber;
     long n = 2000000;
     fiber.reset(&ping_pong, &n);
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = cpu_seconds();
     while (!fiber.finished()) fiber.resume();
-    const double s = seconds_since(t0);
+    const double s = cpu_seconds() - t0;
     std::printf("%-9s bare ping-pong        %7.1f M switches/s\n", name, 2.0 * n / s / 1e6);
   }
   int* d_out;
@@ -52,9 +56,9 @@ void bench(const char* name) {
   {
     const int iterations = 200, grid = 16, block = 256;
     const uint64_t sw0 = simt::fiber_switches();
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = cpu_seconds();
     CNN_LAUNCH(barrier_loop_kernel, grid, block, 0, 0, iterations, d_out);
-    const double s = seconds_since(t0);
+    const double s = cpu_seconds() - t0;
     const double switches = static_cast<double>(simt::fiber_switches() - sw0);
     std::printf("%-9s __syncthreads loop    %7.1f M switches/s, %6.2f M thread-barriers/s\n", name,
                 switches / s / 1e6, 1.0 * grid * block * iterations / s / 1e6);
@@ -62,9 +66,9 @@ void bench(const char* name) {
   {
     const int iterations = 200, grid = 16, block = 256;
     const uint64_t sw0 = simt::fiber_switches();
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = cpu_seconds();
     CNN_LAUNCH(shuffle_loop_kernel, grid, block, 0, 0, iterations, d_f);
-    const double s = seconds_since(t0);
+    const double s = cpu_seconds() - t0;
     const double switches = static_cast<double>(simt::fiber_switches() - sw0);
     std::printf("%-9s __shfl_xor_sync loop  %7.1f M switches/s, %6.2f M thread-shuffles/s\n", name,
                 switches / s / 1e6, 1.0 * grid * block * iterations / s / 1e6);
