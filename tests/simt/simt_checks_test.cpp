@@ -99,6 +99,22 @@ TEST_F(SimtChecks, ShuffleMaskWithoutTheCallingLaneIsReported) {
   }
 }
 
+TEST_F(SimtChecks, SyncwarpMaskWithoutTheCallingLaneIsReported) {
+  DeviceArray<int> d_out(32);
+  EXPECT_EQ(run_syncwarp_bad_mask(d_out.get()), cudaErrorLaunchFailure);
+  const std::string msg = simt::last_error_message();
+  EXPECT_NE(msg.find(site(kSyncwarpBadMaskLine)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("__syncwarp"), std::string::npos) << msg;
+}
+
+TEST_F(SimtChecks, ShuffleSourcesOutsideTheMaskReadAsNaN) {
+  DeviceArray<float> d_out(16);
+  ASSERT_EQ(run_shuffle_outside_mask(d_out.get()), cudaSuccess) << simt::last_error_message();
+  const std::vector<float> out = d_out.download();
+  for (int lane = 0; lane < 8; ++lane) EXPECT_EQ(out[lane], 1.0f) << lane;
+  for (int lane = 8; lane < 16; ++lane) EXPECT_TRUE(std::isnan(out[lane])) << lane;
+}
+
 TEST_F(SimtChecks, LanesPassingDifferentMasksAreReported) {
   DeviceArray<float> d_out(32);
   for (uint64_t seed : {0, 1, 2, 3}) {

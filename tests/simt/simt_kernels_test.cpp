@@ -198,6 +198,27 @@ TEST_P(SimtSchedule, ShiftThroughSharedMemoryWithBarrier) {
   EXPECT_EQ(d_y.download(), want);
 }
 
+TEST_P(SimtSchedule, SyncwarpExchangeAndEightByteShuffles) {
+  const int n = 150;
+  std::vector<double> x(n);
+  for (int i = 0; i < n; ++i) x[i] = 1.0 / (i + 1);
+  DeviceArray<double> d_x(x), d_swapped(n), d_rotated(n);
+  DeviceArray<long long> d_down(n);
+  ASSERT_EQ(run_warp_exchange(d_x.get(), d_swapped.get(), d_rotated.get(), d_down.get(), n), cudaSuccess)
+      << simt::last_error_message();
+  std::vector<double> swapped(n), rotated(n);
+  std::vector<long long> down(n);
+  const auto at = [&](int i) { return i < n ? x[i] : 0.0; };
+  for (int i = 0; i < n; ++i) {
+    swapped[i] = at(i ^ 1);
+    rotated[i] = at(i / 32 * 32 + (i % 32 + 5) % 32);
+    down[i] = static_cast<long long>(i % 32 == 31 ? i : i + 1) << 33;
+  }
+  EXPECT_EQ(d_swapped.download(), swapped);
+  EXPECT_EQ(d_rotated.download(), rotated);
+  EXPECT_EQ(d_down.download(), down);
+}
+
 INSTANTIATE_TEST_SUITE_P(DefaultAndSeeded, SimtSchedule, ::testing::Values(0u, 1u, 2u, 3u),
                          [](const ::testing::TestParamInfo<uint64_t>& info) {
                            return info.param == 0 ? std::string("default") : "seed" + std::to_string(info.param);

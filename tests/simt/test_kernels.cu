@@ -165,7 +165,37 @@ __global__ void read_uninit_shared_kernel(float* out) {
   out[threadIdx.x] = never_written[threadIdx.x % 64];
 }
 
+// Block of 64: neighbours swap through shared memory fenced by __syncwarp; 8-byte values cross lanes.
+__global__ void warp_exchange_kernel(const double* x, double* swapped, double* rotated, long long* down, int n) {
+  CNN_SHARED(double, stage, [64]);
+  const int tid = threadIdx.x;
+  const int i = blockIdx.x * 64 + tid;
+  const double v = i < n ? x[i] : 0.0;
+  stage[tid] = v;
+  __syncwarp();
+  const double neighbour = stage[tid ^ 1];
+  __syncwarp();
+  const double r = __shfl_sync(kFull, v, ((tid & 31) + 5) & 31);
+  const long long d = __shfl_down_sync(kFull, static_cast<long long>(i) << 33, 1);
+  if (i < n) {
+    swapped[i] = neighbour;
+    rotated[i] = r;
+    down[i] = d;
+  }
+}
+
+// Lanes 8..15 read lanes 16..23, which are not in the mask.
+__global__ void shuffle_outside_mask_kernel(float* out) {
+  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_down_sync(0x0000ffffu, 1.0f, 8);
+}
+
 }  // namespace
+
+extern const int kSyncwarpBadMaskLine = __LINE__ + 2;
+__global__ void syncwarp_bad_mask_kernel(int* out) {
+  __syncwarp(threadIdx.x == 0 ? 0xfffffffeu : kFull);
+  out[threadIdx.x] = 1;
+}
 
 extern const int kDivergentBarrierLineA = __LINE__ + 4;
 extern const int kDivergentBarrierLineB = __LINE__ + 5;
@@ -283,6 +313,15 @@ cudaError_t run_read_uninit_shared(float* out, int block) {
   return CNN_LAUNCH(read_uninit_shared_kernel, 1, block, 0, 0, out);
 }
 
+cudaError_t run_warp_exchange(const double* x, double* swapped, double* rotated, long long* down, int n) {
+  return CNN_LAUNCH(warp_exchange_kernel, (n + 63) / 64, 64, 0, 0, x, swapped, rotated, down, n);
+}
+
+cudaError_t run_shuffle_outside_mask(float* out) {
+  return CNN_LAUNCH(shuffle_outside_mask_kernel, 1, 32, 0, 0, out);
+}
+
+cudaError_t run_syncwarp_bad_mask(int* out) { return CNN_LAUNCH(syncwarp_bad_mask_kernel, 1, 32, 0, 0, out); }
 cudaError_t run_divergent_barrier(int* out) { return CNN_LAUNCH(divergent_barrier_kernel, 1, 64, 0, 0, out); }
 cudaError_t run_early_exit_barrier(int* out) { return CNN_LAUNCH(early_exit_barrier_kernel, 1, 64, 0, 0, out); }
 cudaError_t run_bad_mask(float* out) { return CNN_LAUNCH(bad_mask_kernel, 1, 32, 0, 0, out); }

@@ -46,15 +46,21 @@ cudaError_t run_saxpy(int n, float a, const float* x, float* y, int grid, int bl
 // y[i] = block-wide sum of x over the block containing i, through a __device__ helper that keeps per-warp
 // partials in static shared memory; ragged n.
 cudaError_t run_block_sum_helper(const float* x, float* y, int n, int block);
+// Blocks of 64 over n: swapped[i] = x[i ^ 1] through shared memory and __syncwarp, rotated[i] = x of lane
+// (lane + 5) % 32 of the same warp (double shuffle), down[i] = (i + 1) << 33, or i << 33 for lane 31.
+cudaError_t run_warp_exchange(const double* x, double* swapped, double* rotated, long long* down, int n);
+// out[0..15] = __shfl_down_sync(0x0000ffff, 1.0f, 8): lanes 8..15 name sources outside the mask.
+cudaError_t run_shuffle_outside_mask(float* out);
 // out[t] = an element of a shared array that no thread wrote (must read back as NaN).
 cudaError_t run_read_uninit_shared(float* out, int block);
 
 // Planted bugs the emulator must report (as launch errors naming the given source lines).
 extern const int kDivergentBarrierLineA, kDivergentBarrierLineB, kEarlyExitBarrierLine, kBadMaskLine,
-    kMismatchedMaskLine, kMissingLaneLine;
+    kMismatchedMaskLine, kMissingLaneLine, kSyncwarpBadMaskLine;
 cudaError_t run_divergent_barrier(int* out);
 cudaError_t run_early_exit_barrier(int* out);  // some threads return before a __syncthreads
-cudaError_t run_bad_mask(float* out);          // lanes call __shfl_sync with a mask that omits them
+cudaError_t run_bad_mask(float* out);
+cudaError_t run_syncwarp_bad_mask(int* out);  // lane 0 passes a __syncwarp mask without itself          // lanes call __shfl_sync with a mask that omits them
 cudaError_t run_mismatched_masks(float* out);  // half the warp passes 0x0000ffff, the other half all lanes
 cudaError_t run_missing_lane(float* out);      // lanes named in the mask never reach the shuffle
 cudaError_t run_too_much_static_shared(float* out);
