@@ -1,7 +1,9 @@
 #include "kernels/simt/fiber.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #if !defined(__x86_64__)
 #error "the SIMT emulator's context switch is written for x86-64"
@@ -78,6 +81,48 @@ std::atomic<ContextKind> g_kind{initial_kind()};
   std::abort();
 }
 
+// Guard region of the fiber running on this host thread, for the SIGSEGV handler.
+thread_local const char* t_guard = nullptr;
+struct sigaction g_previous_segv;
+
+// A fault inside the running fiber's guard region is a stack overflow of an emulated CUDA thread: say so
+// and abort. Any other fault goes to the previous handler by returning with it reinstalled.
+void on_segv(int sig, siginfo_t* info, void*) {
+  const char* addr = static_cast<const char*>(info->si_addr);
+  if (t_guard && addr >= t_guard && addr < t_guard + detail::FiberStack::kGuard) {
+    char msg[256];
+    const detail::ThreadCtx* c = detail::t_ctx;
+    const int n = std::snprintf(msg, sizeof msg,
+                                "simt: stack overflow in emulated CUDA thread (%u,%u,%u) of block (%u,%u,%u): "
+                                "fiber stacks are %zu KiB, keep per-thread arrays small\n",
+                                c ? c->thread_idx.x : 0, c ? c->thread_idx.y : 0, c ? c->thread_idx.z : 0,
+                                c ? c->block_idx.x : 0, c ? c->block_idx.y : 0, c ? c->block_idx.z : 0,
+                                detail::FiberStack::kBytes / 1024);
+    if (n > 0) (void)!write(2, msg, static_cast<size_t>(n));
+    std::abort();
+  }
+  sigaction(sig, &g_previous_segv, nullptr);
+}
+
+// The handler needs a stack of its own, since the faulting one is exhausted: one per host thread.
+void install_overflow_handler() {
+  static thread_local bool installed = false;
+  if (installed) return;
+  installed = true;
+  stack_t alt{};
+  alt.ss_size = 64 * 1024;
+  alt.ss_sp = std::malloc(alt.ss_size);
+  if (!alt.ss_sp || sigaltstack(&alt, nullptr) != 0) die("sigaltstack failed");
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = &on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, &g_previous_segv) != 0) die("sigaction(SIGSEGV) failed");
+  });
+}
+
 }  // namespace
 
 void set_context_kind(ContextKind kind) { g_kind.store(kind); }
@@ -90,6 +135,7 @@ FiberStack::FiberStack() {
                  -1, 0);
   if (p == MAP_FAILED) die("mmap of a fiber stack failed");
   base_ = static_cast<char*>(p);
+  install_overflow_handler();
   if (mprotect(base_, kGuard, PROT_NONE) != 0) die("mprotect of a fiber guard page failed");
 }
 
@@ -157,6 +203,7 @@ void Fiber::reset(Entry entry, void* arg) {
 }
 
 void Fiber::resume() {
+  t_guard = stack_.guard();
   if (kind_ == ContextKind::kUcontext) {
     if (swapcontext(&uc_->caller, &uc_->fiber) != 0) die("swapcontext failed");
   } else {

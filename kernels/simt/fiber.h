@@ -11,20 +11,22 @@
 namespace simt {
 namespace detail {
 
-// A 64 KiB stack below one PROT_NONE guard page, so an overflow faults instead of corrupting a neighbour.
-// Pages are committed by the kernel only when touched, so a thousand idle stacks cost address space only.
+// A 64 KiB stack above a 64 KiB PROT_NONE guard region, so an overflow faults (and is reported as such)
+// instead of corrupting the neighbouring stack; the guard is as large as the stack so that one big frame
+// cannot jump over it. Pages are committed only when touched: idle stacks cost address space only.
 class FiberStack {
  public:
   static constexpr size_t kBytes = 64 * 1024;
+  static constexpr size_t kGuard = 64 * 1024;
   FiberStack();
   ~FiberStack();
   FiberStack(const FiberStack&) = delete;
   FiberStack& operator=(const FiberStack&) = delete;
   char* top() const { return base_ + kGuard + kBytes; }
   char* bottom() const { return base_ + kGuard; }
+  char* guard() const { return base_; }
 
  private:
-  static constexpr size_t kGuard = 4096;
   char* base_ = nullptr;
 };
 

@@ -164,6 +164,14 @@ TEST_F(SimtChecks, TooMuchStaticSharedMemoryFailsTheLaunch) {
   EXPECT_NE(simt::last_error_message().find("static shared memory"), std::string::npos);
 }
 
+TEST_F(SimtChecks, FiberStackOverflowIsReportedNotSilent) {
+  DeviceArray<float> d_out(32);
+  ASSERT_EQ(run_stack_overflow(d_out.get(), 10), cudaSuccess);
+  EXPECT_EQ(d_out.download()[0], 66.0f);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_stack_overflow(d_out.get(), 1000), "stack overflow in emulated CUDA thread \\(0,0,0\\)");
+}
+
 TEST_F(SimtChecks, UninitialisedDeviceAndSharedMemoryReadsAsNaN) {
   const int n = 300;
   DeviceArray<float> d_x(n), d_y(n);

@@ -244,6 +244,17 @@ __global__ void too_much_static_shared_kernel(float* out) {
 }
 #endif
 
+// Recursion is legal CUDA, but nvcc cannot size its stack statically and says so; emulator only.
+#if CNN_SIMT_EMULATED
+__device__ float deep_recursion(int depth, float seed) {
+  volatile float local[256];
+  local[depth % 256] = seed;
+  return depth == 0 ? local[0] : deep_recursion(depth - 1, seed + 1.0f) + local[depth % 256];
+}
+
+__global__ void stack_overflow_kernel(float* out, int depth) { out[threadIdx.x] = deep_recursion(depth, 1.0f); }
+#endif
+
 __global__ void config_kernel(float* out) {
   CNN_DYNAMIC_SHARED(float, buf);
   if (threadIdx.x == 0 && blockIdx.x == 0) {
@@ -330,6 +341,14 @@ cudaError_t run_missing_lane(float* out) { return CNN_LAUNCH(missing_lane_kernel
 cudaError_t run_too_much_static_shared(float* out) {
 #if CNN_SIMT_EMULATED
   return CNN_LAUNCH(too_much_static_shared_kernel, 1, 32, 0, 0, out);
+#else
+  return cudaErrorNotSupported;
+#endif
+}
+
+cudaError_t run_stack_overflow(float* out, int depth) {
+#if CNN_SIMT_EMULATED
+  return CNN_LAUNCH(stack_overflow_kernel, 1, 32, 0, 0, out, depth);
 #else
   return cudaErrorNotSupported;
 #endif

@@ -64,6 +64,9 @@ cudaError_t run_syncwarp_bad_mask(int* out);  // lane 0 passes a __syncwarp mask
 cudaError_t run_mismatched_masks(float* out);  // half the warp passes 0x0000ffff, the other half all lanes
 cudaError_t run_missing_lane(float* out);      // lanes named in the mask never reach the shuffle
 cudaError_t run_too_much_static_shared(float* out);
+// Recursion `depth` deep with 1 KiB per frame: fine for small depths, overflows the 64 KiB fiber stack for
+// large ones (emulator only).
+cudaError_t run_stack_overflow(float* out, int depth);
 // Plain launches with a given configuration, for the configuration checks.
 cudaError_t run_config(dim3 grid, dim3 block, size_t shmem_bytes, float* out);
 cudaError_t opt_in_dynamic_shared(int bytes);
