@@ -8,6 +8,8 @@
 #pragma once
 
 #if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #define CNN_SIMT_EMULATED 0

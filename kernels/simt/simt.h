@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "kernels/simt/cuda_runtime_emu.h"
+#include "kernels/simt/simt_half.h"
 #include "kernels/simt/simt_math.h"
 
 namespace simt {

@@ -224,6 +224,29 @@ INSTANTIATE_TEST_SUITE_P(DefaultAndSeeded, SimtSchedule, ::testing::Values(0u, 1
                            return info.param == 0 ? std::string("default") : "seed" + std::to_string(info.param);
                          });
 
+TEST(SimtReducedPrecision, HalfAndBfloat16RoundToNearestEven) {
+  const float nan = std::nanf("");
+  const std::vector<float> x = {1.0f,   -2.0f,  0.1f,   1.0f / 3, 65504.0f, 65519.0f, 65520.0f, 3e-8f,
+                                1e-8f,  -0.0f,  nan,    3.14159265f, 1.00048828125f, 1.00146484375f};
+  const std::vector<unsigned short> half = {0x3C00, 0xC000, 0x2E66, 0x3555, 0x7BFF, 0x7BFF, 0x7C00,
+                                            0x0001, 0x0000, 0x8000, 0x7E00, 0x4248, 0x3C00, 0x3C02};
+  const std::vector<unsigned short> bf16 = {0x3F80, 0xC000, 0x3DCD, 0x3EAB, 0x4780, 0x4780, 0x4780,
+                                            0x3301, 0x322C, 0x8000, 0x7FC0, 0x4049, 0x3F80, 0x3F80};
+  const int n = static_cast<int>(x.size());
+  DeviceArray<float> d_x(x), d_back(2 * n);
+  DeviceArray<unsigned short> d_half(n), d_bf16(n);
+  ASSERT_EQ(run_reduced_precision(d_x.get(), d_half.get(), d_bf16.get(), d_back.get(), n), cudaSuccess);
+  EXPECT_EQ(d_half.download(), half);
+  EXPECT_EQ(d_bf16.download(), bf16);
+  const std::vector<float> back = d_back.download();
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[2 * 4], 65504.0f);
+  EXPECT_TRUE(std::isinf(back[2 * 6]));
+  EXPECT_EQ(back[2 * 7], 1.0f / 16777216);
+  EXPECT_TRUE(std::isnan(back[2 * 10]) && std::isnan(back[2 * 10 + 1]));
+  EXPECT_EQ(back[2 * 11 + 1], 3.140625f);
+}
+
 TEST(SimtContexts, UcontextFallbackGivesTheSameResults) {
   const int n = 3001, grid = 4;
   const std::vector<float> x = random_floats(n, 13);

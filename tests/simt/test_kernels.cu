@@ -189,6 +189,18 @@ __global__ void shuffle_outside_mask_kernel(float* out) {
   if (threadIdx.x < 16) out[threadIdx.x] = __shfl_down_sync(0x0000ffffu, 1.0f, 8);
 }
 
+__global__ void reduced_precision_kernel(const float* x, unsigned short* half_bits, unsigned short* bf16_bits,
+                                         float* back, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const __half h = __float2half_rn(x[i]);
+  const __nv_bfloat16 b = __float2bfloat16_rn(x[i]);
+  half_bits[i] = __half_as_ushort(h);
+  bf16_bits[i] = __bfloat16_as_ushort(b);
+  back[2 * i] = __half2float(h);
+  back[2 * i + 1] = __bfloat162float(b);
+}
+
 }  // namespace
 
 extern const int kSyncwarpBadMaskLine = __LINE__ + 2;
@@ -330,6 +342,11 @@ cudaError_t run_warp_exchange(const double* x, double* swapped, double* rotated,
 
 cudaError_t run_shuffle_outside_mask(float* out) {
   return CNN_LAUNCH(shuffle_outside_mask_kernel, 1, 32, 0, 0, out);
+}
+
+cudaError_t run_reduced_precision(const float* x, unsigned short* half_bits, unsigned short* bf16_bits,
+                                  float* back, int n) {
+  return CNN_LAUNCH(reduced_precision_kernel, (n + 63) / 64, 64, 0, 0, x, half_bits, bf16_bits, back, n);
 }
 
 cudaError_t run_syncwarp_bad_mask(int* out) { return CNN_LAUNCH(syncwarp_bad_mask_kernel, 1, 32, 0, 0, out); }

@@ -51,6 +51,9 @@ cudaError_t run_block_sum_helper(const float* x, float* y, int n, int block);
 cudaError_t run_warp_exchange(const double* x, double* swapped, double* rotated, long long* down, int n);
 // out[0..15] = __shfl_down_sync(0x0000ffff, 1.0f, 8): lanes 8..15 name sources outside the mask.
 cudaError_t run_shuffle_outside_mask(float* out);
+// Bit patterns of x rounded to __half and __nv_bfloat16, and back[2i], back[2i+1] = those values as float.
+cudaError_t run_reduced_precision(const float* x, unsigned short* half_bits, unsigned short* bf16_bits,
+                                  float* back, int n);
 // out[t] = an element of a shared array that no thread wrote (must read back as NaN).
 cudaError_t run_read_uninit_shared(float* out, int block);
 
