@@ -243,8 +243,9 @@ cudaError_t Engine::launch(const void* kernel, Invoker invoke, const void* pack,
   if (lanes_.size() < nthreads_) lanes_.resize(nthreads_);
   if (!smem_) {
     smem_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, kSharedOptinLimit + 4096)));
-    if (!smem_) return record_error(cudaErrorMemoryAllocation, at + ": no memory for shared memory", 
-                                    ErrorKind::kLaunch);
+    if (!smem_) {
+      return record_error(cudaErrorMemoryAllocation, at + ": no memory for shared memory", ErrorKind::kLaunch);
+    }
   }
   dyn_bytes_ = shmem;
   smem_limit_ = shared_opted_in(kernel) ? kSharedOptinLimit : kSharedDefaultLimit;
