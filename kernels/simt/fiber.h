@@ -61,6 +61,8 @@ class Fiber {
   void* arg_ = nullptr;
   bool finished_ = true;
   size_t color_ = 0;
+  const void* caller_stack_ = nullptr;  // the scheduler's stack, for AddressSanitizer builds
+  size_t caller_stack_size_ = 0;
 };
 
 }  // namespace detail

@@ -131,10 +131,12 @@ using detail::format;
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (!ptr) return api_error(cudaErrorInvalidValue, "cudaMalloc: null result pointer");
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (!p) return api_error(cudaErrorMemoryAllocation, format("cudaMalloc: out of memory for %zu bytes", bytes));
-  std::memset(p, 0xFF, rounded);
+  // Exactly `bytes`, not rounded up, so that an AddressSanitizer build flags the first byte past the end.
+  void* p = nullptr;
+  if (posix_memalign(&p, kAlign, std::max<size_t>(bytes, 1)) != 0) {
+    return api_error(cudaErrorMemoryAllocation, format("cudaMalloc: out of memory for %zu bytes", bytes));
+  }
+  std::memset(p, 0xFF, bytes);
   {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
     g_allocs[reinterpret_cast<uintptr_t>(p)] = bytes;

@@ -1,6 +1,8 @@
 # SIMT emulator (kernels/simt/): library, tests, benchmark, and the nvcc build check of a sample kernel.
 #   make test-simt         build and run build/tests/simt_tests (also part of `make test`)
 #   make simt-nvcc-check   compile tests/simt/test_kernels.cu with nvcc for sm_80 and sm_90 (if nvcc exists)
+#   make test-simt-asan    the same tests built with AddressSanitizer in $(BUILD)/asan (also part of `make
+#                          test`): out-of-bounds accesses to device memory in kernels are reported by line
 #   make simt-bench        fiber switch rate, asm context switch vs ucontext
 # Code that runs .cu files under the emulator compiles them with the rule for $(BUILD)/obj/%.emu.o and
 # links $(SIMT_LIB).
@@ -35,9 +37,13 @@ $(SIMT_BENCH): $(BUILD)/obj/tests/simt/simt_bench.o $(SIMT_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@
 
-.PHONY: test-simt simt-bench simt-nvcc-check
+.PHONY: test-simt test-simt-asan simt-bench simt-nvcc-check
 test-simt: $(SIMT_TEST)
 	$(SIMT_TEST) --gtest_brief=1
+
+test-simt-asan:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT=-O1 EXTRA_CXXFLAGS=-fsanitize=address \
+	  EXTRA_LDFLAGS=-fsanitize=address test-simt
 
 simt-bench: $(SIMT_BENCH)
 	$(SIMT_BENCH)
@@ -55,4 +61,4 @@ simt-nvcc-check:
 	  "$$(grep -E '[1-9][0-9]* bytes spill (stores|loads)' $(SIMT_PTXAS_LOG) | wc -l) with spills"
 
 TEST_BUILDS += $(SIMT_TEST)
-TEST_RUNS += test-simt simt-nvcc-check
+TEST_RUNS += test-simt test-simt-asan simt-nvcc-check

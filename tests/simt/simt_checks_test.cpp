@@ -172,6 +172,19 @@ TEST_F(SimtChecks, FiberStackOverflowIsReportedNotSilent) {
   EXPECT_DEATH(run_stack_overflow(d_out.get(), 1000), "stack overflow in emulated CUDA thread \\(0,0,0\\)");
 }
 
+// Only an AddressSanitizer build (make test-simt-asan) can see a read past a cudaMalloc allocation.
+TEST_F(SimtChecks, OutOfBoundsReadOfDeviceMemoryUnderAddressSanitizer) {
+#if defined(__SANITIZE_ADDRESS__)
+  DeviceArray<float> d_x(std::vector<float>(100, 1.0f)), d_y(100);
+  ASSERT_EQ(run_out_of_bounds(d_x.get(), d_y.get(), 100, 100), cudaSuccess);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(run_out_of_bounds(d_x.get(), d_y.get(), 100, 128),
+               "heap-buffer-overflow(.|\n)*test_kernels.cu:" + std::to_string(kOutOfBoundsLine));
+#else
+  GTEST_SKIP() << "needs -fsanitize=address (make test-simt-asan)";
+#endif
+}
+
 TEST_F(SimtChecks, UninitialisedDeviceAndSharedMemoryReadsAsNaN) {
   const int n = 300;
   DeviceArray<float> d_x(n), d_y(n);

@@ -209,6 +209,12 @@ __global__ void syncwarp_bad_mask_kernel(int* out) {
   out[threadIdx.x] = 1;
 }
 
+extern const int kOutOfBoundsLine = __LINE__ + 3;
+__global__ void out_of_bounds_kernel(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i % n] = x[i];  // no bounds check on x
+}
+
 extern const int kDivergentBarrierLineA = __LINE__ + 4;
 extern const int kDivergentBarrierLineB = __LINE__ + 5;
 __global__ void divergent_barrier_kernel(int* out) {
@@ -350,6 +356,9 @@ cudaError_t run_reduced_precision(const float* x, unsigned short* half_bits, uns
 }
 
 cudaError_t run_syncwarp_bad_mask(int* out) { return CNN_LAUNCH(syncwarp_bad_mask_kernel, 1, 32, 0, 0, out); }
+cudaError_t run_out_of_bounds(const float* x, float* y, int n, int threads) {
+  return CNN_LAUNCH(out_of_bounds_kernel, 1, threads, 0, 0, x, y, n);
+}
 cudaError_t run_divergent_barrier(int* out) { return CNN_LAUNCH(divergent_barrier_kernel, 1, 64, 0, 0, out); }
 cudaError_t run_early_exit_barrier(int* out) { return CNN_LAUNCH(early_exit_barrier_kernel, 1, 64, 0, 0, out); }
 cudaError_t run_bad_mask(float* out) { return CNN_LAUNCH(bad_mask_kernel, 1, 32, 0, 0, out); }

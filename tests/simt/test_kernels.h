@@ -59,7 +59,9 @@ cudaError_t run_read_uninit_shared(float* out, int block);
 
 // Planted bugs the emulator must report (as launch errors naming the given source lines).
 extern const int kDivergentBarrierLineA, kDivergentBarrierLineB, kEarlyExitBarrierLine, kBadMaskLine,
-    kMismatchedMaskLine, kMissingLaneLine, kSyncwarpBadMaskLine;
+    kMismatchedMaskLine, kMissingLaneLine, kSyncwarpBadMaskLine, kOutOfBoundsLine;
+// Reads x[i] for i < threads without checking i < n (caught only by an AddressSanitizer build).
+cudaError_t run_out_of_bounds(const float* x, float* y, int n, int threads);
 cudaError_t run_divergent_barrier(int* out);
 cudaError_t run_early_exit_barrier(int* out);  // some threads return before a __syncthreads
 cudaError_t run_bad_mask(float* out);
