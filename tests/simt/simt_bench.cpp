@@ -26,6 +26,11 @@ __global__ void shuffle_loop_kernel(int iterations, float* out) {
 }
 
 // Thread CPU time, so that other processes on a shared machine distort the figures less.
+__global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
 double cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -72,6 +77,18 @@ void bench(const char* name) {
     const double switches = static_cast<double>(simt::fiber_switches() - sw0);
     std::printf("%-9s __shfl_xor_sync loop  %7.1f M switches/s, %6.2f M thread-shuffles/s\n", name,
                 switches / s / 1e6, 1.0 * grid * block * iterations / s / 1e6);
+  }
+  {
+    const int n = 1 << 20;
+    float *d_x, *d_y;
+    cudaMalloc(&d_x, n * sizeof(float));
+    cudaMalloc(&d_y, n * sizeof(float));
+    const double t0 = cpu_seconds();
+    CNN_LAUNCH(saxpy_kernel, n / 256, 256, 0, 0, n, 2.0f, d_x, d_y);
+    const double s = cpu_seconds() - t0;
+    std::printf("%-9s elementwise, 1 thread/element  %6.2f M threads/s\n", name, n / s / 1e6);
+    cudaFree(d_x);
+    cudaFree(d_y);
   }
   cudaFree(d_out);
   cudaFree(d_f);
