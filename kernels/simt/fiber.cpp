@@ -96,8 +96,8 @@ thread_local const char* t_guard = nullptr;
 struct sigaction g_previous_segv;
 
 // A fault inside the running fiber's guard region is a stack overflow of an emulated CUDA thread: say so
-// and abort. Any other fault goes to the previous handler by returning with it reinstalled.
-void on_segv(int sig, siginfo_t* info, void*) {
+// and abort. Any other fault belongs to whoever handled SIGSEGV before (MPI, sanitizers, the default).
+void on_segv(int sig, siginfo_t* info, void* context) {
   const char* addr = static_cast<const char*>(info->si_addr);
   if (t_guard && addr >= t_guard && addr < t_guard + detail::FiberStack::kGuard) {
     char msg[256];
@@ -111,7 +111,13 @@ void on_segv(int sig, siginfo_t* info, void*) {
     if (n > 0) (void)!write(2, msg, static_cast<size_t>(n));
     std::abort();
   }
-  sigaction(sig, &g_previous_segv, nullptr);
+  if (g_previous_segv.sa_flags & SA_SIGINFO) {
+    g_previous_segv.sa_sigaction(sig, info, context);
+  } else if (g_previous_segv.sa_handler != SIG_DFL && g_previous_segv.sa_handler != SIG_IGN) {
+    g_previous_segv.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);  // returning re-executes the faulting instruction, which now ends the process
+  }
 }
 
 // The handler needs a stack of its own, since the faulting one is exhausted: one per host thread.
@@ -146,7 +152,7 @@ FiberStack::FiberStack() {
   if (p == MAP_FAILED) die("mmap of a fiber stack failed");
   base_ = static_cast<char*>(p);
   install_overflow_handler();
-  if (mprotect(base_, kGuard, PROT_NONE) != 0) die("mprotect of a fiber guard page failed");
+  if (mprotect(base_, kGuard, PROT_NONE) != 0) die("mprotect of a fiber guard region failed");
 }
 
 FiberStack::~FiberStack() { munmap(base_, kGuard + kBytes); }
