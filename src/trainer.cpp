@@ -25,6 +25,7 @@
 #include "src/optimizer.h"
 #include "src/runlog.h"
 #include "src/schedule.h"
+#include "src/signals.h"
 #include "src/step.h"
 
 namespace cnn {
@@ -429,6 +430,17 @@ int Trainer::run() {
       t_interval = Clock::now();  // evaluation time is not training throughput
     }
     const Cursor next{step + 1, (step + 1) / spe, (step + 1) % spe};
+    // Every rank learns of a signal any rank received, so all stop after the same step.
+    if (int sig = allreduce_max(stop_signal())) {
+      log_.warn("received %s: writing a checkpoint at step %lld and stopping (exit %d; resume with --resume "
+                "auto)", signal_name(sig), (long long)next.step, kExitPreempted);
+      save_checkpoint(next);
+      Json j;
+      j.add("event", "end").add("status", "preempted").add("reason", signal_name(sig)).add("steps", next.step)
+          .add("final_test_acc", have_eval ? last_eval.acc : NAN).add("wall_s", since(t_start));
+      log_.event(j);
+      return kExitPreempted;
+    }
     bool due = cfg_.ckpt_every_steps > 0 && next.step % cfg_.ckpt_every_steps == 0;
     if (cfg_.ckpt_every_seconds > 0) {
       // Clocks differ between nodes: rank 0 decides and everyone follows.
