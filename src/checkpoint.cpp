@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -86,9 +87,14 @@ H5Handle mpio_fapl() {
   return fapl;
 }
 
+// Each rank's share of a tensor is one contiguous byte range, so independent MPI-IO transfers are large
+// and aligned; collective buffering (two-phase I/O) only adds a shuffle between ranks. CNNTRAIN_CKPT_IO=
+// collective selects it anyway (e.g. for file systems that prefer few, aggregated writers).
 H5Handle collective_dxpl() {
   H5Handle dxpl = h5_plist(H5Pcreate(H5P_DATASET_XFER));
-  H5Pset_dxpl_mpio(dxpl.get(), H5FD_MPIO_COLLECTIVE);
+  const char* mode = std::getenv("CNNTRAIN_CKPT_IO");
+  const bool coll = mode && std::string(mode) == "collective";
+  H5Pset_dxpl_mpio(dxpl.get(), coll ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
   return dxpl;
 }
 
