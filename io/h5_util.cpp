@@ -103,7 +103,8 @@ void h5_write_attr_strings(hid_t obj, const char* name, const std::vector<std::s
   for (const auto& s : v) ptrs.push_back(s.c_str());
   if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
   hsize_t dims[1] = {v.size()};
-  H5Handle sp = h5_space(H5Screate_simple(1, dims, nullptr));
+  // One string is stored as a scalar, so h5py reads it as a plain str.
+  H5Handle sp = h5_space(v.size() == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, nullptr));
   H5Handle a = h5_attr(H5Acreate2(obj, name, t.get(), sp.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (!a.valid() || H5Awrite(a.get(), t.get(), ptrs.data()) < 0)
     raise(kExitFailure, "cannot write HDF5 attribute '%s': %s", name, h5_last_error().c_str());

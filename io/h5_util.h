@@ -39,6 +39,12 @@ class H5Handle {
     if (id_ >= 0 && closer_) closer_(id_);
     id_ = -1;
   }
+  // Closes now and reports the library's return code (collective closes must be checked).
+  herr_t close() {
+    herr_t rc = id_ >= 0 && closer_ ? closer_(id_) : 0;
+    id_ = -1;
+    return rc;
+  }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
 

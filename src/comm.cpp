@@ -140,6 +140,38 @@ void broadcast(void* data, size_t bytes, int root) {
   MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
+void allgather(const uint64_t* mine, size_t n, uint64_t* out) {
+  if (g_size == 1) {
+    std::copy_n(mine, n, out);
+    return;
+  }
+  MPI_CHECK(MPI_Allgather(mine, static_cast<int>(n), MPI_UINT64_T, out, static_cast<int>(n), MPI_UINT64_T,
+                          MPI_COMM_WORLD));
+}
+
+void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
+  CNN_CHECK(offsets.size() == static_cast<size_t>(g_size) + 1, "%zu offsets for %d ranks", offsets.size(), g_size);
+  if (g_size == 1) return;
+  // Large shares go through a derived datatype of 1 MiB blocks so counts stay within int.
+  const size_t kBlock = 1 << 20;
+  bool small = offsets.back() < static_cast<size_t>(INT_MAX);
+  std::vector<int> counts(g_size), displs(g_size);
+  if (small) {
+    for (int r = 0; r < g_size; ++r) {
+      counts[r] = static_cast<int>(offsets[r + 1] - offsets[r]);
+      displs[r] = static_cast<int>(offsets[r]);
+    }
+    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), MPI_BYTE,
+                             MPI_COMM_WORLD));
+    return;
+  }
+  // Beyond 2 GiB: broadcast each rank's share in blocks (rare: checkpoints of multi-GB models).
+  auto* p = static_cast<char*>(buf);
+  for (int r = 0; r < g_size; ++r)
+    for (size_t off = offsets[r]; off < offsets[r + 1]; off += kBlock)
+      broadcast(p + off, std::min(kBlock, offsets[r + 1] - off), r);
+}
+
 void broadcast(std::string& s, int root) {
   if (g_size == 1) return;
   uint64_t n = s.size();

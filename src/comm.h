@@ -31,6 +31,11 @@ void allreduce_sum(int64_t* data, size_t n);
 int allreduce_max(int v);
 int allreduce_min(int v);
 void broadcast(void* data, size_t bytes, int root);
+// Every rank contributes `n` uint64 values; out receives world_size * n of them in rank order.
+void allgather(const uint64_t* mine, size_t n, uint64_t* out);
+// Rank r contributes bytes [offsets[r], offsets[r+1]) of `buf` (its own share already in place); afterwards
+// every rank holds the whole buffer. offsets has world_size + 1 entries.
+void allgather_bytes(void* buf, const std::vector<size_t>& offsets);
 void broadcast(std::string& s, int root);
 
 // In-place sum-allreduces started without waiting, completed by wait_all(); requests are progressed by

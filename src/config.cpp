@@ -136,6 +136,14 @@ const std::vector<Opt>& options() {
                         "learning-rate schedule after warmup"));
     v.push_back(real_opt("train.warmup_epochs", &Config::warmup_epochs, 0, 1e6, false,
                          "linear warmup from 0 to train.lr over this many epochs"));
+    v.push_back(int_opt("checkpoint.every_steps", &Config::ckpt_every_steps, 0, 1LL << 40,
+                        "write a checkpoint every N steps (0: off)"));
+    v.push_back(real_opt("checkpoint.every_seconds", &Config::ckpt_every_seconds, 0, 1e9, false,
+                         "write a checkpoint when this many seconds passed since the last one (0: off)"));
+    v.push_back(int_opt("checkpoint.keep", &Config::ckpt_keep, 1, 1 << 20, "committed checkpoints to keep"));
+    v.push_back(bool_opt("checkpoint.at_end", &Config::ckpt_at_end, "write a checkpoint when training ends"));
+    v.push_back(str_opt("resume", &Config::resume, {},
+                        "none, auto (newest checkpoint of the run directory that verifies) or a checkpoint path"));
     v.push_back(int_opt("eval.batch", &Config::eval_batch, 1, 1 << 20, "samples per rank per evaluation step"));
     v.push_back(int_opt("eval.every_epochs", &Config::eval_every_epochs, 1, 1 << 24, "evaluate every N epochs"));
     v.push_back(int_opt("log.every_steps", &Config::log_every_steps, 1, 1 << 30, "progress line every N steps"));
@@ -175,7 +183,9 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
       "config", po::value<std::string>(), "INI file with options (command-line options override it)");
   po::options_description all;
   all.add(generic);
-  for (const auto& o : options()) all.add_options()(o.name.c_str(), po::value<std::string>(), o.help.c_str());
+  // Vectors so an option may be repeated (the last occurrence wins, e.g. when a script appends overrides).
+  for (const auto& o : options())
+    all.add_options()(o.name.c_str(), po::value<std::vector<std::string>>(), o.help.c_str());
 
   po::variables_map vm;
   try {
@@ -205,12 +215,14 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
     }
   }
   for (const auto& o : options())
-    if (vm.count(o.name)) o.set(cfg, vm[o.name].as<std::string>());
+    if (vm.count(o.name)) o.set(cfg, vm[o.name].as<std::vector<std::string>>().back());
 
   if (cfg.data_train.empty())
     raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST)");
   if (cfg.min_lr > cfg.lr)
     raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
+  if (cfg.resume.empty())
+    raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
   if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg)};
   return {};
 }

@@ -29,6 +29,12 @@ struct Config {
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
 
+  int64_t ckpt_every_steps = 0;  // 0: off
+  double ckpt_every_seconds = 0;  // 0: off
+  int ckpt_keep = 3;
+  bool ckpt_at_end = true;
+  std::string resume = "none";  // none | auto | PATH
+
   int eval_batch = 256;  // per rank
   int eval_every_epochs = 1;
   int log_every_steps = 50;

@@ -6,11 +6,13 @@
 #include "src/comm.h"
 #include "src/config.h"
 #include "src/error.h"
+#include "src/signals.h"
 #include "src/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace cnn;
   comm_init(&argc, &argv);
+  install_stop_handlers();  // after MPI, so these handlers are the ones in place
   Config cfg;
   ParseResult pr;
   int code = 0;

@@ -8,6 +8,7 @@
 #include "io/convert_idx.h"
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
+#include "src/export.h"
 #include "src/config.h"
 #include "src/error.h"
 
@@ -86,12 +87,25 @@ int cmd_inspect(int argc, char** argv) {
   return 0;
 }
 
+int cmd_export(int argc, char** argv) {
+  po::options_description d("export: weights-only HDF5 from a checkpoint (layout in README.md, \"Exported weights\")");
+  d.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (ckpt-*.h5)")(
+      "out", po::value<std::string>()->required(), "output HDF5 file");
+  auto vm = parse("export", d, argc, argv, "checkpoint");
+  const std::string in = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
+  ExportStats st = export_weights(in, out);
+  std::printf("wrote %s: %zu tensors, %zu parameters (model %s, step %lld)\n", out.c_str(), st.tensors, st.params,
+              st.model.c_str(), (long long)st.step);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::map<std::string, std::function<int(int, char**)>> cmds = {
       {"convert-idx", cmd_convert_idx},
       {"inspect", cmd_inspect},
+      {"export", cmd_export},
   };
   auto usage = [&] {
     std::string s = "Usage: cnntrain-data COMMAND [options]   (COMMAND --help for its options)\nCommands:";

@@ -17,6 +17,7 @@
 #include "io/loader.h"
 #include "io/sampler.h"
 #include "kernels/backend.h"
+#include "src/checkpoint.h"
 #include "src/comm.h"
 #include "src/error.h"
 #include "src/grad_sync.h"
@@ -25,6 +26,7 @@
 #include "src/optimizer.h"
 #include "src/runlog.h"
 #include "src/schedule.h"
+#include "src/signals.h"
 #include "src/step.h"
 
 namespace cnn {
@@ -118,7 +120,13 @@ class Trainer {
   int run();
 
  private:
+  struct Cursor {
+    int64_t step = 0, epoch = 0, step_in_epoch = 0;
+  };
   void prepare_run_dir();
+  std::vector<CheckpointArray> checkpoint_arrays();
+  void save_checkpoint(const Cursor& next);
+  Cursor resume();
   void log_start();
   EvalResult evaluate();
   void upload_batch(const float* images, const int32_t* labels, int n);
@@ -128,9 +136,119 @@ class Trainer {
   Backend& be_;
   Net& net_;
   RunLog log_;
-  std::string run_dir_;
+  std::string run_dir_, ckpt_dir_;
   StepBuffers buf_;
+  std::unique_ptr<Optimizer> opt_;
+  int64_t spe_ = 1;
+  // Host copies of the parameters and optimizer state for checkpoints.
+  std::vector<float> host_params_;
+  std::vector<std::vector<float>> host_state_;
+  int64_t last_ckpt_step_ = -1;
 };
+
+std::vector<CheckpointArray> Trainer::checkpoint_arrays() {
+  std::vector<CheckpointArray> v;
+  auto states = opt_->state();
+  host_params_.resize(net_.num_params());
+  host_state_.resize(states.size());
+  for (const ParamInfo& p : net_.param_table())
+    v.push_back({"params/" + p.name, p.shape, host_params_.data() + p.offset});
+  for (size_t k = 0; k < states.size(); ++k) {
+    host_state_[k].resize(net_.num_params());
+    for (const ParamInfo& p : net_.param_table())
+      v.push_back({"optimizer/" + states[k].first + "/" + p.name, p.shape, host_state_[k].data() + p.offset});
+  }
+  return v;
+}
+
+void Trainer::save_checkpoint(const Cursor& next) {
+  auto arrays = checkpoint_arrays();
+  auto states = opt_->state();
+  be_.download(host_params_.data(), net_.params(), sizeof(float) * net_.num_params());
+  for (size_t k = 0; k < states.size(); ++k)
+    be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
+  CheckpointMeta m;
+  m.step = next.step;
+  m.epoch = next.epoch;
+  m.step_in_epoch = next.step_in_epoch;
+  m.global_batch = cfg_.batch;
+  m.samples_seen = next.step * cfg_.batch;
+  m.seed = cfg_.seed;
+  m.world_size = world_size();
+  m.model = cfg_.model;
+  m.optimizer = cfg_.optimizer;
+  m.config = config_to_ini(cfg_);
+  m.version = version_string();
+  const std::string path = ckpt_dir_ + "/" + checkpoint_name(next.step);
+  CheckpointWriteStats st = write_checkpoint(path, arrays, m);
+  last_ckpt_step_ = next.step;
+  std::vector<std::string> pruned;
+  if (world_rank() == 0) pruned = prune_checkpoints(ckpt_dir_, cfg_.ckpt_keep);
+  log_.info("checkpoint %s: %.1f MB in %.2f s (%.0f MB/s)%s", path.c_str(), st.bytes / 1e6, st.seconds,
+            st.bytes / 1e6 / std::max(st.seconds, 1e-9),
+            pruned.empty() ? "" : strprintf(", removed %zu old", pruned.size()).c_str());
+  Json j;
+  j.add("event", "checkpoint").add("step", next.step).add("path", path).add("bytes", static_cast<int64_t>(st.bytes))
+      .add("seconds", st.seconds);
+  log_.event(j);
+}
+
+Trainer::Cursor Trainer::resume() {
+  Cursor c;
+  if (cfg_.resume == "none") return c;
+  const bool explicit_path = cfg_.resume != "auto";
+  std::string listing;
+  if (world_rank() == 0) {
+    if (explicit_path) {
+      listing = cfg_.resume;
+    } else {
+      for (const auto& p : list_checkpoints(ckpt_dir_)) listing += p + "\n";
+    }
+  }
+  broadcast(listing, 0);  // one rank's view of the directory decides, so all try the same files
+  std::vector<std::string> candidates;
+  for (size_t a = 0, b; a < listing.size(); a = b + 1) {
+    b = listing.find('\n', a);
+    if (b == std::string::npos) b = listing.size();
+    if (b > a) candidates.push_back(listing.substr(a, b - a));
+  }
+  if (candidates.empty()) {
+    log_.info("resume auto: no checkpoint in %s, starting from scratch", ckpt_dir_.c_str());
+    return c;
+  }
+  auto arrays = checkpoint_arrays();
+  auto states = opt_->state();
+  for (const auto& path : candidates) {
+    CheckpointMeta m;
+    std::string err;
+    bool ok = read_checkpoint(path, arrays, m, err);
+    if (ok && m.global_batch != cfg_.batch) {
+      // Same verdict everywhere; a different batch changes the global batch sequence, so no exact continuation.
+      agree_or_exit(kExitCheckpoint, strprintf("checkpoint '%s' was written with global batch %lld; resume with "
+                    "--train.batch %lld (the rank count may differ)", path.c_str(), (long long)m.global_batch,
+                    (long long)m.global_batch));
+    }
+    if (ok) {
+      be_.upload(net_.params(), host_params_.data(), sizeof(float) * net_.num_params());
+      for (size_t k = 0; k < states.size(); ++k)
+        be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
+      c.step = m.step;
+      c.epoch = m.epoch;
+      c.step_in_epoch = m.step_in_epoch;
+      last_ckpt_step_ = m.step;
+      if (m.seed != cfg_.seed)
+        log_.warn("checkpoint %s was written with seed %llu, this run uses %llu: the data order changes",
+                  path.c_str(), (unsigned long long)m.seed, (unsigned long long)cfg_.seed);
+      log_.info("resumed from %s: step %lld, epoch %lld, written by %d rank%s (now %d)", path.c_str(),
+                (long long)m.step, (long long)m.epoch + 1, m.world_size, m.world_size == 1 ? "" : "s", world_size());
+      return c;
+    }
+    if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
+    log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
+  }
+  log_.warn("no checkpoint in %s verifies; starting from scratch", ckpt_dir_.c_str());
+  return c;
+}
 
 void Trainer::prepare_run_dir() {
   run_dir_ = cfg_.run_dir.empty() ? default_run_dir(cfg_) : cfg_.run_dir;
@@ -152,6 +270,13 @@ void Trainer::prepare_run_dir() {
   }
   agree_or_exit(code, msg);
   set_error_log_path(run_dir_ + "/log.txt");
+  ckpt_dir_ = run_dir_ + "/checkpoints";
+  if (world_rank() == 0) {
+    mkdir_p(ckpt_dir_);
+    if (int n = remove_stale_tmp(ckpt_dir_)) log_.warn("removed %d unfinished checkpoint file(s) in %s", n,
+                                                       ckpt_dir_.c_str());
+  }
+  barrier();
 }
 
 void Trainer::log_start() {
@@ -241,20 +366,26 @@ int Trainer::run() {
   oc.momentum = cfg_.momentum;
   oc.weight_decay = cfg_.weight_decay;
   oc.nesterov = cfg_.nesterov;
-  auto opt = make_optimizer(oc, be_, net_);
+  opt_ = make_optimizer(oc, be_, net_);
+  spe_ = spe;
+  const Cursor start = resume();
   GradSync sync(net_.grads(), net_.num_params(), 25u << 20);
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total, (long long)spe, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe * cfg_.batch));
 
-  Loader loader(*s_.train, sampler, world_rank(), world_size(), cfg_.data_prefetch, 0, 0, total);
+  if (start.step >= total) log_.info("nothing left to train: the checkpoint is at step %lld of %lld",
+                                     (long long)start.step, (long long)total);
+  Loader loader(*s_.train, sampler, world_rank(), world_size(), cfg_.data_prefetch, start.epoch,
+                start.step_in_epoch, std::max<int64_t>(0, total - start.step));
+  auto t_ckpt = Clock::now();
   StepStats acc;
   double t_data = 0, t_compute = 0;
   int64_t acc_steps = 0;
   auto t_interval = Clock::now();
   EvalResult last_eval;
   bool have_eval = false;
-  for (int64_t step = 0; step < total; ++step) {
+  for (int64_t step = start.step; step < total; ++step) {
     double wait = 0;
     const Batch& b = loader.next(&wait);
     t_data += wait;
@@ -262,7 +393,7 @@ int Trainer::run() {
     upload_batch(b.images.data(), b.labels.data(), b.n);
     const double lr = sched.at(step);
     const double comm_before = acc.comm_s;
-    train_step(be_, net_, *opt, &sync, buf_, b.n, cfg_.batch, static_cast<float>(cfg_.label_smoothing), lr, acc);
+    train_step(be_, net_, *opt_, &sync, buf_, b.n, cfg_.batch, static_cast<float>(cfg_.label_smoothing), lr, acc);
     be_.synchronize();
     t_compute += since(t0) - (acc.comm_s - comm_before);
     ++acc_steps;
@@ -299,7 +430,32 @@ int Trainer::run() {
       log_.event(j);
       t_interval = Clock::now();  // evaluation time is not training throughput
     }
+    const Cursor next{step + 1, (step + 1) / spe, (step + 1) % spe};
+    // Every rank learns of a signal any rank received, so all stop after the same step.
+    if (int sig = allreduce_max(stop_signal())) {
+      log_.warn("received %s: writing a checkpoint at step %lld and stopping (exit %d; resume with --resume "
+                "auto)", signal_name(sig), (long long)next.step, kExitPreempted);
+      save_checkpoint(next);
+      Json j;
+      j.add("event", "end").add("status", "preempted").add("reason", signal_name(sig)).add("steps", next.step)
+          .add("final_test_acc", have_eval ? last_eval.acc : NAN).add("wall_s", since(t_start));
+      log_.event(j);
+      return kExitPreempted;
+    }
+    bool due = cfg_.ckpt_every_steps > 0 && next.step % cfg_.ckpt_every_steps == 0;
+    if (cfg_.ckpt_every_seconds > 0) {
+      // Clocks differ between nodes: rank 0 decides and everyone follows.
+      int d = since(t_ckpt) >= cfg_.ckpt_every_seconds ? 1 : 0;
+      broadcast(&d, sizeof d, 0);
+      due = due || d;
+    }
+    if (due && (next.step < total || !cfg_.ckpt_at_end)) {
+      save_checkpoint(next);
+      t_ckpt = Clock::now();
+      t_interval = Clock::now();
+    }
   }
+  if (cfg_.ckpt_at_end && total > 0 && last_ckpt_step_ != total) save_checkpoint({total, total / spe, total % spe});
   const double wall = since(t_start);
   if (have_eval)
     log_.info("completed %lld steps in %.1f s; final test accuracy %.2f%%", (long long)total, wall,

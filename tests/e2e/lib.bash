@@ -7,7 +7,7 @@ PY=/usr/bin/python3  # Debian's python (h5py, numpy), whatever else is first on 
 FMNIST_TRAIN=data/fashion_mnist/train.h5
 FMNIST_TEST=data/fashion_mnist/test.h5
 E2E_TMP=$(mktemp -d /tmp/cnntrain-e2e-XXXXXX)
-trap 'rm -rf "$E2E_TMP"' EXIT
+[ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$E2E_TMP"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 

@@ -30,7 +30,7 @@ TEST(Config, IniThenCommandLineOverrides) {
   test::TempDir d;
   std::ofstream(d.file("a.ini")) << "model = lenet5\nseed = 5\n[data]\ntrain = t.h5\n[train]\nbatch = 64\nlr = 0.2\n";
   Config c;
-  auto r = parse({"--config", d.file("a.ini"), "--train.lr", "0.01", "--train.nesterov=true"}, c);
+  auto r = parse({"--config", d.file("a.ini"), "--train.lr", "0.5", "--train.nesterov=true", "--train.lr", "0.01"}, c);
   EXPECT_EQ(r.action, ParseAction::kRun);
   EXPECT_EQ(c.model, "lenet5");
   EXPECT_EQ(c.seed, 5u);

@@ -1,0 +1,27 @@
+// Shared between the emulator's scheduler and its runtime API; not for kernel or backend code.
+#pragma once
+#include <string>
+
+#include "kernels/simt/simt.h"
+
+namespace simt {
+namespace detail {
+
+// Where an error goes besides last_error_message() and stderr (unless quiet): a failed runtime call sets
+// the error cudaGetLastError returns; a launch's own configuration error is only returned by CNN_LAUNCH,
+// whose nvcc form consumes it with cudaGetLastError; a fault while the kernel ran is returned by CNN_LAUNCH
+// and again by the next synchronising call (or cudaGetLastError), as a GPU would report it.
+enum class ErrorKind { kApi, kLaunch, kKernelFault };
+cudaError_t record_error(cudaError_t code, const std::string& message, ErrorKind kind);
+
+// Returns and clears the kernel fault waiting for a synchronising call.
+cudaError_t take_pending_error();
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Largest dynamic shared memory a kernel may launch with (cudaFuncSetAttribute opt-in, else 48 KiB).
+size_t max_dynamic_shared(const void* kernel);
+bool shared_opted_in(const void* kernel);
+
+}  // namespace detail
+}  // namespace simt

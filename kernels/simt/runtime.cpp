@@ -1,0 +1,399 @@
+// Host runtime API of the SIMT emulator: device memory is host memory that cudaMalloc fills with 0xFF bytes
+// (NaN as float/double) and whose bounds the copy functions check, so that a kernel reading memory nobody
+// wrote, or a copy that runs past an allocation, fails a test instead of passing by luck.
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "kernels/simt/internal.h"
+
+namespace simt {
+namespace runtime {
+
+struct CUstream_st {
+  unsigned flags;
+};
+struct CUevent_st {
+  unsigned flags;
+  bool recorded;
+  std::chrono::steady_clock::time_point when;
+};
+
+}  // namespace runtime
+
+namespace {
+
+std::atomic<bool> g_quiet{std::getenv("CNN_SIMT_QUIET") && std::getenv("CNN_SIMT_QUIET")[0] == '1'};
+
+struct ErrorState {
+  cudaError_t last = cudaSuccess;
+  cudaError_t pending = cudaSuccess;
+  std::string message;
+};
+ErrorState& errors() {
+  static thread_local ErrorState s;
+  return s;
+}
+
+// Live device allocations, start -> size; guarded because host threads may allocate concurrently.
+std::mutex g_mem_mutex;
+std::map<uintptr_t, size_t> g_allocs;
+size_t g_bytes_in_use = 0;
+
+std::mutex g_attr_mutex;
+std::map<const void*, size_t> g_dyn_shared_optin;
+
+constexpr size_t kAlign = 256;  // cudaMalloc's guaranteed alignment
+
+// Whether [p, p + bytes) lies inside one live allocation.
+bool inside_allocation(const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  auto it = g_allocs.upper_bound(a);
+  if (it == g_allocs.begin()) return false;
+  --it;
+  return a >= it->first && a + bytes <= it->first + it->second;
+}
+
+cudaError_t api_error(cudaError_t code, const std::string& message) {
+  return detail::record_error(code, message, detail::ErrorKind::kApi);
+}
+
+cudaError_t check_range(const char* fn, const char* which, const void* p, size_t bytes) {
+  if (bytes == 0 || inside_allocation(p, bytes)) return cudaSuccess;
+  return api_error(cudaErrorInvalidValue, detail::format("%s: %s range [%p, +%zu) is not inside one cudaMalloc "
+                                                         "allocation",
+                                                         fn, which, p, bytes));
+}
+
+}  // namespace
+
+std::string last_error_message() { return errors().message; }
+void set_quiet(bool quiet) { g_quiet.store(quiet); }
+size_t device_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(g_mem_mutex);
+  return g_bytes_in_use;
+}
+
+namespace detail {
+
+std::string format(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_list ap2;
+  va_copy(ap2, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  std::vsnprintf(s.data(), s.size() + 1, fmt, ap2);
+  va_end(ap2);
+  return s;
+}
+
+cudaError_t record_error(cudaError_t code, const std::string& message, ErrorKind kind) {
+  ErrorState& e = errors();
+  e.message = message;
+  if (kind == ErrorKind::kApi) e.last = code;
+  if (kind == ErrorKind::kKernelFault) e.pending = code;
+  if (!g_quiet.load()) std::fprintf(stderr, "simt: %s: %s\n", cudaGetErrorName(code), message.c_str());
+  return code;
+}
+
+cudaError_t take_pending_error() {
+  ErrorState& e = errors();
+  const cudaError_t code = e.pending;
+  e.pending = cudaSuccess;
+  return code;
+}
+
+size_t max_dynamic_shared(const void* kernel) {
+  std::lock_guard<std::mutex> lock(g_attr_mutex);
+  auto it = g_dyn_shared_optin.find(kernel);
+  return it == g_dyn_shared_optin.end() ? kSharedDefaultLimit : it->second;
+}
+
+bool shared_opted_in(const void* kernel) {
+  std::lock_guard<std::mutex> lock(g_attr_mutex);
+  return g_dyn_shared_optin.count(kernel) != 0;
+}
+
+}  // namespace detail
+}  // namespace simt
+
+namespace simt {
+namespace runtime {
+
+using detail::format;
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (!ptr) return api_error(cudaErrorInvalidValue, "cudaMalloc: null result pointer");
+  // Exactly `bytes`, not rounded up, so that an AddressSanitizer build flags the first byte past the end.
+  void* p = nullptr;
+  if (posix_memalign(&p, kAlign, std::max<size_t>(bytes, 1)) != 0) {
+    return api_error(cudaErrorMemoryAllocation, format("cudaMalloc: out of memory for %zu bytes", bytes));
+  }
+  std::memset(p, 0xFF, bytes);
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    g_allocs[reinterpret_cast<uintptr_t>(p)] = bytes;
+    g_bytes_in_use += bytes;
+  }
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mutex);
+    auto it = g_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it != g_allocs.end()) {
+      g_bytes_in_use -= it->second;
+      g_allocs.erase(it);
+      std::free(ptr);
+      return cudaSuccess;
+    }
+  }
+  return api_error(cudaErrorInvalidValue, format("cudaFree(%p): not the start of a cudaMalloc allocation", ptr));
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault); }
+
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned) {
+  if (!ptr) return api_error(cudaErrorInvalidValue, "cudaHostAlloc: null result pointer");
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  *ptr = std::aligned_alloc(kAlign, rounded);
+  if (!*ptr) return api_error(cudaErrorMemoryAllocation, format("cudaHostAlloc: out of memory for %zu bytes", bytes));
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  const size_t total = size_t{16} << 30;
+  const size_t used = device_bytes_in_use();
+  if (free_bytes) *free_bytes = used < total ? total - used : 0;
+  if (total_bytes) *total_bytes = total;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return api_error(cudaErrorInvalidValue, "cudaMemcpy: null pointer");
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
+    return api_error(cudaErrorInvalidValue, format("cudaMemcpy: bad kind %d", static_cast<int>(kind)));
+  }
+  if (dst_dev) {
+    if (cudaError_t e = check_range("cudaMemcpy", "destination", dst, bytes)) return e;
+  }
+  if (src_dev) {
+    if (cudaError_t e = check_range("cudaMemcpy", "source", src, bytes)) return e;
+  }
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
+  return cudaMemsetAsync(ptr, value, bytes, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+  if (cudaError_t e = check_range("cudaMemset", "destination", ptr, bytes)) return e;
+  std::memset(ptr, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (!stream) return api_error(cudaErrorInvalidValue, "cudaStreamCreate: null result pointer");
+  *stream = new CUstream_st{flags};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return detail::take_pending_error(); }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
+  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (!event) return api_error(cudaErrorInvalidValue, "cudaEventCreate: null result pointer");
+  *event = new CUevent_st{flags, false, {}};
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord: null event");
+  event->recorded = true;
+  event->when = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
+  return detail::take_pending_error();
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return api_error(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");
+  if (!start->recorded || !end->recorded || ((start->flags | end->flags) & cudaEventDisableTiming)) {
+    return api_error(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: event not recorded or without timing");
+  }
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return detail::take_pending_error(); }
+cudaError_t cudaDeviceReset() {
+  errors() = ErrorState{};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  ErrorState& e = errors();
+  const cudaError_t code = e.last != cudaSuccess ? e.last : e.pending;
+  e.last = cudaSuccess;
+  e.pending = cudaSuccess;
+  return code;
+}
+
+cudaError_t cudaPeekAtLastError() {
+  const ErrorState& e = errors();
+  return e.last != cudaSuccess ? e.last : e.pending;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorNotSupported: return "operation not supported";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return api_error(cudaErrorInvalidValue, "cudaGetDeviceCount: null result pointer");
+  *count = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+  if (device != 0) {
+    return api_error(cudaErrorInvalidDevice, format("cudaSetDevice(%d): the emulator is device 0", device));
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+  if (!device) return api_error(cudaErrorInvalidValue, "cudaGetDevice: null result pointer");
+  *device = 0;
+  return cudaSuccess;
+}
+
+// Deliberately few multiprocessors: grids sized from the SM count stay small, and blocks run one at a time.
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (!prop || device != 0) return api_error(cudaErrorInvalidDevice, "cudaGetDeviceProperties: bad device");
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof(prop->name), "cnntrain SIMT emulator");
+  prop->totalGlobalMem = size_t{16} << 30;
+  prop->sharedMemPerBlock = kSharedDefaultLimit;
+  prop->sharedMemPerBlockOptin = kSharedOptinLimit;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = 1024;
+  prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 0x7FFFFFFF;
+  prop->maxGridSize[1] = 65535;
+  prop->maxGridSize[2] = 65535;
+  prop->multiProcessorCount = 4;
+  prop->major = 8;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  cudaDeviceProp p;
+  if (!value) return api_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: null result pointer");
+  if (cudaError_t e = cudaGetDeviceProperties(&p, device)) return e;
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(p.sharedMemPerBlock); return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = p.warpSize; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = p.major; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+      *value = static_cast<int>(p.sharedMemPerBlockOptin);
+      return cudaSuccess;
+  }
+  return api_error(cudaErrorInvalidValue, format("cudaDeviceGetAttribute: attribute %d not emulated", attr));
+}
+
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (!func) return api_error(cudaErrorInvalidDeviceFunction, "cudaFuncSetAttribute: null function");
+  if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) {
+    return api_error(cudaErrorInvalidValue, format("cudaFuncSetAttribute: attribute %d not emulated", attr));
+  }
+  if (value < 0 || static_cast<size_t>(value) > kSharedOptinLimit) {
+    return api_error(cudaErrorInvalidValue, format("cudaFuncSetAttribute: %d bytes of dynamic shared memory, at "
+                                                   "most %zu portable to sm_80",
+                                                   value, kSharedOptinLimit));
+  }
+  std::lock_guard<std::mutex> lock(g_attr_mutex);
+  g_dyn_shared_optin[func] = static_cast<size_t>(value);
+  return cudaSuccess;
+}
+
+}  // namespace runtime
+}  // namespace simt

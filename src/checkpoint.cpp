@@ -1,0 +1,462 @@
+// MPI-IO code: includes mpi.h through parallel HDF5's hdf5.h.
+#include "src/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "io/h5_util.h"
+#include "src/comm.h"
+#include "src/error.h"
+
+namespace cnn {
+
+size_t CheckpointArray::size() const {
+  size_t n = 1;
+  for (int d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+namespace {
+
+const char* kPrefix = "ckpt-";
+const char* kSuffix = ".h5";
+
+// The rows [row0, row0+rows) of dimension 0 that `rank` writes or reads: contiguous bytes of the array.
+struct Share {
+  hsize_t row0 = 0, rows = 0;
+  size_t elem0 = 0, elems = 0;
+};
+
+Share share_of(const CheckpointArray& a, int rank, int world) {
+  const hsize_t n0 = a.shape.empty() ? 1 : static_cast<hsize_t>(a.shape[0]);
+  const size_t row = n0 ? a.size() / n0 : 0;
+  Share s;
+  s.row0 = n0 * rank / world;
+  s.rows = n0 * (rank + 1) / world - s.row0;
+  s.elem0 = s.row0 * row;
+  s.elems = s.rows * row;
+  return s;
+}
+
+uint32_t crc_bytes(uint32_t crc, const void* p, size_t n) {
+  auto* b = static_cast<const Bytef*>(p);
+  while (n > 0) {
+    uInt chunk = n > (1u << 30) ? (1u << 30) : static_cast<uInt>(n);
+    crc = static_cast<uint32_t>(crc32(crc, b, chunk));
+    b += chunk;
+    n -= chunk;
+  }
+  return crc;
+}
+
+// CRC-32 of every array, each rank hashing only its share and the pieces combined in rank order.
+std::vector<uint32_t> combined_crcs(const std::vector<CheckpointArray>& arrays) {
+  const int w = world_size(), me = world_rank();
+  std::vector<uint64_t> mine(arrays.size()), all(arrays.size() * w);
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    Share s = share_of(arrays[i], me, w);
+    mine[i] = crc_bytes(crc32(0, nullptr, 0), arrays[i].data + s.elem0, s.elems * sizeof(float));
+  }
+  allgather(mine.data(), mine.size(), all.data());
+  std::vector<uint32_t> out(arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    uLong crc = crc32(0, nullptr, 0);
+    for (int r = 0; r < w; ++r) {
+      Share s = share_of(arrays[i], r, w);
+      crc = crc32_combine(crc, static_cast<uLong>(all[r * arrays.size() + i]),
+                          static_cast<z_off_t>(s.elems * sizeof(float)));
+    }
+    out[i] = static_cast<uint32_t>(crc);
+  }
+  return out;
+}
+
+H5Handle mpio_fapl() {
+  H5Handle fapl = h5_plist(H5Pcreate(H5P_FILE_ACCESS));
+  H5Pset_fapl_mpio(fapl.get(), MPI_COMM_WORLD, MPI_INFO_NULL);
+  return fapl;
+}
+
+// Each rank's share of a tensor is one contiguous byte range, so independent MPI-IO transfers are large
+// and aligned; collective buffering (two-phase I/O) only adds a shuffle between ranks. CNNTRAIN_CKPT_IO=
+// collective selects it anyway (e.g. for file systems that prefer few, aggregated writers).
+H5Handle collective_dxpl() {
+  H5Handle dxpl = h5_plist(H5Pcreate(H5P_DATASET_XFER));
+  const char* mode = std::getenv("CNNTRAIN_CKPT_IO");
+  const bool coll = mode && std::string(mode) == "collective";
+  H5Pset_dxpl_mpio(dxpl.get(), coll ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
+  return dxpl;
+}
+
+// Selects this rank's rows in the file space; returns the matching memory space.
+H5Handle select_share(hid_t fspace, const CheckpointArray& a, const Share& s) {
+  const int rank = static_cast<int>(a.shape.size());
+  hsize_t mdim[1] = {std::max<hsize_t>(s.elems, 1)};
+  H5Handle mspace = h5_space(H5Screate_simple(1, mdim, nullptr));
+  if (s.elems == 0) {
+    H5Sselect_none(fspace);
+    H5Sselect_none(mspace.get());
+    return mspace;
+  }
+  std::vector<hsize_t> start(rank, 0), count(rank);
+  for (int d = 0; d < rank; ++d) count[d] = static_cast<hsize_t>(a.shape[d]);
+  start[0] = s.row0;
+  count[0] = s.rows;
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  return mspace;
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) raise(kExitCheckpoint, "cannot open '%s' to sync it: %s", path.c_str(), std::strerror(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) raise(kExitCheckpoint, "fsync of '%s' failed: %s (disk full or I/O error)", path.c_str(),
+                     std::strerror(err));
+}
+
+std::string dir_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Fails the same way on every rank if any rank failed: the message of the lowest failing rank.
+void agree_checkpoint(bool ok, const std::string& msg) {
+  int bad = allreduce_min(ok ? world_size() : world_rank());
+  if (bad == world_size()) return;
+  std::string m = bad == world_rank() ? msg : "";
+  broadcast(m, bad);
+  raise(kExitCheckpoint, "%s", m.c_str());
+}
+
+void write_meta(hid_t file, const CheckpointMeta& m) {
+  h5_write_attr_ints(file, "format_version", {kCheckpointFormatVersion});
+  h5_write_attr_ints(file, "step", {m.step});
+  h5_write_attr_ints(file, "epoch", {m.epoch});
+  h5_write_attr_ints(file, "step_in_epoch", {m.step_in_epoch});
+  h5_write_attr_ints(file, "global_batch", {m.global_batch});
+  h5_write_attr_ints(file, "samples_seen", {m.samples_seen});
+  h5_write_attr_ints(file, "seed", {static_cast<long long>(m.seed)});
+  h5_write_attr_floats(file, "loss_scale", {m.loss_scale});
+  h5_write_attr_ints(file, "world_size", {m.world_size});
+  h5_write_attr_strings(file, "model", {m.model});
+  h5_write_attr_strings(file, "optimizer", {m.optimizer});
+  h5_write_attr_strings(file, "config", {m.config});
+  h5_write_attr_strings(file, "version", {m.version});
+}
+
+bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::string& err) {
+  std::vector<long long> v;
+  if (!h5_read_attr_ints(file, "format_version", v) || v.size() != 1) {
+    err = "checkpoint '" + path + "' has no format_version attribute: not a cnntrain checkpoint";
+    return false;
+  }
+  if (v[0] != kCheckpointFormatVersion) {
+    err = strprintf("checkpoint '%s' has format version %lld; this program reads version %d", path.c_str(), v[0],
+                    kCheckpointFormatVersion);
+    return false;
+  }
+  auto get_int = [&](const char* name, int64_t& out) {
+    std::vector<long long> x;
+    if (!h5_read_attr_ints(file, name, x) || x.size() != 1) {
+      err = strprintf("checkpoint '%s' lacks the attribute '%s'", path.c_str(), name);
+      return false;
+    }
+    out = x[0];
+    return true;
+  };
+  int64_t seed = 0, world = 0;
+  if (!get_int("step", m.step) || !get_int("epoch", m.epoch) || !get_int("step_in_epoch", m.step_in_epoch) ||
+      !get_int("global_batch", m.global_batch) || !get_int("samples_seen", m.samples_seen) ||
+      !get_int("seed", seed) || !get_int("world_size", world))
+    return false;
+  m.seed = static_cast<uint64_t>(seed);
+  m.world_size = static_cast<int>(world);
+  std::vector<double> ls;
+  if (h5_read_attr_floats(file, "loss_scale", ls) && ls.size() == 1) m.loss_scale = ls[0];
+  std::vector<std::string> s;
+  auto get_str = [&](const char* name, std::string& out) {
+    if (h5_read_attr_strings(file, name, s) && s.size() == 1) out = s[0];
+  };
+  get_str("model", m.model);
+  get_str("optimizer", m.optimizer);
+  get_str("config", m.config);
+  get_str("version", m.version);
+  return true;
+}
+
+// Names of the datasets under a group (recursively, as "group/name" paths relative to the root).
+void collect_datasets(hid_t file, const std::string& group, std::vector<std::string>& out) {
+  if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0) return;
+  H5Handle g = h5_group(H5Gopen2(file, group.c_str(), H5P_DEFAULT));
+  if (!g.valid()) return;
+  H5G_info_t info;
+  if (H5Gget_info(g.get(), &info) < 0) return;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[1024];
+    if (H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) < 0)
+      continue;
+    std::string child = group + "/" + name;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name(file, child.c_str(), &oi, H5P_DEFAULT) < 0) continue;
+    if (oi.type == H5O_TYPE_GROUP) collect_datasets(file, child, out);
+    else if (oi.type == H5O_TYPE_DATASET) out.push_back(child.substr(1));
+  }
+}
+
+std::string shape_str(const std::vector<hsize_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) { return strprintf("%s%010lld%s", kPrefix, (long long)step, kSuffix); }
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<long long, std::string>> found;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return {};
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    long long step = 0;
+    char tail[8] = {0};
+    if (n.size() == std::strlen(kPrefix) + 10 + std::strlen(kSuffix) &&
+        std::sscanf(n.c_str(), "ckpt-%10lld%4s", &step, tail) == 2 && std::string(tail) == kSuffix)
+      found.push_back({step, dir + "/" + n});
+  }
+  ::closedir(d);
+  std::sort(found.rbegin(), found.rend());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+int remove_stale_tmp(const std::string& dir) {
+  int n = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind(kPrefix, 0) == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
+      stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  for (const auto& p : stale) n += ::unlink(p.c_str()) == 0;
+  return n;
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
+  std::vector<std::string> all = list_checkpoints(dir), gone;
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
+    if (::unlink(all[i].c_str()) == 0) gone.push_back(all[i]);
+  return gone;
+}
+
+CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays,
+                                      const CheckpointMeta& meta) {
+  auto t0 = std::chrono::steady_clock::now();
+  const int w = world_size(), me = world_rank();
+  const std::string tmp = path + ".tmp";
+  std::vector<uint32_t> crcs = combined_crcs(arrays);
+  bool ok = true;
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lk(h5_mutex());
+    h5_quiet();
+    H5Handle fapl = mpio_fapl();
+    H5Handle file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    if (!file.valid()) {
+      ok = false;
+      msg = strprintf("cannot create checkpoint '%s': %s (is the directory writable, the disk full?)", tmp.c_str(),
+                      h5_last_error().c_str());
+    }
+    // Collective from here on: every rank makes the same HDF5 calls in the same order.
+    if (ok) {
+      H5Handle lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE));
+      H5Pset_create_intermediate_group(lcpl.get(), 1);
+      H5Handle dxpl = collective_dxpl();
+      for (size_t i = 0; i < arrays.size() && ok; ++i) {
+        const CheckpointArray& a = arrays[i];
+        std::vector<hsize_t> dims(a.shape.begin(), a.shape.end());
+        H5Handle fspace = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+        H5Handle d = h5_dataset(H5Dcreate2(file.get(), a.path.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(),
+                                           H5P_DEFAULT, H5P_DEFAULT));
+        Share s = share_of(a, me, w);
+        H5Handle mspace = select_share(fspace.get(), a, s);
+        if (!d.valid() || H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(),
+                                   a.data + s.elem0) < 0) {
+          ok = false;
+          msg = strprintf("writing dataset '%s' of checkpoint '%s' failed: %s", a.path.c_str(), tmp.c_str(),
+                          h5_last_error().c_str());
+          break;
+        }
+        h5_write_attr_ints(d.get(), "crc32", {static_cast<long long>(crcs[i])});
+      }
+      if (ok) write_meta(file.get(), meta);
+      // Fault injection for the kill tests: widen the window in which the file exists only as NAME.tmp.
+      if (const char* ms = std::getenv("CNNTRAIN_FAULT_CKPT_SLEEP_MS"))
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(ms)));
+      if (file.close() < 0 && ok) {
+        ok = false;
+        msg = strprintf("closing checkpoint '%s' failed: %s (disk full?)", tmp.c_str(), h5_last_error().c_str());
+      }
+    }
+  }
+  agree_checkpoint(ok, msg);
+  // Every rank has closed the file: commit.
+  if (me == 0) {
+    try {
+      fsync_path(tmp, false);
+      ::chmod(tmp.c_str(), 0600);
+      if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        raise(kExitCheckpoint, "cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(errno));
+      fsync_path(dir_of(path), true);
+    } catch (const Error& e) {
+      ok = false;
+      msg = e.what();
+    }
+  }
+  agree_checkpoint(ok, msg);
+  CheckpointWriteStats st;
+  for (const auto& a : arrays) st.bytes += a.size() * sizeof(float);
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return st;
+}
+
+bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays, CheckpointMeta& meta,
+                     std::string& error) {
+  const int w = world_size(), me = world_rank();
+  bool ok = true;
+  std::string msg;
+  std::vector<uint32_t> stored(arrays.size(), 0);
+  {
+    std::lock_guard<std::mutex> lk(h5_mutex());
+    h5_quiet();
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      error = strprintf("checkpoint '%s' does not exist", path.c_str());
+      return false;  // the same on every rank (shared file system)
+    }
+    H5Handle fapl = mpio_fapl();
+    H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
+    bool opened = file.valid();
+    if (!opened)
+      msg = strprintf("cannot open checkpoint '%s': %s (a truncated or damaged file, or not HDF5)", path.c_str(),
+                      h5_last_error().c_str());
+    // Before any collective read, every rank must know that every rank has the file open.
+    if (allreduce_min(opened ? 1 : 0) == 0) {
+      error = msg.empty() ? strprintf("cannot open checkpoint '%s' on every rank", path.c_str()) : msg;
+      return false;
+    }
+    ok = read_meta(file.get(), path, meta, msg);
+    // Names and shapes: the first difference between the file and the model.
+    std::vector<std::string> in_file;
+    if (ok) {
+      collect_datasets(file.get(), "/params", in_file);
+      collect_datasets(file.get(), "/optimizer", in_file);
+      std::sort(in_file.begin(), in_file.end());
+      // In the model's order, so the message names the first parameter that differs.
+      for (const auto& a : arrays) {
+        if (!std::binary_search(in_file.begin(), in_file.end(), a.path)) {
+          ok = false;
+          msg = strprintf("checkpoint '%s' has no dataset '%s' (it was written for model '%s'; this run trains "
+                          "another model or optimizer)", path.c_str(), a.path.c_str(), meta.model.c_str());
+          break;
+        }
+        H5Handle d = h5_dataset(H5Dopen2(file.get(), a.path.c_str(), H5P_DEFAULT));
+        H5Handle fspace = h5_space(H5Dget_space(d.get()));
+        std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(fspace.get()), 0));
+        H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
+        std::vector<hsize_t> want(a.shape.begin(), a.shape.end());
+        if (dims != want) {
+          ok = false;
+          msg = strprintf("checkpoint '%s': dataset '%s' has shape %s but the model's is %s (written for model "
+                          "'%s')", path.c_str(), a.path.c_str(), shape_str(dims).c_str(), shape_str(want).c_str(),
+                          meta.model.c_str());
+          break;
+        }
+      }
+      if (ok && in_file.size() != arrays.size()) {
+        std::vector<std::string> want;
+        for (const auto& a : arrays) want.push_back(a.path);
+        std::sort(want.begin(), want.end());
+        for (const auto& f : in_file)
+          if (!std::binary_search(want.begin(), want.end(), f)) {
+            ok = false;
+            msg = strprintf("checkpoint '%s' has dataset '%s' that this model lacks (written for model '%s')",
+                            path.c_str(), f.c_str(), meta.model.c_str());
+            break;
+          }
+      }
+    }
+    H5Handle dxpl = collective_dxpl();
+    for (size_t i = 0; i < arrays.size() && ok; ++i) {
+      const CheckpointArray& a = arrays[i];
+      H5Handle d = h5_dataset(H5Dopen2(file.get(), a.path.c_str(), H5P_DEFAULT));
+      H5Handle fspace = h5_space(H5Dget_space(d.get()));
+      std::vector<long long> crc;
+      if (!h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1) {
+        ok = false;
+        msg = strprintf("checkpoint '%s': dataset '%s' has no crc32 attribute", path.c_str(), a.path.c_str());
+        break;
+      }
+      stored[i] = static_cast<uint32_t>(crc[0]);
+      Share s = share_of(a, me, w);
+      H5Handle mspace = select_share(fspace.get(), a, s);
+      if (H5Dread(d.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), a.data + s.elem0) < 0) {
+        ok = false;
+        msg = strprintf("checkpoint '%s': reading dataset '%s' failed: %s (damaged file)", path.c_str(),
+                        a.path.c_str(), h5_last_error().c_str());
+      }
+    }
+  }
+  // Metadata verdicts are the same everywhere (same file); a read error may hit one rank only.
+  int bad = allreduce_min(ok ? w : me);
+  if (bad != w) {
+    std::string m = bad == me ? msg : "";
+    broadcast(m, bad);
+    error = m;
+    return false;
+  }
+  std::vector<uint32_t> crcs = combined_crcs(arrays);
+  for (size_t i = 0; i < arrays.size(); ++i)
+    if (crcs[i] != stored[i]) {
+      error = strprintf("checkpoint '%s': checksum mismatch in dataset '%s' (stored %08x, computed %08x): the "
+                        "file is corrupt", path.c_str(), arrays[i].path.c_str(), stored[i], crcs[i]);
+      return false;
+    }
+  for (const auto& a : arrays) {
+    std::vector<size_t> offsets(w + 1);
+    for (int r = 0; r < w; ++r) offsets[r] = share_of(a, r, w).elem0 * sizeof(float);
+    offsets[w] = a.size() * sizeof(float);
+    allgather_bytes(a.data, offsets);
+  }
+  return true;
+}
+
+bool read_checkpoint_meta(const std::string& path, CheckpointMeta& meta, std::string& error) {
+  std::lock_guard<std::mutex> lk(h5_mutex());
+  h5_quiet();
+  H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) {
+    error = strprintf("cannot open checkpoint '%s': %s", path.c_str(), h5_last_error().c_str());
+    return false;
+  }
+  return read_meta(file.get(), path, meta, error);
+}
+
+}  // namespace cnn

@@ -1,0 +1,67 @@
+// Checkpoints: one HDF5 file per checkpoint, created and written collectively by all ranks through MPI-IO
+// (parallel HDF5). Every parameter and every optimizer-state slice is its own named dataset, split by rows so
+// each rank writes a disjoint share of the bytes; each dataset carries a CRC-32 of its contents, verified on
+// load. A checkpoint is written to NAME.tmp, closed by all ranks, fsynced, then renamed to NAME by rank 0 and
+// the directory fsynced: a crash at any moment leaves the previous or the new checkpoint, never a half one.
+// Layout (README.md, "Checkpoints"):
+//   /params/<layer>.<param>              float32, the parameter's shape (conv KRSC, linear [out,in])
+//   /optimizer/<state>/<layer>.<param>   float32, same shape (e.g. momentum)
+//   root attributes: format_version, step, epoch, step_in_epoch, global_batch, samples_seen, seed,
+//   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cnn {
+
+constexpr int kCheckpointFormatVersion = 1;
+
+struct CheckpointMeta {
+  int64_t step = 0;           // optimizer steps completed
+  int64_t epoch = 0;          // position of the next global batch: epoch and step within it
+  int64_t step_in_epoch = 0;
+  int64_t global_batch = 0;
+  int64_t samples_seen = 0;
+  uint64_t seed = 0;
+  double loss_scale = 1.0;
+  int world_size = 0;
+  std::string model, optimizer, config, version;
+};
+
+// A named host array the checkpoint stores: its dataset path, shape and data (num elements = product of shape).
+struct CheckpointArray {
+  std::string path;  // e.g. "params/conv1.weight"
+  std::vector<int> shape;
+  float* data = nullptr;
+  size_t size() const;
+};
+
+struct CheckpointWriteStats {
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Collective. Writes `arrays` and `meta` to `path` atomically. Throws Error(kExitCheckpoint) on failure (the
+// same verdict on every rank).
+CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays,
+                                      const CheckpointMeta& meta);
+
+// Collective. Reads `path` into `arrays` (which name and shape what the model expects) and `meta`, verifying
+// format version, model, names, shapes and checksums. On failure returns false with a message naming the file
+// and the first mismatch (the same on every rank); `arrays` may then hold partial data.
+bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays, CheckpointMeta& meta,
+                     std::string& error);
+
+// Reads only the metadata and parameter names/shapes of a checkpoint (one process, serial HDF5).
+bool read_checkpoint_meta(const std::string& path, CheckpointMeta& meta, std::string& error);
+
+// Checkpoint file name for a step ("ckpt-0000001234.h5") and the committed checkpoints in `dir`, newest first.
+std::string checkpoint_name(int64_t step);
+std::vector<std::string> list_checkpoints(const std::string& dir);
+// Removes stale NAME.tmp files in `dir` (left by a crash during a write); returns how many.
+int remove_stale_tmp(const std::string& dir);
+// Keeps the newest `keep` committed checkpoints in `dir`, deleting older ones; returns the deleted paths.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+
+}  // namespace cnn

@@ -1,0 +1,19 @@
+// Weights-only export of a checkpoint: one HDF5 dataset per parameter, /<layer>/<param> (e.g. /conv1/weight),
+// float32 in cnntrain's layouts (conv KRSC = [out, kh, kw, in]; linear [out, in]; biases [out]); root
+// attributes model, step, format = "cnntrain-weights", layout notes. Serial HDF5; one process.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace cnn {
+
+struct ExportStats {
+  size_t tensors = 0, params = 0;
+  std::string model;
+  int64_t step = 0;
+};
+
+// Verifies every parameter's CRC-32 while copying. Throws Error(kExitCheckpoint) naming the file and dataset.
+ExportStats export_weights(const std::string& checkpoint, const std::string& out);
+
+}  // namespace cnn

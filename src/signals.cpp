@@ -1,0 +1,38 @@
+#include "src/signals.h"
+
+#include <csignal>
+
+namespace cnn {
+
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_signal == 0) g_signal = sig;
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGUSR1, &dfl, nullptr);  // async-signal-safe; the next signal takes its default action
+  sigaction(SIGTERM, &dfl, nullptr);
+}
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int stop_signal() { return g_signal; }
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGUSR1: return "SIGUSR1";
+    case SIGTERM: return "SIGTERM";
+    default: return "a signal";
+  }
+}
+
+}  // namespace cnn

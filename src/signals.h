@@ -1,0 +1,14 @@
+// Preemption signals. SIGUSR1 (Slurm's --signal=B:USR1@T) and SIGTERM (scancel, time limits, node drains)
+// only set a flag; the trainer checks it once per step, all ranks agree on it with a one-int allreduce so
+// they stop at the same step, write a checkpoint and exit 75. After the first signal the default action is
+// restored, so a second signal ends the process at once (the last committed checkpoint stays intact).
+#pragma once
+
+namespace cnn {
+
+void install_stop_handlers();
+// The first stop signal received (0 when none).
+int stop_signal();
+const char* signal_name(int sig);
+
+}  // namespace cnn

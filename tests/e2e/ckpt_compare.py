@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Compares the parameters (and optimizer state) of two cnntrain checkpoints.
+Usage: ckpt_compare.py A.h5 B.h5 [--rtol X]   exit 0 when equal (bit for bit without --rtol)."""
+import sys
+import h5py
+import numpy as np
+
+
+def arrays(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                out[name] = obj[()]
+        f.visititems(visit)
+        meta = {k: f.attrs[k] for k in ("step", "world_size")}
+    return out, meta
+
+
+def main():
+    a, b = sys.argv[1], sys.argv[2]
+    rtol = float(sys.argv[sys.argv.index("--rtol") + 1]) if "--rtol" in sys.argv else None
+    (xa, ma), (xb, mb) = arrays(a), arrays(b)
+    if sorted(xa) != sorted(xb):
+        sys.exit(f"different datasets: {sorted(set(xa) ^ set(xb))}")
+    if int(ma["step"]) != int(mb["step"]):
+        sys.exit(f"different steps: {ma['step']} vs {mb['step']}")
+    worst = 0.0
+    for name in sorted(xa):
+        u, v = xa[name], xb[name]
+        if rtol is None:
+            if u.tobytes() != v.tobytes():
+                d = np.abs(u.astype(np.float64) - v).max()
+                sys.exit(f"{name} differs (max abs diff {d:g}) between {a} and {b}")
+        elif name.startswith("params/"):
+            err = np.abs(u.astype(np.float64) - v) / (1e-3 + np.abs(v))
+            worst = max(worst, float(err.max()))
+    if rtol is not None and worst > rtol:
+        sys.exit(f"parameters differ by up to {worst:g} (relative) > {rtol:g}")
+    print(f"equal: {len(xa)} datasets at step {int(ma['step'])}" + (f" (max rel diff {worst:.2g})" if rtol else " (bitwise)"))
+
+
+main()
