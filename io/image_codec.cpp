@@ -43,6 +43,20 @@ void jpeg_on_message(j_common_ptr ci, int level) {
   if (level < 0 && ci->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
 }
 
+// Photoshop (Adobe marker) stores CMYK inverted, 255 = no ink; others store plain ink amounts.
+void cmyk_to_rgb_or_gray(const uint8_t* cmyk, unsigned width, bool inverted, int c, uint8_t* out) {
+  for (unsigned x = 0; x < width; ++x) {
+    int k = inverted ? cmyk[4 * x + 3] : 255 - cmyk[4 * x + 3];
+    int rgb[3];
+    for (int i = 0; i < 3; ++i) rgb[i] = (inverted ? cmyk[4 * x + i] : 255 - cmyk[4 * x + i]) * k / 255;
+    if (c == 3) {
+      for (int i = 0; i < 3; ++i) out[3 * x + i] = static_cast<uint8_t>(rgb[i]);
+    } else {
+      out[x] = static_cast<uint8_t>((299 * rgb[0] + 587 * rgb[1] + 114 * rgb[2] + 500) / 1000);
+    }
+  }
+}
+
 // All C++ objects live in the caller; between setjmp and a possible longjmp only C state changes.
 bool jpeg_decode(const uint8_t* p, size_t n, int want_c, bool header_only, int64_t max_pixels, Image* out,
                  char* msg) {
@@ -76,14 +90,25 @@ bool jpeg_decode(const uint8_t* p, size_t n, int want_c, bool header_only, int64
                   ci.image_height, static_cast<long long>(max_pixels));
     return false;
   }
-  ci.out_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  // libjpeg converts YCbCr/gray to RGB/gray itself but not CMYK (print-oriented files, a few dozen in
+  // ImageNet): take CMYK rows and convert here.
+  const bool cmyk = ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK;
+  ci.out_color_space = cmyk ? JCS_CMYK : c == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&ci);
   out->channels = c;
   out->pixels.resize(static_cast<size_t>(out->height) * out->width * c);
   const size_t stride = static_cast<size_t>(out->width) * c;
+  JSAMPARRAY cmyk_row = cmyk ? (*ci.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&ci), JPOOL_IMAGE,
+                                                      ci.output_width * 4, 1)
+                             : nullptr;
   while (ci.output_scanline < ci.output_height) {
     JSAMPROW row = out->pixels.data() + ci.output_scanline * stride;
-    jpeg_read_scanlines(&ci, &row, 1);
+    if (!cmyk) {
+      jpeg_read_scanlines(&ci, &row, 1);
+      continue;
+    }
+    jpeg_read_scanlines(&ci, cmyk_row, 1);
+    cmyk_to_rgb_or_gray(cmyk_row[0], ci.output_width, ci.saw_Adobe_marker, c, row);
   }
   jpeg_finish_decompress(&ci);
   jpeg_destroy_decompress(&ci);
