@@ -169,8 +169,13 @@ cmd_stop() {
     kill -0 "$pid" 2>/dev/null && { echo "cluster.sh: $name ($pid) ignored SIGTERM; killing" >&2; kill -KILL "$pid" || true; }
   done
   # slurmstepd outlives slurmd; stop the ones serving this cluster (their spool files live under $DIR).
+  local fd
   for pid in $(pgrep -x slurmstepd || true); do
-    if ls -l "/proc/$pid/fd" 2>/dev/null | grep -q -- "-> $DIR/"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    for fd in "/proc/$pid/fd"/*; do
+      [[ $(readlink "$fd" 2>/dev/null) == "$DIR"/* ]] || continue
+      kill -KILL "$pid" 2>/dev/null || true
+      break
+    done
   done
   echo "cluster.sh: stopped the cluster in $DIR" >&2
 }

@@ -4,7 +4,8 @@
 // Each step sleeps FAKE_STEP_MS (default 100) ms, then all ranks agree on a stop flag (one-int allreduce).
 // SIGUSR1/SIGTERM set the flag; at the next step boundary rank 0 writes D/checkpoints/step-%08d (via .tmp and
 // rename), logs, appends {"event":"end","status":"preempted"} to D/metrics.jsonl, and every rank exits 75.
-// With --resume auto it continues after the newest committed checkpoint. Exit 0 when max_steps are done.
+// With --resume auto it continues after the newest committed checkpoint. Exit 0 when max_steps are done;
+// FAKE_EXIT_CODE=N makes it fail with N right after start-up.
 #include <dirent.h>
 #include <errno.h>
 #include <mpi.h>
@@ -97,6 +98,13 @@ int main(int argc, char** argv) {
   snprintf(path, sizeof path, "%s/checkpoints", run_dir);
   if (rank == 0) { mkdir(run_dir, 0755); mkdir(path, 0755); }
   MPI_Barrier(MPI_COMM_WORLD);
+
+  const char* exit_env = getenv("FAKE_EXIT_CODE");   // to test that a failure's exit code passes through
+  if (exit_env && atoi(exit_env) != 0) {
+    if (rank == 0) fprintf(stderr, "fake_trainer: failing with exit code %s as FAKE_EXIT_CODE asks\n", exit_env);
+    MPI_Finalize();
+    return atoi(exit_env);
+  }
 
   int start = 0;
   if (!strcmp(resume, "auto")) start = newest_checkpoint();
