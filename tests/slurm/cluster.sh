@@ -161,12 +161,18 @@ cmd_stop() {
     jobs=$(squeue -h -o %i 2>/dev/null || true)
     [[ -z $jobs ]] || scancel $jobs 2>/dev/null || true
   fi
+  # Each daemon takes ~2 s to shut down; stop them together.
+  local -A pids=()
   for name in slurmd slurmctld munged; do
     pid=$(live_pid "$DIR/run/$name.pid" "$name") || continue
+    pids[$name]=$pid
     kill -TERM "$pid" 2>/dev/null || true
-    deadline=$((SECONDS + 15))
-    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-    kill -0 "$pid" 2>/dev/null && { echo "cluster.sh: $name ($pid) ignored SIGTERM; killing" >&2; kill -KILL "$pid" || true; }
+  done
+  deadline=$((SECONDS + 15))
+  for name in "${!pids[@]}"; do
+    pid=${pids[$name]}
+    while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && { echo "cluster.sh: $name ($pid) ignored SIGTERM; killing it" >&2; kill -KILL "$pid" || true; }
   done
   # slurmstepd outlives slurmd; stop the ones serving this cluster (their spool files live under $DIR).
   local fd
