@@ -151,6 +151,17 @@ test_failure_passes_through() {
     fail "expected FAILED, exit code 3:0, no restart; got $(field JobState) $(field ExitCode) restarts $(field Restarts)"
 }
 
+test_cancel_is_final() {
+  submit
+  wait_until "the trainer logged step $SIGNAL_AFTER_STEP" trained_past "$SIGNAL_AFTER_STEP"
+  scancel "$JOB" || fail "scancel $JOB failed"
+  wait_until "the job finished" finished
+  wait_until "the batch script decided not to requeue" grep -q "so not requeueing" "$T/$JOB.out"
+  sleep 1
+  [[ $(field JobState) == CANCELLED && $(field Restarts) == 0 ]] ||
+    fail "expected CANCELLED without restart, got $(field JobState) restarts $(field Restarts)"
+}
+
 test_blocks_identical() {
   local f ref
   ref=$(sed -n '/^# ---- cnntrain launch/,$p' jobs/cpu.sbatch)
@@ -169,5 +180,6 @@ run_test "SIGUSR1 to the batch shell -> checkpoint, requeue, resume" preempt_cyc
 # What preemption does: the job steps get SIGTERM directly.
 run_test "SIGTERM to the training step -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM
 run_test "SIGTERM to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM --batch
+run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue" test_cancel_is_final
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
 echo "run_tests.sh: all $passed Slurm tests passed in $((SECONDS - t_start)) s"
