@@ -115,8 +115,10 @@ int main(int argc, char** argv) {
          getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "-",
          getenv("SLURM_RESTART_COUNT") ? getenv("SLURM_RESTART_COUNT") : "0",
          start ? "resuming" : "starting fresh");
-  append("metrics.jsonl", "{\"event\":\"start\",\"world_size\":%d,\"device\":\"cpu\",\"model\":\"fake\",\"step\":%d}\n",
-         world, start);
+  const char* gpus = getenv("CUDA_VISIBLE_DEVICES");
+  append("metrics.jsonl",
+         "{\"event\":\"start\",\"world_size\":%d,\"device\":\"cpu\",\"model\":\"fake\",\"step\":%d,\"visible_gpus\":\"%s\"}\n",
+         world, start, gpus ? gpus : "");
 
   for (int step = start + 1; step <= max_steps; ++step) {
     struct timespec ts = {step_ms / 1000, (step_ms % 1000) * 1000000L};

@@ -66,9 +66,11 @@ fail() {
   exit 1
 }
 
-# submit: runs jobs/cpu.sbatch with 2 tasks, output in $T/JOBID.out
+# submit [SCRIPT SBATCH-OPTIONS...]: jobs/cpu.sbatch with 2 tasks by default; output in $T/JOBID.out
 submit() {
-  JOB=$(sbatch --parsable --ntasks=2 --output="$T/%j.out" jobs/cpu.sbatch) || fail "sbatch failed"
+  local script=${1:-jobs/cpu.sbatch}
+  if (($#)); then shift; else set -- --ntasks=2; fi
+  JOB=$(sbatch --parsable --output="$T/%j.out" "$@" "$script") || fail "sbatch $* $script failed"
   JOB=${JOB%%;*}
 }
 
@@ -162,6 +164,21 @@ test_cancel_is_final() {
     fail "expected CANCELLED without restart, got $(field JobState) restarts $(field Restarts)"
 }
 
+# The GPU scripts on this CPU-only node: 2 tasks instead of 8, the stand-in trainer, GPUs that exist only as
+# a Slurm count (the launch path, the #SBATCH options and the GPU visibility are what is tested).
+gpu_script_runs() {   # SCRIPT SBATCH-OPTIONS...
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 10"
+  submit "$@" --ntasks-per-node=2 --cpus-per-task=1
+  expect_completed 0
+  grep -q '"visible_gpus":"0,1,2,3,4,5,6,7"' "$(metrics)" ||
+    fail "rank 0 should see all 8 GPUs of the node (CUDA_VISIBLE_DEVICES=0,...,7) to pick its own"
+}
+test_gpu_node() { gpu_script_runs jobs/gpu_node.sbatch; }
+test_multinode_ib() {
+  # No InfiniBand here: Open MPI's UCX PML refuses to start without it, so use the shared-memory PML.
+  OMPI_MCA_pml=ob1 gpu_script_runs jobs/multinode_ib.sbatch --nodes=1
+}
+
 test_blocks_identical() {
   local f ref
   ref=$(sed -n '/^# ---- cnntrain launch/,$p' jobs/cpu.sbatch)
@@ -182,4 +199,6 @@ run_test "SIGTERM to the training step -> checkpoint, requeue, resume" preempt_c
 run_test "SIGTERM to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM --batch
 run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue" test_cancel_is_final
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
+run_test "gpu_node.sbatch runs (2 of 8 tasks, stand-in, count-only GPUs)" test_gpu_node
+run_test "multinode_ib.sbatch runs (1 node, 2 tasks, stand-in, count-only GPUs)" test_multinode_ib
 echo "run_tests.sh: all $passed Slurm tests passed in $((SECONDS - t_start)) s"
