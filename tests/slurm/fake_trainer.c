@@ -4,8 +4,10 @@
 // Each step sleeps FAKE_STEP_MS (default 100) ms, then all ranks agree on a stop flag (one-int allreduce).
 // SIGUSR1/SIGTERM set the flag; at the next step boundary rank 0 writes D/checkpoints/step-%08d (via .tmp and
 // rename), logs, appends {"event":"end","status":"preempted"} to D/metrics.jsonl, and every rank exits 75.
-// With --resume auto it continues after the newest committed checkpoint. Exit 0 when max_steps are done;
-// FAKE_EXIT_CODE=N makes it fail with N right after start-up.
+// With --resume auto it continues after the newest committed checkpoint. Exit 0 when max_steps are done, after
+// writing a final checkpoint. The "weights" are one number updated every step by a step-dependent rule that
+// does not commute, so a resumed run ends with the same final checkpoint as an uninterrupted one only if it
+// restarted from exactly the checkpointed state. FAKE_EXIT_CODE=N makes it fail with N right after start-up.
 #include <dirent.h>
 #include <errno.h>
 #include <mpi.h>
@@ -37,6 +39,10 @@ static void append(const char* name, const char* fmt, ...) {
   fclose(f);
 }
 
+static unsigned long long update_weights(unsigned long long w, int step) {
+  return (w * 6364136223846793005ULL + (unsigned long long)step) % 1000000007ULL;
+}
+
 // Newest committed checkpoint step in D/checkpoints (names step-NNNNNNNN; *.tmp are uncommitted), or 0.
 static int newest_checkpoint(void) {
   char path[4096];
@@ -53,13 +59,13 @@ static int newest_checkpoint(void) {
   return best;
 }
 
-static void write_checkpoint(int step) {
+static void write_checkpoint(int step, unsigned long long w) {
   if (rank != 0) return;
   char tmp[4096], dst[4096];
   snprintf(tmp, sizeof tmp, "%s/checkpoints/step-%08d.tmp", run_dir, step);
   snprintf(dst, sizeof dst, "%s/checkpoints/step-%08d", run_dir, step);
   FILE* f = fopen(tmp, "w");
-  if (!f || fprintf(f, "step %d\n", step) < 0 || fclose(f) != 0 || rename(tmp, dst) != 0) {
+  if (!f || fprintf(f, "step %d weights %llu\n", step, w) < 0 || fclose(f) != 0 || rename(tmp, dst) != 0) {
     fprintf(stderr, "fake_trainer: cannot write checkpoint %s: %s\n", dst, strerror(errno));
     MPI_Abort(MPI_COMM_WORLD, 4);
   }
@@ -107,8 +113,20 @@ int main(int argc, char** argv) {
   }
 
   int start = 0;
+  unsigned long long w = 1;
   if (!strcmp(resume, "auto")) start = newest_checkpoint();
+  if (start > 0 && rank == 0) {
+    snprintf(path, sizeof path, "%s/checkpoints/step-%08d", run_dir, start);
+    FILE* f = fopen(path, "r");
+    int s = -1;
+    if (!f || fscanf(f, "step %d weights %llu", &s, &w) != 2 || s != start) {
+      fprintf(stderr, "fake_trainer: unreadable checkpoint %s\n", path);
+      MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+    fclose(f);
+  }
   MPI_Bcast(&start, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&w, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
   char host[256] = "?";
   gethostname(host, sizeof host);
   append("log.txt", "fake_trainer: %d ranks on %s, config '%s', slurm job %s restart %s, %s\n", world, host, config,
@@ -126,7 +144,7 @@ int main(int argc, char** argv) {
     int local = g_signal, stop = 0;
     MPI_Allreduce(&local, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (stop) {
-      write_checkpoint(step - 1);
+      write_checkpoint(step - 1, w);
       append("metrics.jsonl", "{\"event\":\"checkpoint\",\"step\":%d,\"path\":\"checkpoints/step-%08d\"}\n", step - 1,
              step - 1);
       append("log.txt", "fake_trainer: got signal %d; checkpoint at step %d written; exiting 75\n", stop, step - 1);
@@ -134,8 +152,12 @@ int main(int argc, char** argv) {
       MPI_Finalize();
       return 75;
     }
+    w = update_weights(w, step);
     append("metrics.jsonl", "{\"event\":\"train\",\"epoch\":0,\"step\":%d,\"loss\":%.4f}\n", step, 2.3 / step);
   }
+  write_checkpoint(max_steps, w);
+  append("metrics.jsonl", "{\"event\":\"checkpoint\",\"step\":%d,\"path\":\"checkpoints/step-%08d\"}\n", max_steps,
+         max_steps);
   append("metrics.jsonl", "{\"event\":\"end\",\"status\":\"completed\",\"steps\":%d}\n", max_steps);
   MPI_Finalize();
   return 0;

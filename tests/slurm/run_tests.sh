@@ -15,6 +15,9 @@ STANDIN=$BUILD/tests/slurm/fake_trainer
 #   SLURM_TEST_TRAINER="build/cnntrain --train.max_steps 200 --log.every_steps 1"
 TRAINER=${SLURM_TEST_TRAINER:-$STANDIN --train.max_steps 40}
 export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
+# Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's (same weights).
+# For the real trainer's HDF5 checkpoints, compare the parameter datasets only, e.g. "h5diff -q" with them named.
+COMPARE=${SLURM_TEST_COMPARE:-cmp}
 SIGNAL_AFTER_STEP=${SLURM_TEST_SIGNAL_AFTER_STEP:-3}   # preempt once metrics.jsonl shows this training step
 WAIT=${SLURM_TEST_WAIT:-90}                            # seconds any one state change may take
 
@@ -49,6 +52,11 @@ echo "run_tests.sh: cluster up in $((SECONDS - t_start)) s ($CNNTRAIN_SLURM_DIR)
 JOB="" NAME=""
 field() { scontrol show job -o "$JOB" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 metrics() { echo "$CNNTRAIN_RUNS/$JOB/metrics.jsonl"; }
+newest_checkpoint() {
+  find "$CNNTRAIN_RUNS/$JOB/checkpoints" -maxdepth 1 -type f ! -name '*.tmp' -printf '%T@ %p\n' 2>/dev/null |
+    sort -n | tail -n 1 | cut -d' ' -f2-
+}
+REFERENCE=""   # final checkpoint of the uninterrupted run
 
 fail() {
   {
@@ -125,7 +133,12 @@ preempt_cycle() {
   [[ -n $first && $first -gt $ckpt ]] ||
     fail "the requeued run did not resume: checkpoint at step $ckpt, first step after restart '${first:-none}'"
   [[ $(grep -c '"status":"preempted"' "$(metrics)") == 1 ]] || fail "expected exactly one preempted end event"
-  echo "  checkpoint at step $ckpt, resumed at step $first"
+  local final
+  final=$(newest_checkpoint)
+  [[ -n $REFERENCE && -n $final ]] || fail "no final checkpoint to compare (reference '$REFERENCE', this run '$final')"
+  $COMPARE "$REFERENCE" "$final" ||
+    fail "final weights differ from the uninterrupted run's: $COMPARE $REFERENCE $final"
+  echo "  checkpoint at step $ckpt, resumed at step $first, final checkpoint equals the uninterrupted run's"
 }
 
 run_test() {
@@ -142,6 +155,8 @@ test_completes() {
   submit
   expect_completed 0
   grep -q '"event":"train"' "$(metrics)" || fail "no train events in $(metrics)"
+  REFERENCE=$(newest_checkpoint)
+  [[ -n $REFERENCE ]] || fail "the completed run left no checkpoint in $CNNTRAIN_RUNS/$JOB/checkpoints"
 }
 
 test_failure_passes_through() {
