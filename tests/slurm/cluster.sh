@@ -163,10 +163,15 @@ cmd_start() {
 cmd_stop() {
   [[ -d $DIR ]] || { echo "cluster.sh: nothing at $DIR" >&2; return 0; }
   local pid name deadline
+  # Cancel the jobs while the daemons can still end them (KillWait is 5 s), so that no job process outlives them.
   if live_pid "$DIR/run/slurmctld.pid" slurmctld >/dev/null; then
     local jobs
     jobs=$(squeue -h -o %i 2>/dev/null || true)
-    [[ -z $jobs ]] || scancel $jobs 2>/dev/null || true
+    if [[ -n $jobs ]]; then
+      scancel $jobs 2>/dev/null || true
+      deadline=$((SECONDS + 20))
+      while [[ -n $(squeue -h -o %i 2>/dev/null) ]] && ((SECONDS < deadline)); do sleep 0.2; done
+    fi
   fi
   # Each daemon takes ~2 s to shut down; stop them together.
   local -A pids=()
@@ -181,14 +186,24 @@ cmd_stop() {
     while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && { echo "cluster.sh: $name ($pid) ignored SIGTERM; killing it" >&2; kill -KILL "$pid" || true; }
   done
-  # slurmstepd outlives slurmd; stop the ones serving this cluster (their spool files live under $DIR).
-  local fd
+  # Last resort for what the daemons left behind: slurmstepd processes serving this cluster (they hold files
+  # under $DIR open) and job processes (their environment has this SLURM_CONF and a SLURM_JOB_ID).
+  local fd env
   for pid in $(pgrep -x slurmstepd || true); do
     for fd in "/proc/$pid/fd"/*; do
       [[ $(readlink "$fd" 2>/dev/null) == "$DIR"/* ]] || continue
       kill -KILL "$pid" 2>/dev/null || true
       break
     done
+  done
+  for env in /proc/[0-9]*/environ; do
+    pid=${env#/proc/}; pid=${pid%/environ}
+    ((pid != $$)) || continue
+    if tr '\0' '\n' 2>/dev/null <"$env" | grep -Fqx "SLURM_CONF=$CONF" &&
+       tr '\0' '\n' 2>/dev/null <"$env" | grep -q '^SLURM_JOB_ID='; then
+      echo "cluster.sh: killing leftover job process $pid ($(cat "/proc/$pid/comm" 2>/dev/null))" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
   done
   echo "cluster.sh: stopped the cluster in $DIR" >&2
 }
