@@ -194,6 +194,21 @@ test_multinode_ib() {
   OMPI_MCA_pml=ob1 gpu_script_runs jobs/multinode_ib.sbatch --nodes=1
 }
 
+# The real thing behind --signal=B:USR1@120: a job with a 3-minute limit gets SIGUSR1 about a minute in (Slurm
+# checks every 30-60 s), is requeued and resumes. Slow (~75 s), so only with SLURM_TEST_TIME_LIMIT=1.
+test_time_limit() {
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 100000"
+  submit jobs/cpu.sbatch --ntasks=2 --time=3
+  WAIT=150 wait_until "the time-limit warning requeued the job" requeued
+  grep -q "batch shell got SIGUSR1" "$T/$JOB.out" || fail "the batch shell did not report SIGUSR1"
+  [[ $(last_end_status) == preempted ]] || fail "$(metrics) does not end with status preempted"
+  wait_until "the previous run's slurmstepd exited" no_stepd
+  scontrol update JobId="$JOB" StartTime=now || fail "scontrol update StartTime=now failed"
+  wait_until "the requeued job resumed" grep -q '"event":"start".*"step":[1-9]' "$(metrics)"
+  scancel "$JOB"
+  wait_until "the job finished" finished
+}
+
 test_blocks_identical() {
   local f ref
   ref=$(sed -n '/^# ---- cnntrain launch/,$p' jobs/cpu.sbatch)
@@ -216,4 +231,7 @@ run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue"
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
 run_test "gpu_node.sbatch runs (2 of 8 tasks, stand-in, count-only GPUs)" test_gpu_node
 run_test "multinode_ib.sbatch runs (1 node, 2 tasks, stand-in, count-only GPUs)" test_multinode_ib
+if [[ ${SLURM_TEST_TIME_LIMIT:-0} == 1 ]]; then
+  run_test "time limit -> SIGUSR1 (--signal=B:USR1@120) -> checkpoint, requeue, resume" test_time_limit
+fi
 echo "run_tests.sh: all $passed Slurm tests passed in $((SECONDS - t_start)) s"
