@@ -100,6 +100,16 @@ trained_past() {
 no_stepd() { ! compgen -G "$CNNTRAIN_SLURM_DIR/spool/*/*_$JOB.*" >/dev/null && ! compgen -G "$CNNTRAIN_SLURM_DIR/spool/*/stepd.slurm.pmix.$JOB.*" >/dev/null; }
 last_end_status() { tail -n 1 "$(metrics)" 2>/dev/null | sed -n 's/.*"event":"end".*"status":"\([a-z]*\)".*/\1/p'; }
 
+# Slurm holds a requeued job ~2 minutes (BeginTime); tests release it early, but not too early: the old step's
+# slurmstepd can outlive the requeue by seconds (a new step with the same id then fails to bind its PMIx
+# socket), and slurmd refuses to launch a job whose credential is not newer, at 1 s resolution, than the
+# revocation that ended the previous run ("Job credential revoked").
+release_requeued() {
+  wait_until "the previous run's slurmstepd exited" no_stepd
+  sleep 2
+  scontrol update JobId="$JOB" StartTime=now || fail "scontrol update StartTime=now failed"
+}
+
 expect_completed() {   # expected restarts
   wait_until "the job finished" finished
   [[ $(field JobState) == COMPLETED && $(field ExitCode) == 0:0 ]] ||
@@ -120,11 +130,7 @@ preempt_cycle() {
   ckpt=$(grep '"event":"checkpoint"' "$(metrics)" | tail -n 1 | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
   [[ -n $ckpt ]] || fail "no checkpoint event in $(metrics) after the signal"
   grep -q "requeued, the next run resumes" "$T/$JOB.out" || fail "the batch script did not report the requeue"
-  # A requeued job is held ~2 minutes (BeginTime); a test need not wait for that. But the old step's slurmstepd
-  # can outlive the requeue by a few seconds, and a new step with the same id would then fail to bind its
-  # PMIx socket: wait until the step daemons' sockets in the spool directory are gone.
-  wait_until "the previous run's slurmstepd exited" no_stepd
-  scontrol update JobId="$JOB" StartTime=now || fail "scontrol update StartTime=now failed"
+  release_requeued
   expect_completed 1
   # The second run must continue after the checkpoint, not start over.
   local first
@@ -202,8 +208,7 @@ test_time_limit() {
   WAIT=150 wait_until "the time-limit warning requeued the job" requeued
   grep -q "batch shell got SIGUSR1" "$T/$JOB.out" || fail "the batch shell did not report SIGUSR1"
   [[ $(last_end_status) == preempted ]] || fail "$(metrics) does not end with status preempted"
-  wait_until "the previous run's slurmstepd exited" no_stepd
-  scontrol update JobId="$JOB" StartTime=now || fail "scontrol update StartTime=now failed"
+  release_requeued
   wait_until "the requeued job resumed" grep -q '"event":"start".*"step":[1-9]' "$(metrics)"
   scancel "$JOB"
   wait_until "the job finished" finished

@@ -1,6 +1,6 @@
 # Slurm integration tests (tests/slurm/README.md): a throw-away one-node Slurm cluster on loopback runs
 # jobs/cpu.sbatch through completion and through preemption (signal -> checkpoint -> requeue -> resume).
-# Needs root. Not part of `make test` (about 45 s); run `make test-slurm`.
+# Needs root. Not part of `make test` (about 55 s); run `make test-slurm`.
 SLURM_DEB_PACKAGES := slurmctld slurmd slurm-client munge
 SLURM_STANDIN      := $(BUILD)/tests/slurm/fake_trainer
 
