@@ -11,13 +11,13 @@ BUILD=${BUILD:-build}
 STANDIN=$BUILD/tests/slurm/fake_trainer
 
 # The trainer command under test (binary and extra options; the batch script adds --config, --run-dir and
-# --resume auto). The stand-in implements the trainer's signal contract; for the real trainer use
-#   SLURM_TEST_TRAINER="build/cnntrain --train.max_steps 200 --log.every_steps 1"
-TRAINER=${SLURM_TEST_TRAINER:-$STANDIN --train.max_steps 40}
+# --resume auto): the real trainer on Fashion-MNIST, a few hundred small steps. The stand-in (same signal
+# contract) plays a failing trainer and the GPU jobs, which cannot run here.
+TRAINER=${SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 150 --log.every_steps 1}
 export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
-# Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's (same weights).
-# For the real trainer's HDF5 checkpoints, compare the parameter datasets only, e.g. "h5diff -q" with them named.
-COMPARE=${SLURM_TEST_COMPARE:-cmp}
+# Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's: every parameter
+# and optimizer-state dataset bit for bit (not the whole file: it also stores paths and the config).
+COMPARE=${SLURM_TEST_COMPARE:-/usr/bin/python3 tests/e2e/ckpt_compare.py}
 SIGNAL_AFTER_STEP=${SLURM_TEST_SIGNAL_AFTER_STEP:-3}   # preempt once metrics.jsonl shows this training step
 WAIT=${SLURM_TEST_WAIT:-90}                            # seconds any one state change may take
 
