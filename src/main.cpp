@@ -11,8 +11,9 @@
 
 int main(int argc, char** argv) {
   using namespace cnn;
+  // Before MPI_Init: a scheduler's signal may arrive during start-up, and SIGUSR1's default action kills.
+  install_stop_handlers();
   comm_init(&argc, &argv);
-  install_stop_handlers();  // after MPI, so these handlers are the ones in place
   Config cfg;
   ParseResult pr;
   int code = 0;

@@ -9,10 +9,6 @@ volatile std::sig_atomic_t g_signal = 0;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_signal == 0) g_signal = sig;
-  struct sigaction dfl = {};
-  dfl.sa_handler = SIG_DFL;
-  sigaction(SIGUSR1, &dfl, nullptr);  // async-signal-safe; the next signal takes its default action
-  sigaction(SIGTERM, &dfl, nullptr);
 }
 }  // namespace
 

@@ -1,7 +1,9 @@
 // Preemption signals. SIGUSR1 (Slurm's --signal=B:USR1@T) and SIGTERM (scancel, time limits, node drains)
 // only set a flag; the trainer checks it once per step, all ranks agree on it with a one-int allreduce so
-// they stop at the same step, write a checkpoint and exit 75. After the first signal the default action is
-// restored, so a second signal ends the process at once (the last committed checkpoint stays intact).
+// they stop at the same step, write a checkpoint and exit 75. Repeated signals change nothing: schedulers and
+// batch scripts often deliver the same stop twice (to the step and through srun), and killing the rank in the
+// middle of its checkpoint would lose it. Only SIGKILL (the hard time limit) interrupts the write, and then the
+// last committed checkpoint is still intact.
 #pragma once
 
 namespace cnn {

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Slurm integration tests: start a throw-away one-node cluster (tests/slurm/cluster.sh), submit jobs/cpu.sbatch
+# with 2 tasks exactly as a user would, and check the preemption cycle signal -> checkpoint -> exit 75 ->
+# requeue -> resume -> completed. The cluster is always stopped at the end; its directory (config, daemon
+# logs, job outputs, run directories) is deleted after a pass and kept after a failure.
+# Run from anywhere as root: `make test-slurm`, or `bash tests/slurm/run_tests.sh` after building the trainer.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+BUILD=${BUILD:-build}
+STANDIN=$BUILD/tests/slurm/fake_trainer
+
+# The trainer command under test (binary and extra options; the batch script adds --config, --run-dir and
+# --resume auto): the real trainer on Fashion-MNIST, a few hundred small steps. The stand-in (same signal
+# contract) plays a failing trainer and the GPU jobs, which cannot run here.
+TRAINER=${SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 150 --log.every_steps 1}
+export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
+# Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's: every parameter
+# and optimizer-state dataset bit for bit (not the whole file: it also stores paths and the config).
+COMPARE=${SLURM_TEST_COMPARE:-/usr/bin/python3 tests/e2e/ckpt_compare.py}
+SIGNAL_AFTER_STEP=${SLURM_TEST_SIGNAL_AFTER_STEP:-3}   # preempt once metrics.jsonl shows this training step
+WAIT=${SLURM_TEST_WAIT:-90}                            # seconds any one state change may take
+
+read -r TRAINER_BIN TRAINER_ARGS <<<"$TRAINER"
+[[ -x $TRAINER_BIN ]] || { echo "run_tests.sh: $TRAINER_BIN not built (make test-slurm builds it)" >&2; exit 1; }
+[[ -x $STANDIN ]] || { echo "run_tests.sh: $STANDIN not built (make test-slurm builds it)" >&2; exit 1; }
+
+export CNNTRAIN_SLURM_DIR=${CNNTRAIN_SLURM_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cnntrain-slurm.XXXXXX")}
+T=$CNNTRAIN_SLURM_DIR/tests
+mkdir -p "$T"
+# Open MPI refuses root unless told; sbatch passes the submitting environment on to the job.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export CNNTRAIN_RUNS=$T/runs
+
+passed=0
+finish() {
+  local rc=$?
+  bash tests/slurm/cluster.sh stop || true
+  if ((rc == 0)); then
+    rm -rf "$CNNTRAIN_SLURM_DIR"
+  else
+    echo "run_tests.sh: FAILED after $passed passed test(s); cluster directory kept: $CNNTRAIN_SLURM_DIR" >&2
+  fi
+  exit "$rc"
+}
+trap finish EXIT
+t_start=$SECONDS
+bash tests/slurm/cluster.sh start >/dev/null
+eval "$(bash tests/slurm/cluster.sh env)"
+echo "run_tests.sh: cluster up in $((SECONDS - t_start)) s ($CNNTRAIN_SLURM_DIR)"
+
+JOB="" NAME=""
+field() { scontrol show job -o "$JOB" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+metrics() { echo "$CNNTRAIN_RUNS/$JOB/metrics.jsonl"; }
+newest_checkpoint() {
+  find "$CNNTRAIN_RUNS/$JOB/checkpoints" -maxdepth 1 -type f ! -name '*.tmp' -printf '%T@ %p\n' 2>/dev/null |
+    sort -n | tail -n 1 | cut -d' ' -f2-
+}
+REFERENCE=""   # final checkpoint of the uninterrupted run
+
+fail() {
+  {
+    echo "FAIL [$NAME] job ${JOB:-none}: $*"
+    if [[ -n $JOB ]]; then
+      echo "---- scontrol show job $JOB"; scontrol show job "$JOB" || true
+      echo "---- job output $T/$JOB.out"; cat "$T/$JOB.out" 2>/dev/null || echo "(none)"
+      echo "---- $(metrics)"; cat "$(metrics)" 2>/dev/null || echo "(none)"
+      echo "---- $CNNTRAIN_RUNS/$JOB/log.txt"; cat "$CNNTRAIN_RUNS/$JOB/log.txt" 2>/dev/null || echo "(none)"
+    fi
+    for f in slurmctld slurmd; do
+      echo "---- last lines of $CNNTRAIN_SLURM_DIR/log/$f.log"; tail -n 30 "$CNNTRAIN_SLURM_DIR/log/$f.log" || true
+    done
+  } >&2
+  exit 1
+}
+
+# submit [SCRIPT SBATCH-OPTIONS...]: jobs/cpu.sbatch with 2 tasks by default; output in $T/JOBID.out
+submit() {
+  local script=${1:-jobs/cpu.sbatch}
+  if (($#)); then shift; else set -- --ntasks=2; fi
+  JOB=$(sbatch --parsable --output="$T/%j.out" "$@" "$script") || fail "sbatch $* $script failed"
+  JOB=${JOB%%;*}
+}
+
+# wait_until DESCRIPTION COMMAND...: poll every 0.2 s, at most $WAIT seconds.
+wait_until() {
+  local what=$1 deadline=$((SECONDS + WAIT)); shift
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "timed out after ${WAIT}s waiting until $what (state $(field JobState), reason $(field Reason))"
+    sleep 0.2
+  done
+}
+state_is() { [[ $(field JobState) =~ ^($1)$ ]]; }
+finished() { state_is 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED'; }
+requeued() { [[ $(field Restarts) -ge 1 ]] && state_is PENDING; }
+trained_past() {
+  awk -v n="$1" '/"event":"train"/ && match($0, /"step":[0-9]+/) && substr($0, RSTART + 7, RLENGTH - 7) + 0 >= n {
+    found = 1 } END { exit !found }' "$(metrics)" 2>/dev/null
+}
+no_stepd() { ! compgen -G "$CNNTRAIN_SLURM_DIR/spool/*/*_$JOB.*" >/dev/null && ! compgen -G "$CNNTRAIN_SLURM_DIR/spool/*/stepd.slurm.pmix.$JOB.*" >/dev/null; }
+last_end_status() { tail -n 1 "$(metrics)" 2>/dev/null | sed -n 's/.*"event":"end".*"status":"\([a-z]*\)".*/\1/p'; }
+
+# Slurm holds a requeued job ~2 minutes (BeginTime); tests release it early, but not too early: the old step's
+# slurmstepd can outlive the requeue by seconds (a new step with the same id then fails to bind its PMIx
+# socket), and slurmd refuses to launch a job whose credential is not newer, at 1 s resolution, than the
+# revocation that ended the previous run ("Job credential revoked").
+release_requeued() {
+  wait_until "the previous run's slurmstepd exited" no_stepd
+  sleep 2
+  scontrol update JobId="$JOB" StartTime=now || fail "scontrol update StartTime=now failed"
+}
+
+expect_completed() {   # expected restarts
+  wait_until "the job finished" finished
+  [[ $(field JobState) == COMPLETED && $(field ExitCode) == 0:0 ]] ||
+    fail "expected COMPLETED with exit code 0:0, got $(field JobState) $(field ExitCode)"
+  [[ $(field Restarts) == "$1" ]] || fail "expected $1 restart(s), got $(field Restarts)"
+  [[ $(last_end_status) == completed ]] || fail "the last line of $(metrics) is not an end event with status completed"
+}
+
+# Preempt the running job with COMMAND (JOBID appended), then check checkpoint -> 75 -> requeue -> resume.
+preempt_cycle() {
+  submit
+  wait_until "the trainer logged step $SIGNAL_AFTER_STEP" trained_past "$SIGNAL_AFTER_STEP"
+  state_is RUNNING || fail "the job left RUNNING before the signal; give the trainer more steps"
+  "$@" "$JOB" || fail "'$* $JOB' failed"
+  wait_until "the job was requeued (exit 75 -> scontrol requeue)" requeued
+  [[ $(last_end_status) == preempted ]] || fail "after the signal, $(metrics) does not end with status preempted"
+  local ckpt
+  ckpt=$(grep '"event":"checkpoint"' "$(metrics)" | tail -n 1 | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
+  [[ -n $ckpt ]] || fail "no checkpoint event in $(metrics) after the signal"
+  grep -q "requeued, the next run resumes" "$T/$JOB.out" || fail "the batch script did not report the requeue"
+  release_requeued
+  expect_completed 1
+  # The second run must continue after the checkpoint, not start over.
+  local first
+  first=$(awk '/"event":"start"/ {n++} n == 2 && /"event":"train"/ {print; exit}' "$(metrics)" |
+          sed -n 's/.*"step":\([0-9]*\).*/\1/p')
+  [[ -n $first && $first -gt $ckpt ]] ||
+    fail "the requeued run did not resume: checkpoint at step $ckpt, first step after restart '${first:-none}'"
+  [[ $(grep -c '"status":"preempted"' "$(metrics)") == 1 ]] || fail "expected exactly one preempted end event"
+  local final
+  final=$(newest_checkpoint)
+  [[ -n $REFERENCE && -n $final ]] || fail "no final checkpoint to compare (reference '$REFERENCE', this run '$final')"
+  $COMPARE "$REFERENCE" "$final" ||
+    fail "final weights differ from the uninterrupted run's: $COMPARE $REFERENCE $final"
+  echo "  checkpoint at step $ckpt, resumed at step $first, final checkpoint equals the uninterrupted run's"
+}
+
+run_test() {
+  NAME=$1; shift
+  local t0=$SECONDS
+  JOB=""
+  export CNNTRAIN_BIN=$TRAINER_BIN CNNTRAIN_ARGS=$TRAINER_ARGS
+  "$@"
+  passed=$((passed + 1))
+  echo "ok $passed - $NAME (job $JOB, $((SECONDS - t0)) s)"
+}
+
+test_completes() {
+  submit
+  expect_completed 0
+  grep -q '"event":"train"' "$(metrics)" || fail "no train events in $(metrics)"
+  REFERENCE=$(newest_checkpoint)
+  [[ -n $REFERENCE ]] || fail "the completed run left no checkpoint in $CNNTRAIN_RUNS/$JOB/checkpoints"
+}
+
+test_failure_passes_through() {
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 40" FAKE_EXIT_CODE=3
+  submit
+  unset FAKE_EXIT_CODE
+  wait_until "the job finished" finished
+  [[ $(field JobState) == FAILED && $(field ExitCode) == 3:0 && $(field Restarts) == 0 ]] ||
+    fail "expected FAILED, exit code 3:0, no restart; got $(field JobState) $(field ExitCode) restarts $(field Restarts)"
+}
+
+test_cancel_is_final() {
+  submit
+  wait_until "the trainer logged step $SIGNAL_AFTER_STEP" trained_past "$SIGNAL_AFTER_STEP"
+  scancel "$JOB" || fail "scancel $JOB failed"
+  wait_until "the job finished" finished
+  wait_until "the batch script decided not to requeue" grep -q "so not requeueing" "$T/$JOB.out"
+  sleep 1
+  [[ $(field JobState) == CANCELLED && $(field Restarts) == 0 ]] ||
+    fail "expected CANCELLED without restart, got $(field JobState) restarts $(field Restarts)"
+}
+
+# The GPU scripts on this CPU-only node: 2 tasks instead of 8, the stand-in trainer, GPUs that exist only as
+# a Slurm count (the launch path, the #SBATCH options and the GPU visibility are what is tested).
+gpu_script_runs() {   # SCRIPT SBATCH-OPTIONS...
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 10"
+  submit "$@" --ntasks-per-node=2 --cpus-per-task=1
+  expect_completed 0
+  grep -q '"visible_gpus":"0,1,2,3,4,5,6,7"' "$(metrics)" ||
+    fail "rank 0 should see all 8 GPUs of the node (CUDA_VISIBLE_DEVICES=0,...,7) to pick its own"
+}
+test_gpu_node() { gpu_script_runs jobs/gpu_node.sbatch; }
+test_multinode_ib() {
+  # No InfiniBand here: Open MPI's UCX PML refuses to start without it, so use the shared-memory PML.
+  OMPI_MCA_pml=ob1 gpu_script_runs jobs/multinode_ib.sbatch --nodes=1
+}
+
+# The real thing behind --signal=B:USR1@120: a job with a 3-minute limit gets SIGUSR1 about a minute in (Slurm
+# checks every 30-60 s), is requeued and resumes. Slow (~75 s), so only with SLURM_TEST_TIME_LIMIT=1.
+test_time_limit() {
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 100000"
+  submit jobs/cpu.sbatch --ntasks=2 --time=3
+  WAIT=150 wait_until "the time-limit warning requeued the job" requeued
+  grep -q "batch shell got SIGUSR1" "$T/$JOB.out" || fail "the batch shell did not report SIGUSR1"
+  [[ $(last_end_status) == preempted ]] || fail "$(metrics) does not end with status preempted"
+  release_requeued
+  wait_until "the requeued job resumed" grep -q '"event":"start".*"step":[1-9]' "$(metrics)"
+  scancel "$JOB"
+  wait_until "the job finished" finished
+}
+
+test_blocks_identical() {
+  local f ref
+  ref=$(sed -n '/^# ---- cnntrain launch/,$p' jobs/cpu.sbatch)
+  [[ -n $ref ]] || fail "jobs/cpu.sbatch has no '# ---- cnntrain launch' block"
+  for f in jobs/*.sbatch; do
+    bash -n "$f" || fail "$f: syntax error"
+    [[ $(sed -n '/^# ---- cnntrain launch/,$p' "$f") == "$ref" ]] ||
+      fail "$f: the launch block differs from jobs/cpu.sbatch's; keep them identical"
+  done
+}
+
+run_test "jobs/*.sbatch share one launch block" test_blocks_identical
+run_test "cpu.sbatch with 2 tasks completes" test_completes
+# What --signal=B:USR1@120 does before the time limit: only the batch shell gets the signal.
+run_test "SIGUSR1 to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=USR1 --batch
+# What preemption does: the job steps get SIGTERM directly.
+run_test "SIGTERM to the training step -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM
+run_test "SIGTERM to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM --batch
+run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue" test_cancel_is_final
+run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
+run_test "gpu_node.sbatch runs (2 of 8 tasks, stand-in, count-only GPUs)" test_gpu_node
+run_test "multinode_ib.sbatch runs (1 node, 2 tasks, stand-in, count-only GPUs)" test_multinode_ib
+if [[ ${SLURM_TEST_TIME_LIMIT:-0} == 1 ]]; then
+  run_test "time limit -> SIGUSR1 (--signal=B:USR1@120) -> checkpoint, requeue, resume" test_time_limit
+fi
+echo "run_tests.sh: all $passed Slurm tests passed in $((SECONDS - t_start)) s"
