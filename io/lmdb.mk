@@ -14,9 +14,9 @@ $(LMDB_GEN)/io/datum.pb.cc $(LMDB_GEN)/io/datum.pb.h &: io/datum.proto
 # Only lmdb_datum.cpp includes the generated header; from a clean tree -MMD has not recorded that yet.
 $(BUILD)/obj/io/lmdb_datum.o: $(LMDB_GEN)/io/datum.pb.h
 
-# Read-throughput benchmark: `make bench-read`; the figures are kept in tests/lmdb/PERF.md.
-READ_BENCH := $(BUILD)/tests/read_bench
-TEST_BUILDS += $(READ_BENCH)
+# Read-throughput benchmark (part of `make bench`, not of `make test`); figures in tests/lmdb/PERF.md.
+READ_BENCH := $(BUILD)/bench/read_bench
+BENCH_TARGETS += bench-read
 
 $(READ_BENCH): $(BUILD)/obj/tests/bench/read_bench.o $(LIB)
 	@mkdir -p $(@D)
