@@ -28,6 +28,9 @@ class Dataset {
   virtual void read(const int64_t* ids, size_t k, uint8_t* images, int32_t* labels) = 0;
   // Label of one sample (held in memory after open).
   virtual int32_t label(int64_t id) const = 0;
+  // The epoch of the following reads, for readers whose decoding is randomised per (seed, epoch, sample)
+  // (random-resized crops of encoded images). The loader calls it before each batch.
+  virtual void set_epoch(int64_t epoch) {}
 };
 
 // Opens `path` as `format` ("hdf5", "lmdb", or "auto": by content). Throws cnn::Error(kExitData).

@@ -9,7 +9,7 @@
 namespace cnn {
 
 struct Hdf5ReadOptions {
-  size_t chunk_cache_mb = 256;  // HDF5 chunk cache for /images; a set that fits is read from disk once
+  size_t chunk_cache_mb = 256;  // cache of /images chunks per reader; a set that fits is read from disk once
 };
 
 std::unique_ptr<Dataset> open_hdf5_dataset(const std::string& path, const Hdf5ReadOptions& opt = {});

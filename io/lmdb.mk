@@ -14,7 +14,7 @@ $(LMDB_GEN)/io/datum.pb.cc $(LMDB_GEN)/io/datum.pb.h &: io/datum.proto
 # Only lmdb_datum.cpp includes the generated header; from a clean tree -MMD has not recorded that yet.
 $(BUILD)/obj/io/lmdb_datum.o: $(LMDB_GEN)/io/datum.pb.h
 
-# Read-throughput benchmark (part of `make bench`, not of `make test`); figures in tests/lmdb/PERF.md.
+# Read-throughput benchmark (part of `make bench`, not of `make test`); figures in docs/perf.md.
 READ_BENCH := $(BUILD)/bench/read_bench
 BENCH_TARGETS += bench-read
 

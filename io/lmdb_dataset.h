@@ -58,7 +58,7 @@ class LmdbDataset : public Dataset {
   int32_t label(int64_t id) const override { return labels_[id]; }
 
   // Keys random crops/flips of training transforms; the loader sets it at each epoch start.
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  void set_epoch(int64_t epoch) override { epoch_ = epoch; }
   std::string key(int64_t id) const;
   // The record as stored, for inspect: "raw 1x28x28 (CxHxW) data" or "JPEG 375x500x3 (HxWxC), 75812 bytes".
   std::string describe(int64_t id) const;

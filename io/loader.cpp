@@ -53,6 +53,7 @@ void Loader::produce(Batch& b, int64_t epoch, int64_t step) {
   raw_.resize(b.n * sb);
   b.labels.resize(b.n);
   b.images.resize(b.n * sb);
+  ds_.set_epoch(epoch);
   ds_.read(b.ids.data(), b.ids.size(), raw_.data(), b.labels.data());
   normalize_images(raw_.data(), static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
                    info.std, b.images.data());

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -118,6 +119,21 @@ const std::vector<Opt>& options() {
     v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5, schema in README)"));
     v.push_back(str_opt("data.test", &Config::data_test, {}, "test set file, evaluated after every epoch"));
     v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5", "lmdb"}, "dataset format"));
+    v.push_back(str_opt("data.on_bad_sample", &Config::data_on_bad_sample, {"fail", "skip"},
+                        "LMDB: a record that is not a valid Datum/image fails the run or is skipped (counted)"));
+    v.push_back({"data.image_size", "LMDB: decode/resize images to HxW (training: random-resized crop + flip; "
+                 "test: resize + center crop); empty keeps the stored size",
+                 [](Config& c, const std::string& x) {
+                   int h = 0, w = 0;
+                   char tail = 0;
+                   if (!x.empty() && (std::sscanf(x.c_str(), "%dx%d%c", &h, &w, &tail) != 2 || h < 1 || w < 1 ||
+                                      h > 65536 || w > 65536))
+                     bad("data.image_size", x, "expected HxW, e.g. 224x224, or empty");
+                   c.data_image_size = x;
+                 },
+                 [](const Config& c) { return c.data_image_size; }});
+    v.push_back(int_opt("data.read_threads", &Config::data_read_threads, 1, 256,
+                        "LMDB: threads decoding encoded images within one batch read"));
     v.push_back(int_opt("data.prefetch", &Config::data_prefetch, 1, 64, "batches the loader prepares ahead"));
     v.push_back(int_opt("data.cache_mb", &Config::data_cache_mb, 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"));
     v.push_back(int_opt("train.batch", &Config::batch, 1, 1LL << 30,

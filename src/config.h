@@ -18,6 +18,9 @@ struct Config {
 
   std::string data_train, data_test, data_format = "auto";
   int data_prefetch = 4;
+  std::string data_on_bad_sample = "fail";
+  std::string data_image_size;  // "HxW" or empty: as stored
+  int data_read_threads = 1;
   int data_cache_mb = 256;
 
   int64_t batch = 128;  // global

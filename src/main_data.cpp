@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "io/convert_idx.h"
+#include "io/convert_lmdb.h"
+#include "io/lmdb_dataset.h"
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
 #include "src/export.h"
@@ -54,7 +56,8 @@ int cmd_convert_idx(int argc, char** argv) {
       "num-classes", po::value<int>()->default_value(0), "number of classes (0: max label + 1)")(
       "class-names", po::value<std::string>()->default_value(""), "comma-separated class names")(
       "stats-from", po::value<std::string>()->default_value(""),
-      "copy mean/std from this HDF5 file (use the training set's statistics for a test set)");
+      "copy mean/std from this HDF5 file (use the training set's statistics for a test set)")(
+      "format", po::value<std::string>()->default_value("hdf5"), "output format: hdf5 or lmdb (a directory)");
   auto vm = parse("convert-idx", d, argc, argv);
   IdxConvertOptions o;
   o.images = vm["images"].as<std::string>();
@@ -63,27 +66,89 @@ int cmd_convert_idx(int argc, char** argv) {
   o.num_classes = vm["num-classes"].as<int>();
   o.class_names = split_commas(vm["class-names"].as<std::string>());
   o.stats_from = vm["stats-from"].as<std::string>();
-  DatasetInfo info = convert_idx_to_hdf5(o);
+  const std::string fmt = vm["format"].as<std::string>();
+  if (fmt != "hdf5" && fmt != "lmdb") raise(kExitUsage, "convert-idx: --format must be hdf5 or lmdb, not '%s'", fmt.c_str());
+  DatasetInfo info = fmt == "lmdb" ? convert_idx_to_lmdb(o) : convert_idx_to_hdf5(o);
   std::printf("wrote %s: %lld images %dx%dx1, %d classes, mean %.3f std %.3f\n", o.out.c_str(),
               (long long)info.count, info.height, info.width, info.num_classes, info.mean[0], info.std[0]);
   return 0;
 }
 
 int cmd_inspect(int argc, char** argv) {
-  po::options_description d("inspect: counts, shapes, statistics and label histogram of a dataset");
-  d.add_options()("file", po::value<std::string>()->required(), "dataset file")(
-      "format", po::value<std::string>()->default_value("auto"), "hdf5, lmdb or auto");
+  po::options_description d("inspect: counts, shapes, statistics, label histogram and first records");
+  d.add_options()("file", po::value<std::string>()->required(), "dataset (HDF5 file or LMDB directory)")(
+      "format", po::value<std::string>()->default_value("auto"), "hdf5, lmdb or auto")(
+      "first", po::value<int>()->default_value(5), "records to describe");
   auto vm = parse("inspect", d, argc, argv, "file");
-  auto ds = open_dataset(vm["file"].as<std::string>(), vm["format"].as<std::string>());
-  const DatasetInfo& i = ds->info();
-  std::printf("%s: %lld samples, %dx%dx%d (HxWxC) uint8, %d classes\n", ds->path().c_str(), (long long)i.count,
-              i.height, i.width, i.channels, i.num_classes);
-  for (int c = 0; c < i.channels; ++c) std::printf("  channel %d: mean %.4f std %.4f\n", c, i.mean[c], i.std[c]);
-  std::vector<int64_t> hist(i.num_classes, 0);
-  for (int64_t s = 0; s < i.count; ++s) ++hist[ds->label(s)];
-  for (int k = 0; k < i.num_classes; ++k)
-    std::printf("  label %d%s%s: %lld\n", k, i.class_names.empty() ? "" : " ",
-                i.class_names.empty() ? "" : i.class_names[k].c_str(), (long long)hist[k]);
+  std::fputs(inspect_dataset(vm["file"].as<std::string>(), vm["format"].as<std::string>(), vm["first"].as<int>())
+                 .c_str(),
+             stdout);
+  return 0;
+}
+
+int cmd_convert_h5_lmdb(int argc, char** argv) {
+  po::options_description d("convert-hdf5-lmdb: HDF5 dataset -> LMDB of Caffe Datum records (raw)");
+  d.add_options()("in", po::value<std::string>()->required(), "HDF5 file")(
+      "out", po::value<std::string>()->required(), "LMDB directory to create")(
+      "overwrite", po::bool_switch(), "replace an existing output");
+  auto vm = parse("convert-hdf5-lmdb", d, argc, argv);
+  DatasetInfo i = convert_hdf5_to_lmdb(vm["in"].as<std::string>(), vm["out"].as<std::string>(),
+                                       vm["overwrite"].as<bool>());
+  std::printf("wrote %s: %lld records %dx%dx%d, %d classes\n", vm["out"].as<std::string>().c_str(),
+              (long long)i.count, i.height, i.width, i.channels, i.num_classes);
+  return 0;
+}
+
+int cmd_convert_lmdb_h5(int argc, char** argv) {
+  po::options_description d("convert-lmdb-hdf5: LMDB (raw or encoded Datums) -> HDF5 dataset");
+  d.add_options()("in", po::value<std::string>()->required(), "LMDB directory or data.mdb")(
+      "out", po::value<std::string>()->required(), "HDF5 file")(
+      "size", po::value<std::string>()->default_value(""), "resize encoded images to HxW")(
+      "on-bad-sample", po::value<std::string>()->default_value("fail"), "fail or skip");
+  auto vm = parse("convert-lmdb-hdf5", d, argc, argv);
+  LmdbOptions o;
+  o.on_bad_sample = vm["on-bad-sample"].as<std::string>();
+  const std::string size = vm["size"].as<std::string>();
+  if (!size.empty()) {
+    if (std::sscanf(size.c_str(), "%dx%d", &o.transform.height, &o.transform.width) != 2)
+      raise(kExitUsage, "convert-lmdb-hdf5: --size must be HxW, not '%s'", size.c_str());
+    o.transform.mode = ResizeMode::kResize;
+  }
+  DatasetInfo i = convert_lmdb_to_hdf5(vm["in"].as<std::string>(), vm["out"].as<std::string>(), o);
+  std::printf("wrote %s: %lld images %dx%dx%d, %d classes\n", vm["out"].as<std::string>().c_str(),
+              (long long)i.count, i.height, i.width, i.channels, i.num_classes);
+  return 0;
+}
+
+int cmd_convert_folder(int argc, char** argv) {
+  po::options_description d("convert-folder: an image folder ROOT/<class_name>/*.jpg|png -> LMDB or HDF5 "
+                            "(classes sorted by name)");
+  d.add_options()("root", po::value<std::string>()->required(), "folder with one sub-folder per class")(
+      "out", po::value<std::string>()->required(), "output LMDB directory or HDF5 file")(
+      "format", po::value<std::string>()->default_value("lmdb"), "lmdb or hdf5")(
+      "raw", po::bool_switch(), "LMDB: store decoded pixels instead of the encoded files")(
+      "size", po::value<std::string>()->default_value(""), "resize to HxW (needed for raw/HDF5 output of mixed sizes)")(
+      "gray", po::bool_switch(), "one channel")(
+      "shuffle", po::bool_switch(), "random record order (from --seed)")(
+      "seed", po::value<uint64_t>()->default_value(0), "seed for --shuffle")(
+      "on-bad-image", po::value<std::string>()->default_value("fail"), "fail or skip unreadable files")(
+      "overwrite", po::bool_switch(), "replace an existing output");
+  auto vm = parse("convert-folder", d, argc, argv, "root");
+  ImageFolderOptions o;
+  o.format = vm["format"].as<std::string>();
+  o.encoded = !vm["raw"].as<bool>();
+  const std::string size = vm["size"].as<std::string>();
+  if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &o.height, &o.width) != 2)
+    raise(kExitUsage, "convert-folder: --size must be HxW, not '%s'", size.c_str());
+  o.channels = vm["gray"].as<bool>() ? 1 : 3;
+  o.shuffle = vm["shuffle"].as<bool>();
+  o.seed = vm["seed"].as<uint64_t>();
+  o.on_bad_image = vm["on-bad-image"].as<std::string>();
+  o.overwrite = vm["overwrite"].as<bool>();
+  ImageFolderResult r = convert_image_folder(vm["root"].as<std::string>(), vm["out"].as<std::string>(), o);
+  std::printf("wrote %s: %lld images, %d classes%s\n", vm["out"].as<std::string>().c_str(), (long long)r.info.count,
+              r.info.num_classes, r.skipped ? strprintf(", %lld unreadable files skipped",
+                                                        (long long)r.skipped).c_str() : "");
   return 0;
 }
 
@@ -106,6 +171,9 @@ int main(int argc, char** argv) {
       {"convert-idx", cmd_convert_idx},
       {"inspect", cmd_inspect},
       {"export", cmd_export},
+      {"convert-hdf5-lmdb", cmd_convert_h5_lmdb},
+      {"convert-lmdb-hdf5", cmd_convert_lmdb_h5},
+      {"convert-folder", cmd_convert_folder},
   };
   auto usage = [&] {
     std::string s = "Usage: cnntrain-data COMMAND [options]   (COMMAND --help for its options)\nCommands:";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
+#include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
 #include "io/loader.h"
 #include "io/sampler.h"
@@ -36,13 +38,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path) {
+std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, bool train) {
   if (cfg.data_format == "hdf5" || (cfg.data_format == "auto" && !looks_like_lmdb(path))) {
     Hdf5ReadOptions o;
     o.chunk_cache_mb = static_cast<size_t>(cfg.data_cache_mb);
     return open_hdf5_dataset(path, o);
   }
-  return open_dataset(path, cfg.data_format);
+  LmdbOptions o;
+  o.on_bad_sample = cfg.data_on_bad_sample;
+  o.read_threads = cfg.data_read_threads;
+  if (!cfg.data_image_size.empty()) {
+    std::sscanf(cfg.data_image_size.c_str(), "%dx%d", &o.transform.height, &o.transform.width);
+    o.transform.mode = train ? ResizeMode::kRandomResizedCrop : ResizeMode::kCenterCrop;
+    o.transform.seed = cfg.seed;
+  }
+  return open_lmdb_dataset(path, o);
 }
 
 std::unique_ptr<Backend> make_backend(const Config& cfg) {
@@ -78,13 +88,13 @@ Setup local_setup(const Config& cfg) {
     raise(kExitUsage, "option --train.batch: the global batch %lld is not divisible by the %d ranks; choose a "
           "multiple of %d", (long long)cfg.batch, world, world);
   s.local_batch = static_cast<int>(cfg.batch / world);
-  s.train = open_data(cfg, cfg.data_train);
+  s.train = open_data(cfg, cfg.data_train, true);
   const DatasetInfo& ti = s.train->info();
   if (ti.count < cfg.batch)
     raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
           "--train.batch", cfg.data_train.c_str(), (long long)ti.count, (long long)cfg.batch);
   if (!cfg.data_test.empty()) {
-    s.test = open_data(cfg, cfg.data_test);
+    s.test = open_data(cfg, cfg.data_test, false);
     const DatasetInfo& e = s.test->info();
     if (e.height != ti.height || e.width != ti.width || e.channels != ti.channels)
       raise(kExitData, "test set '%s' has %dx%dx%d images but the training set '%s' has %dx%dx%d",

@@ -6,6 +6,7 @@ MPIRUN=(mpirun --oversubscribe -np)
 PY=/usr/bin/python3  # Debian's python (h5py, numpy), whatever else is first on PATH
 FMNIST_TRAIN=data/fashion_mnist/train.h5
 FMNIST_TEST=data/fashion_mnist/test.h5
+FMNIST_IDX=${FMNIST_IDX:-/usr/share/datasets/fashion-mnist}
 E2E_TMP=$(mktemp -d /tmp/cnntrain-e2e-XXXXXX)
 [ -n "${KEEP_TMP:-}" ] || trap 'rm -rf "$E2E_TMP"' EXIT
 

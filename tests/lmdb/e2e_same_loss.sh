@@ -3,8 +3,19 @@
 # the HDF5 run's loss sequence and test result with the same seed, on 2 ranks.
 source "$(dirname "$0")/../e2e/lib.bash"
 for split in train test; do
-  "$BUILD/tests/h5_to_lmdb" "data/fashion_mnist/$split.h5" "$E2E_TMP/$split.lmdb" >/dev/null
+  "$BUILD/cnntrain-data" convert-hdf5-lmdb --in "data/fashion_mnist/$split.h5" --out "$E2E_TMP/$split.lmdb" >/dev/null
 done
+# The IDX -> LMDB path of the CLI gives the same records as IDX -> HDF5 -> LMDB.
+"$BUILD/cnntrain-data" convert-idx --format lmdb --images "$FMNIST_IDX/t10k-images-idx3-ubyte.gz" \
+  --labels "$FMNIST_IDX/t10k-labels-idx1-ubyte.gz" --out "$E2E_TMP/idx.lmdb" >/dev/null
+"$BUILD/cnntrain-data" inspect "$E2E_TMP/idx.lmdb" | grep -q "10000" || fail "inspect of the IDX LMDB"
+"$BUILD/cnntrain-data" convert-lmdb-hdf5 --in "$E2E_TMP/idx.lmdb" --out "$E2E_TMP/back.h5" >/dev/null
+$PY - "$E2E_TMP/back.h5" data/fashion_mnist/test.h5 <<'PY' || fail "IDX -> LMDB -> HDF5 differs from IDX -> HDF5"
+import h5py, numpy as np, sys
+a, b = (h5py.File(p) for p in sys.argv[1:3])
+assert np.array_equal(a["images"][()].reshape(b["images"].shape), b["images"][()])
+assert np.array_equal(a["labels"][()], b["labels"][()])
+PY
 common=(--config jobs/fashion_mnist.ini --train.max_steps 30 --log.every_steps 5)
 "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${common[@]}" --run-dir "$E2E_TMP/h5" >/dev/null
 "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${common[@]}" --data.train "$E2E_TMP/train.lmdb" \

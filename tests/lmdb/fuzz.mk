@@ -30,14 +30,8 @@ test-lmdb-fuzz: $(FUZZ_DATUM)
 -include $(shell find $(BUILD)/asan -name '*.d' 2>/dev/null)
 
 # Fashion-MNIST trained from LMDB must give exactly the HDF5 run's loss sequence (issue 7).
-H5_TO_LMDB := $(BUILD)/tests/h5_to_lmdb
-TEST_BUILDS += $(H5_TO_LMDB)
 TEST_RUNS   += test-lmdb-e2e
 
-$(H5_TO_LMDB): $(BUILD)/obj/tests/lmdb/h5_to_lmdb.o $(LIB)
-	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
-
 .PHONY: test-lmdb-e2e
-test-lmdb-e2e: $(H5_TO_LMDB) $(BUILD)/cnntrain data
-	BUILD=$(BUILD) bash tests/lmdb/e2e_same_loss.sh
+test-lmdb-e2e: $(BINS) data
+	BUILD=$(BUILD) FMNIST_IDX=$(FMNIST_IDX) bash tests/lmdb/e2e_same_loss.sh
