@@ -28,13 +28,15 @@ $(LIB): $(CUDA_EMU_OBJS)
 $(BINS) $(UNIT_TEST) $(MPI_TEST): $(CUDA_SIMT_LIB)
 EXTRA_LDLIBS += $(CUDA_SIMT_LIB)
 
-# Toggling USE_CUDA must rebuild trainer.o (it sees CNN_WITH_CUDA) and the library: a stamp holds the setting.
+# Toggling USE_CUDA must rebuild what sees CNN_WITH_CUDA (trainer.o, the CUDA tests) and the library: a stamp
+# file holds the setting.
 CUDA_STAMP := $(BUILD)/cuda-enabled.stamp
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_ON)" ] || echo $(CUDA_ON) > $(CUDA_STAMP))
-$(BUILD)/obj/src/trainer.o: $(CUDA_STAMP)
+$(BUILD)/obj/src/trainer.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp)): $(CUDA_STAMP)
 ifeq ($(CUDA_ON),1)
 $(LIB): $(CUDA_GPU_OBJS)
 $(BUILD)/obj/src/trainer.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
+$(BUILD)/obj/tests/cuda/%.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 EXTRA_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif
 
@@ -53,7 +55,7 @@ test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_brief=1
 
 gpu-test: $(CUDA_TEST)
-	$(CUDA_TEST)
+	$(CUDA_TEST) --gtest_filter='*/gpu'  # the kernel and training tests on the real GPU
 
 # Compiles every kernels/*.cu with nvcc (whether or not USE_CUDA links them in) and summarises the ptxas
 # reports: a kernel that spills registers fails the check.

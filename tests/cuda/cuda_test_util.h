@@ -1,5 +1,5 @@
-// Helpers for the CUDA backend tests: device copies through a Backend, and a fixture that runs each test
-// under one SIMT emulator schedule (0 = thread-index order, others = seeded reorderings).
+// Helpers for the CUDA backend tests: device copies through a Backend, and a fixture that runs each test on
+// the emulated backend under one SIMT emulator schedule, or on a real GPU.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/simt/simt.h"
+#include "src/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn::test {
@@ -46,25 +47,54 @@ class DeviceBuffers {
   std::vector<void*> held_;
 };
 
-class EmuSchedule : public ::testing::TestWithParam<uint64_t> {
+// Where a test runs: the emulated backend under one SIMT schedule (0 = thread-index order, others = seeded
+// reorderings), or the nvcc-built backend on a real GPU (skipped where there is none).
+struct Target {
+  bool gpu;
+  uint64_t seed;
+};
+
+// The emulated schedules plus the GPU: `make gpu-test` runs the `gpu` instances on a machine with one.
+inline std::vector<Target> all_targets() {
+  std::vector<Target> v;
+  for (uint64_t s : kSchedules) v.push_back({false, s});
+  v.push_back({true, 0});
+  return v;
+}
+
+class DeviceTest : public ::testing::TestWithParam<Target> {
  protected:
   void SetUp() override {
-    simt::set_schedule_seed(GetParam());
-    bytes_before_ = simt::device_bytes_in_use();
-    emu_ = make_emu_backend();
     cpu_ = make_cpu_backend(1);
+    if (GetParam().gpu) {
+#ifdef CNN_WITH_CUDA
+      try {
+        dev_ = make_cuda_backend(0);
+      } catch (const Error& e) {
+        GTEST_SKIP() << "no GPU: " << e.what();
+      }
+#else
+      GTEST_SKIP() << "built without CUDA (USE_CUDA=0 or no nvcc)";
+#endif
+      return;
+    }
+    simt::set_schedule_seed(GetParam().seed);
+    bytes_before_ = simt::device_bytes_in_use();
+    dev_ = make_emu_backend();
   }
   void TearDown() override {
-    emu_.reset();
+    dev_.reset();
+    if (GetParam().gpu) return;
     EXPECT_EQ(simt::device_bytes_in_use(), bytes_before_) << "the emulated backend leaked device memory";
     simt::set_schedule_seed(0);
   }
-  std::unique_ptr<Backend> emu_, cpu_;
+  std::unique_ptr<Backend> dev_, cpu_;
   size_t bytes_before_ = 0;
 };
 
-inline std::string schedule_name(const ::testing::TestParamInfo<uint64_t>& info) {
-  return info.param == 0 ? "default" : "seed" + std::to_string(info.param);
+inline std::string target_name(const ::testing::TestParamInfo<Target>& info) {
+  if (info.param.gpu) return "gpu";
+  return info.param.seed == 0 ? "emu_default" : "emu_seed" + std::to_string(info.param.seed);
 }
 
 }  // namespace cnn::test

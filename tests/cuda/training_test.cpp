@@ -1,5 +1,6 @@
-// Training through the Net/step API: 20 steps of a small CNN with the emulated CUDA backend give the same
-// per-step losses (within 1e-4 relative) and nearly the same weights as the CPU backend.
+// Training through the Net/step API: 20 steps of a small CNN with the emulated CUDA backend (and on a real
+// GPU where there is one) give the same per-step losses (within 1e-4 relative) and nearly the same weights as
+// the CPU backend.
 #include <functional>
 
 #include "src/step.h"
@@ -62,17 +63,20 @@ TrainRun train(Backend& be, bool nesterov) {
   return run;
 }
 
-TEST_P(EmuSchedule, TwentyStepsMatchCpu) {
+using Training = DeviceTest;
+
+TEST_P(Training, TwentyStepsMatchCpu) {
   for (bool nesterov : {false, true}) {
-    TrainRun cpu = train(*cpu_, nesterov), emu = train(*emu_, nesterov);
+    TrainRun cpu = train(*cpu_, nesterov), emu = train(*dev_, nesterov);
     EXPECT_TRUE(all_close(emu.losses, cpu.losses, 0, 1e-4, nesterov ? "nesterov losses" : "losses"));
     EXPECT_TRUE(all_close(emu.weights, cpu.weights, 1e-4, 1e-3, "weights after 20 steps"));
     EXPECT_LT(cpu.losses.back(), cpu.losses.front()) << "the loss did not decrease: the test learns nothing";
   }
 }
 
-// Training steps are slow under the emulator: the default schedule and one seeded reordering.
-INSTANTIATE_TEST_SUITE_P(Schedules, EmuSchedule, ::testing::Values(uint64_t{0}, uint64_t{404}), schedule_name);
+// Training steps are slow under the emulator: the default schedule and one seeded reordering, and the GPU.
+INSTANTIATE_TEST_SUITE_P(Targets, Training, ::testing::Values(Target{false, 0}, Target{false, 404}, Target{true, 0}),
+                         target_name);
 
 }  // namespace
 }  // namespace cnn::test
