@@ -11,6 +11,10 @@ namespace cnn {
 namespace CNN_CUDA_NS {
 
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kTileThreads = 256;
+// The index arithmetic below assumes these: square tiles loaded with one shared loop, 16x16 threads of
+// 4x4 accumulators, whole loads per thread.
+static_assert(kTileM == kTileN && kTileM == 16 * 4 && kTileThreads == 16 * 16, "tile shape");
+static_assert(kTileM * kTileK % kTileThreads == 0, "tile loads");
 
 // 64x64 output tile per block of 256 threads, 4x4 accumulators per thread. A thread's rows and columns are
 // strided by 16 so that the 16 threads of a row group read 16 consecutive shared words (no bank conflicts)
