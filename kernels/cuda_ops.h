@@ -53,5 +53,46 @@ cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const i
 cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, float lr, float momentum, float wd,
                             bool nesterov, cudaStream_t stream);
 
+// --- The layer set of the layer/zoo issue (Backend ops on the `layers` branch), same semantics as its CPU
+// references; wired into CudaBackend when that branch's Backend interface lands. ---
+
+// batchnorm_cuda.cu; x, y: [rows, c]. d_work: batchnorm_work_bytes(c) of device scratch.
+size_t batchnorm_work_bytes(int c);
+cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
+                                         float eps, float momentum, float* d_y, float* d_save_mean,
+                                         float* d_save_invstd, float* d_running_mean, float* d_running_var,
+                                         void* d_work, cudaStream_t stream);
+cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
+                                         const float* d_running_mean, const float* d_running_var, float eps, float* d_y,
+                                         void* d_work, cudaStream_t stream);
+// d_dgamma += sum dy*xhat, d_dbeta += sum dy; d_dx overwritten (nullable).
+cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const float* d_dy, const float* d_gamma,
+                                    const float* d_save_mean, const float* d_save_invstd, float* d_dx, float* d_dgamma,
+                                    float* d_dbeta, void* d_work, cudaStream_t stream);
+
+// dropout_cuda.cu; the keep bits are the CPU reference's (counter-based hash of key, sample id, index).
+cudaError_t dropout_forward_cuda(int n, size_t per_sample, const float* d_x, float p, uint64_t key,
+                                 const int64_t* d_ids, float* d_y, uint8_t* d_mask, cudaStream_t stream);
+cudaError_t dropout_backward_cuda(size_t count, float p, const float* d_dy, const uint8_t* d_mask, float* d_dx,
+                                  cudaStream_t stream);
+
+// pooling_cuda.cu: average pooling, padding excluded from the count; global pooling is r = h, s = w.
+cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream);
+cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream);
+
+// elementwise_cuda.cu. sum_squares adds sum(x^2) (in double) to *d_sum.
+cudaError_t add_relu_forward_cuda(size_t n, const float* d_a, const float* d_b, float* d_y, cudaStream_t stream);
+cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream);
+cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream);
+cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream);
+cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
+                                      cudaStream_t stream);
+cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
+                                       cudaStream_t stream);
+
+// optimizer_cuda.cu: AdamW, decoupled weight decay; bc1, bc2 = bias corrections 1 - beta^t.
+cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m, float* d_v, float lr, float beta1,
+                              float beta2, float eps, float wd, float bc1, float bc2, cudaStream_t stream);
+
 }  // namespace CNN_CUDA_NS
 }  // namespace cnn
