@@ -4,6 +4,7 @@
 #   make test-cuda        kernel tests under the emulator (default + 3 seeded schedules) and emu-vs-cpu training
 #   make cuda-nvcc-check  nvcc build of every kernels/*.cu; ptxas reports in $(BUILD)/nvcc/kernels/*.ptxas.txt
 #   make gpu-test         the same test binary on a machine with a GPU (GPU-only tests skip elsewhere)
+#   make test-cuda-asan   test-cuda built with AddressSanitizer (out-of-bounds accesses in kernels), on demand
 
 NVCC ?= nvcc
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
@@ -50,9 +51,16 @@ $(CUDA_TEST): $(CUDA_TEST_OBJS) $(LIB) $(CUDA_SIMT_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) -lgtest_main $(LDLIBS)
 
-.PHONY: test-cuda cuda-nvcc-check gpu-test
+.PHONY: test-cuda test-cuda-asan cuda-nvcc-check gpu-test
 test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_brief=1
+
+# The same tests built with AddressSanitizer in $(BUILD)/asan (the arena then gives every tensor its own
+# allocation): kernels reading or writing past a tensor are reported by source line. On demand only; it
+# rebuilds the whole library.
+test-cuda-asan:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT=-O1 USE_CUDA=0 EXTRA_CXXFLAGS=-fsanitize=address \
+	  EXTRA_LDFLAGS=-fsanitize=address test-cuda
 
 gpu-test: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_filter='*/gpu'  # the kernel and training tests on the real GPU

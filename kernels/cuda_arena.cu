@@ -5,6 +5,19 @@
 namespace cnn {
 namespace CNN_CUDA_NS {
 
+namespace {
+
+// Under AddressSanitizer (the emulated build of `make test-cuda-asan`) every block is its own exact-size
+// cudaMalloc: the emulator's allocations are what ASan guards, so kernels overrunning a tensor get caught
+// instead of landing in a neighbour inside the same chunk.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kExactBlocks = true;
+#else
+constexpr bool kExactBlocks = false;
+#endif
+
+}  // namespace
+
 DeviceArena::DeviceArena(size_t chunk_bytes) : chunk_bytes_(chunk_bytes) {}
 
 DeviceArena::~DeviceArena() {
@@ -33,12 +46,13 @@ void* DeviceArena::alloc(size_t bytes) {
   const size_t size = ((bytes ? bytes : 1) + kAlign - 1) / kAlign * kAlign;
   char* p = nullptr;
   auto it = free_.find(size);
-  if (it != free_.end() && !it->second.empty()) {
+  if (!kExactBlocks && it != free_.end() && !it->second.empty()) {
     p = it->second.back();
     it->second.pop_back();
-  } else if (size > chunk_bytes_ / 2) {
-    p = static_cast<char*>(cuda_malloc(size));
-    dedicated_[p] = size;
+  } else if (kExactBlocks || size > chunk_bytes_ / 2) {
+    const size_t got = kExactBlocks ? (bytes ? bytes : 1) : size;
+    p = static_cast<char*>(cuda_malloc(got));
+    dedicated_[p] = got;
   } else {
     if (size > bump_left_) {  // the old chunk's tail is abandoned; at most half a chunk per chunk
       bump_ = static_cast<char*>(cuda_malloc(chunk_bytes_));
@@ -64,8 +78,8 @@ void DeviceArena::release(void* p) {
   in_use_ -= size;
   auto d = dedicated_.find(p);
   if (d != dedicated_.end()) {
+    reserved_ -= d->second;
     dedicated_.erase(d);
-    reserved_ -= size;
     CUDA_CHECK(cudaFree(p));
     return;
   }
