@@ -19,6 +19,7 @@
 #include "io/loader.h"
 #include "io/sampler.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_backend.h"
 #include "src/checkpoint.h"
 #include "src/comm.h"
 #include "src/error.h"
@@ -57,8 +58,18 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
 
 std::unique_ptr<Backend> make_backend(const Config& cfg) {
   if (cfg.device == "cpu") return make_cpu_backend(cfg.threads);
-  raise(kExitUsage, "option --device: '%s' is not available in this build (the CUDA backend and the SIMT "
-        "emulator are not compiled in); use --device cpu", cfg.device.c_str());
+  if (cfg.device == "emu") return make_emu_backend();
+#ifdef CNN_WITH_CUDA
+  if (cfg.device == "cuda") {
+    // GradSync hands gradient buffers to MPI; device pointers need the NCCL path, which is not written yet.
+    if (world_size() > 1)
+      raise(kExitUsage, "option --device cuda: multi-rank GPU training needs NCCL gradient averaging, which this "
+            "version lacks; run one rank, or use --device cpu or emu");
+    return make_cuda_backend(local_rank());
+  }
+#endif
+  raise(kExitUsage, "option --device: '%s' is not available in this build (built without CUDA: USE_CUDA=0 or no "
+        "nvcc); use --device cpu or emu", cfg.device.c_str());
 }
 
 void mkdir_p(const std::string& path) {

@@ -1,0 +1,82 @@
+# CUDA backend (kernels/*.cu). Always built against the SIMT emulator for --device emu (g++ only); with
+# USE_CUDA on (auto: when nvcc is found) also by nvcc for sm_80 and sm_90 for --device cuda, linked with
+# libcudart (never libcuda: the binary must start, and run --device cpu, without a GPU driver).
+#   make test-cuda        kernel tests under the emulator (default + 3 seeded schedules) and emu-vs-cpu training
+#   make cuda-nvcc-check  nvcc build of every kernels/*.cu; ptxas reports in $(BUILD)/nvcc/kernels/*.ptxas.txt
+#   make gpu-test         the same test binary on a machine with a GPU (GPU-only tests skip elsewhere)
+#   make test-cuda-asan   test-cuda built with AddressSanitizer (out-of-bounds accesses in kernels), on demand
+
+NVCC ?= nvcc
+NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(USE_CUDA),auto)
+  CUDA_ON := $(if $(shell command -v $(NVCC) 2>/dev/null),1,0)
+else ifeq ($(USE_CUDA),1)
+  CUDA_ON := 1
+else
+  CUDA_ON := 0
+endif
+
+CUDA_SRCS     := $(wildcard kernels/*.cu)
+CUDA_EMU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.emu.o,$(CUDA_SRCS))
+CUDA_GPU_OBJS := $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(CUDA_SRCS))
+CUDA_SIMT_LIB := $(BUILD)/libsimt.a   # = $(SIMT_LIB) of kernels/simt/simt.mk, which is included after this file
+CUDA_TEST     := $(BUILD)/tests/cuda_tests
+CUDA_TEST_OBJS = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp) $(TEST_COMMON_SRCS))
+
+# The emulated backend is part of every build; everything linking libcnntrain also links the emulator.
+$(LIB): $(CUDA_EMU_OBJS)
+$(BINS) $(UNIT_TEST) $(MPI_TEST): $(CUDA_SIMT_LIB)
+EXTRA_LDLIBS += $(CUDA_SIMT_LIB)
+
+# Toggling USE_CUDA must rebuild what sees CNN_WITH_CUDA (trainer.o, the CUDA tests) and the library: a stamp
+# file holds the setting.
+CUDA_STAMP := $(BUILD)/cuda-enabled.stamp
+$(shell mkdir -p $(BUILD); [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_ON)" ] || echo $(CUDA_ON) > $(CUDA_STAMP))
+$(BUILD)/obj/src/trainer.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp)): $(CUDA_STAMP)
+ifeq ($(CUDA_ON),1)
+$(LIB): $(CUDA_GPU_OBJS)
+$(BUILD)/obj/src/trainer.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
+$(BUILD)/obj/tests/cuda/%.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
+EXTRA_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+
+# nvcc objects; the ptxas report (registers, spills per kernel and arch) is kept next to each object.
+$(BUILD)/nvcc/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) -std=c++17 -O3 -I. -DCNN_WITH_CUDA=1 $(NVCC_GENCODE) -Xptxas -v -Xcompiler -fno-strict-aliasing \
+	  -MMD -MP -MF $(@:.o=.d) -c $< -o $@ 2> $(@:.o=.ptxas.txt) || { cat $(@:.o=.ptxas.txt); exit 1; }
+
+$(CUDA_TEST): $(CUDA_TEST_OBJS) $(LIB) $(CUDA_SIMT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) -lgtest_main $(LDLIBS)
+
+.PHONY: test-cuda test-cuda-asan cuda-nvcc-check gpu-test
+test-cuda: $(CUDA_TEST)
+	$(CUDA_TEST) --gtest_brief=1
+
+# The same tests built with AddressSanitizer in $(BUILD)/asan (the arena then gives every tensor its own
+# allocation): kernels reading or writing past a tensor are reported by source line. On demand only; it
+# rebuilds the whole library.
+test-cuda-asan:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT=-O1 USE_CUDA=0 EXTRA_CXXFLAGS=-fsanitize=address \
+	  EXTRA_LDFLAGS=-fsanitize=address test-cuda
+
+gpu-test: $(CUDA_TEST)
+	$(CUDA_TEST) --gtest_filter='*/gpu'  # the kernel and training tests on the real GPU
+
+# Compiles every kernels/*.cu with nvcc (whether or not USE_CUDA links them in) and summarises the ptxas
+# reports: a kernel that spills registers fails the check.
+cuda-nvcc-check:
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "cuda-nvcc-check: $(NVCC) not found, skipped"; exit 0; fi; \
+	$(MAKE) --no-print-directory $(CUDA_GPU_OBJS) >/dev/null || exit 1; \
+	logs="$(CUDA_GPU_OBJS:.o=.ptxas.txt)"; \
+	spills=$$(cat $$logs | grep -E '[1-9][0-9]* bytes spill (stores|loads)' | wc -l); \
+	echo "cuda-nvcc-check: $(words $(CUDA_SRCS)) files build for sm_80 and sm_90;" \
+	  "$$(cat $$logs | grep -c 'bytes spill stores') kernel reports, $$spills with spills"; \
+	[ "$$spills" = 0 ] || { grep -B2 -E '[1-9][0-9]* bytes spill' $$logs; exit 1; }
+
+-include $(shell find $(BUILD)/nvcc -name '*.d' 2>/dev/null)
+
+TEST_BUILDS += $(CUDA_TEST)
+TEST_RUNS += test-cuda cuda-nvcc-check

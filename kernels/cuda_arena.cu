@@ -1,0 +1,90 @@
+#include "kernels/cuda_arena.h"
+
+#include "src/error.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+namespace {
+
+// Under AddressSanitizer (the emulated build of `make test-cuda-asan`) every block is its own exact-size
+// cudaMalloc: the emulator's allocations are what ASan guards, so kernels overrunning a tensor get caught
+// instead of landing in a neighbour inside the same chunk.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kExactBlocks = true;
+#else
+constexpr bool kExactBlocks = false;
+#endif
+
+}  // namespace
+
+DeviceArena::DeviceArena(size_t chunk_bytes) : chunk_bytes_(chunk_bytes) {}
+
+DeviceArena::~DeviceArena() {
+  // Errors are ignored here: at exit after a failure the context may already be gone.
+  for (void* c : chunks_) cudaFree(c);
+  for (const auto& kv : dedicated_) cudaFree(const_cast<void*>(kv.first));
+}
+
+void* DeviceArena::cuda_malloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    fatal(kExitFailure, strprintf("out of device memory: cudaMalloc of %.1f MiB failed (%s) with %.1f MiB in use by "
+                                  "cnntrain and %.1f of %.1f MiB free on the device; use a smaller --train.batch "
+                                  "or model", bytes / 1048576.0, cudaGetErrorString(err), in_use_ / 1048576.0,
+                                  free_b / 1048576.0, total_b / 1048576.0));
+  }
+  ++mallocs_;
+  reserved_ += bytes;
+  return p;
+}
+
+void* DeviceArena::alloc(size_t bytes) {
+  const size_t size = ((bytes ? bytes : 1) + kAlign - 1) / kAlign * kAlign;
+  char* p = nullptr;
+  auto it = free_.find(size);
+  if (!kExactBlocks && it != free_.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else if (kExactBlocks || size > chunk_bytes_ / 2) {
+    const size_t got = kExactBlocks ? (bytes ? bytes : 1) : size;
+    p = static_cast<char*>(cuda_malloc(got));
+    dedicated_[p] = got;
+  } else {
+    if (size > bump_left_) {  // the old chunk's tail is abandoned; at most half a chunk per chunk
+      bump_ = static_cast<char*>(cuda_malloc(chunk_bytes_));
+      chunks_.push_back(bump_);
+      bump_left_ = chunk_bytes_;
+    }
+    p = bump_;
+    bump_ += size;
+    bump_left_ -= size;
+  }
+  live_[p] = size;
+  in_use_ += size;
+  if (in_use_ > peak_) peak_ = in_use_;
+  return p;
+}
+
+void DeviceArena::release(void* p) {
+  if (!p) return;
+  auto it = live_.find(p);
+  CNN_CHECK(it != live_.end(), "release of %p, which the device arena did not allocate (or already released)", p);
+  const size_t size = it->second;
+  live_.erase(it);
+  in_use_ -= size;
+  auto d = dedicated_.find(p);
+  if (d != dedicated_.end()) {
+    reserved_ -= d->second;
+    dedicated_.erase(d);
+    CUDA_CHECK(cudaFree(p));
+    return;
+  }
+  free_[size].push_back(static_cast<char*>(p));
+}
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

@@ -1,0 +1,49 @@
+// Device memory for the CUDA backend: a few large cudaMalloc chunks carved up by a bump pointer, with
+// freed blocks kept on per-size free lists. A training run allocates the same sizes over and over (per-layer
+// activations, workspaces), so exact-size reuse never fragments in practice and no cudaMalloc/cudaFree (both
+// synchronise the device) happens after start-up. Requests larger than half a chunk get their own cudaMalloc.
+#pragma once
+#include <cstddef>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda_common.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+class DeviceArena {
+ public:
+  static constexpr size_t kAlign = 256;  // cudaMalloc's alignment; keeps float4 and cp.async-style loads legal
+
+  explicit DeviceArena(size_t chunk_bytes);
+  ~DeviceArena();
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+
+  // Never returns null: running out of device memory ends the job with the sizes involved.
+  void* alloc(size_t bytes);
+  // p must come from alloc() of this arena (or be null); anything else ends the job.
+  void release(void* p);
+
+  size_t bytes_in_use() const { return in_use_; }
+  size_t peak_bytes() const { return peak_; }
+  size_t reserved_bytes() const { return reserved_; }  // held from CUDA: chunks plus dedicated blocks
+  int cuda_mallocs() const { return mallocs_; }
+
+ private:
+  void* cuda_malloc(size_t bytes);
+
+  size_t chunk_bytes_;
+  std::vector<void*> chunks_;
+  char* bump_ = nullptr;  // next free byte of the newest chunk
+  size_t bump_left_ = 0;
+  std::unordered_map<size_t, std::vector<char*>> free_;  // rounded size -> released blocks
+  std::unordered_map<const void*, size_t> live_;          // block -> rounded size
+  std::unordered_map<const void*, size_t> dedicated_;     // own cudaMalloc, freed on release
+  size_t in_use_ = 0, peak_ = 0, reserved_ = 0;
+  int mallocs_ = 0;
+};
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

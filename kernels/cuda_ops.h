@@ -1,0 +1,98 @@
+// Host-side launchers of the custom CUDA kernels (kernels/*_cuda.cu), for the CUDA backend. Each enqueues
+// its kernels on `stream` and returns the launch error; the math and layouts are those of the CPU reference
+// in the op family's header (conv2d.h, linear.h, pooling.h, activation.h, loss.h, optimizer.h). All
+// pointers are device pointers. Built twice (see cuda_common.h): cnn::gpu:: with nvcc, cnn::emu:: with the
+// SIMT emulator. Element counts of one tensor must stay below 2^31.
+#pragma once
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cuda_common.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+// conv2d_cuda.cu: implicit GEMM, shared-memory tiles, no im2col buffer.
+cudaError_t conv2d_forward_cuda(const ConvDesc& d, const float* d_x, const float* d_w, const float* d_b, float* d_y,
+                                cudaStream_t stream);
+cudaError_t conv2d_backward_data_cuda(const ConvDesc& d, const float* d_dy, const float* d_w, float* d_dx,
+                                      cudaStream_t stream);
+// d_dw += dL/dw (split-K partial sums meet in atomicAdd), d_db += dL/db (nullable).
+cudaError_t conv2d_backward_filter_cuda(const ConvDesc& d, const float* d_x, const float* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream);
+
+// linear_cuda.cu: tiled matmul. x: [m,k], w: [n,k], y: [m,n].
+cudaError_t linear_forward_cuda(int m, int k, int n, const float* d_x, const float* d_w, const float* d_b,
+                                float* d_y, cudaStream_t stream);
+cudaError_t linear_backward_data_cuda(int m, int k, int n, const float* d_dy, const float* d_w, float* d_dx,
+                                      cudaStream_t stream);
+cudaError_t linear_backward_weight_cuda(int m, int k, int n, const float* d_x, const float* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream);
+// d_sums[c] += sum over rows of d_x[rows, cols] (bias gradients of linear and conv layers).
+cudaError_t column_sum_cuda(int rows, int cols, const float* d_x, float* d_sums, cudaStream_t stream);
+
+// activation_cuda.cu: element-wise, grid-stride loops.
+cudaError_t fill_cuda(size_t n, float value, float* d_x, cudaStream_t stream);
+cudaError_t relu_forward_cuda(size_t n, const float* d_x, float* d_y, cudaStream_t stream);
+cudaError_t relu_backward_cuda(size_t n, const float* d_y, const float* d_dy, float* d_dx, cudaStream_t stream);
+
+// pooling_cuda.cu. The backward pass gathers (each input sums the outputs that chose it) instead of
+// scattering, so it needs neither atomics nor a zeroing pass and sums in the CPU reference's order.
+cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, int32_t* d_argmax,
+                                 cudaStream_t stream);
+cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const int32_t* d_argmax, float* d_dx,
+                                  cudaStream_t stream);
+
+// loss_cuda.cu: one warp per row; d_loss_sum += sum of the n losses, d_correct += rows whose arg-max is the
+// label (block reductions, one atomic per block). d_dlogits nullable.
+cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const int32_t* d_labels, float eps,
+                              float scale, float* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
+                              cudaStream_t stream);
+
+// optimizer_cuda.cu: fused SGD momentum / Nesterov with L2 weight decay, one pass over w, g, v.
+cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, float lr, float momentum, float wd,
+                            bool nesterov, cudaStream_t stream);
+
+// --- The layer set of the layer/zoo issue (Backend ops on the `layers` branch), same semantics as its CPU
+// references; wired into CudaBackend when that branch's Backend interface lands. ---
+
+// batchnorm_cuda.cu; x, y: [rows, c]. d_work: batchnorm_work_bytes(c) of device scratch.
+size_t batchnorm_work_bytes(int c);
+cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
+                                         float eps, float momentum, float* d_y, float* d_save_mean,
+                                         float* d_save_invstd, float* d_running_mean, float* d_running_var,
+                                         void* d_work, cudaStream_t stream);
+cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
+                                         const float* d_running_mean, const float* d_running_var, float eps, float* d_y,
+                                         void* d_work, cudaStream_t stream);
+// d_dgamma += sum dy*xhat, d_dbeta += sum dy; d_dx overwritten (nullable).
+cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const float* d_dy, const float* d_gamma,
+                                    const float* d_save_mean, const float* d_save_invstd, float* d_dx, float* d_dgamma,
+                                    float* d_dbeta, void* d_work, cudaStream_t stream);
+
+// dropout_cuda.cu; the keep bits are the CPU reference's (counter-based hash of key, sample id, index).
+cudaError_t dropout_forward_cuda(int n, size_t per_sample, const float* d_x, float p, uint64_t key,
+                                 const int64_t* d_ids, float* d_y, uint8_t* d_mask, cudaStream_t stream);
+cudaError_t dropout_backward_cuda(size_t count, float p, const float* d_dy, const uint8_t* d_mask, float* d_dx,
+                                  cudaStream_t stream);
+
+// pooling_cuda.cu: average pooling, padding excluded from the count; global pooling is r = h, s = w.
+cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream);
+cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream);
+
+// elementwise_cuda.cu. sum_squares adds sum(x^2) (in double) to *d_sum.
+cudaError_t add_relu_forward_cuda(size_t n, const float* d_a, const float* d_b, float* d_y, cudaStream_t stream);
+cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream);
+cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream);
+cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream);
+cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
+                                      cudaStream_t stream);
+cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
+                                       cudaStream_t stream);
+
+// optimizer_cuda.cu: AdamW, decoupled weight decay; bc1, bc2 = bias corrections 1 - beta^t.
+cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m, float* d_v, float lr, float beta1,
+                              float beta2, float eps, float wd, float bc1, float bc2, cudaStream_t stream);
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

@@ -1,0 +1,53 @@
+// Inverted dropout (the layer set of the layer/zoo issue; CPU reference: kernels/dropout_cpu.cpp there).
+// The keep bit of element j of a sample is the counter-based hash of (key, global sample id, j) from
+// kernels/rng.h, so the GPU draws exactly the CPU's masks, independent of the launch shape.
+#include "kernels/cuda_ops.h"
+#include "kernels/rng.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+__global__ void dropout_forward_kernel(int n, size_t per_sample, const float* __restrict__ x, float p, uint64_t key,
+                                       const int64_t* __restrict__ ids, float* __restrict__ y,
+                                       uint8_t* __restrict__ mask) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  const size_t total = static_cast<size_t>(n) * per_sample;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t s = i / per_sample, j = i % per_sample;
+    const uint64_t sample_key = hash_key(key, static_cast<uint64_t>(ids[s]));
+    const uint8_t keep = uniform01(mix64(sample_key ^ mix64(j))) >= p;
+    mask[i] = keep;
+    y[i] = keep ? x[i] * keep_scale : 0.f;
+  }
+}
+
+__global__ void dropout_backward_kernel(size_t count, float p, const float* __restrict__ dy,
+                                        const uint8_t* __restrict__ mask, float* __restrict__ dx) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dx[i] = mask[i] ? dy[i] * keep_scale : 0.f;
+}
+
+}  // namespace
+
+cudaError_t dropout_forward_cuda(int n, size_t per_sample, const float* d_x, float p, uint64_t key,
+                                 const int64_t* d_ids, float* d_y, uint8_t* d_mask, cudaStream_t stream) {
+  const size_t total = static_cast<size_t>(n) * per_sample;
+  return CNN_LAUNCH(dropout_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, n, per_sample, d_x,
+                    p, key, d_ids, d_y, d_mask);
+}
+
+cudaError_t dropout_backward_cuda(size_t count, float p, const float* d_dy, const uint8_t* d_mask, float* d_dx,
+                                  cudaStream_t stream) {
+  return CNN_LAUNCH(dropout_backward_kernel, grid_stride_blocks(count, kBlock), kBlock, 0, stream, count, p, d_dy,
+                    d_mask, d_dx);
+}
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

@@ -1,0 +1,120 @@
+// Element-wise ops and reductions of residual blocks, gradient accumulation and clipping (the layer set of
+// the layer/zoo issue; CPU reference: kernels/elementwise_cpu.cpp there). Grid-stride loops; the sum of
+// squares is a block reduction in double with one atomicAdd per block.
+#include "kernels/cuda_ops.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+// a and b may alias y (in-place residual join), hence no __restrict__.
+__global__ void add_relu_forward_kernel(size_t n, const float* a, const float* b, float* y) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float v = a[i] + b[i];
+    y[i] = v > 0.f ? v : 0.f;
+  }
+}
+
+__global__ void axpy_kernel(size_t n, float alpha, const float* __restrict__ x, float* __restrict__ y) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    y[i] += alpha * x[i];
+}
+
+__global__ void scale_kernel(size_t n, float alpha, float* __restrict__ x) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] *= alpha;
+}
+
+__global__ void __launch_bounds__(kBlock) sum_squares_kernel(size_t n, const float* __restrict__ x,
+                                                             double* __restrict__ out) {
+  CNN_SHARED(double, partial, [kBlock / 32]);
+  double acc = 0.0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    acc += static_cast<double>(x[i]) * x[i];
+  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < kBlock / 32; ++w) total += partial[w];
+    atomicAdd(out, total);
+  }
+}
+
+struct PadGeom {
+  int n, h, w, c, stride, k, p, q;
+};
+
+// y[n,p,q,k'] = x[n, p*stride, q*stride, k'] for k' < c, else 0.
+__global__ void shortcut_pad_forward_kernel(PadGeom g, const float* __restrict__ x, float* __restrict__ y) {
+  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.k;
+  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
+       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int ch = static_cast<int>(o % g.k);
+    const size_t npq = o / g.k;
+    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
+    const int n = static_cast<int>(npq / g.q / g.p);
+    y[o] = ch < g.c ? x[((static_cast<size_t>(n) * g.h + p * g.stride) * g.w + q * g.stride) * g.c + ch] : 0.f;
+  }
+}
+
+// Gathers: dx[n,h,w,c] = dy[n, h/stride, w/stride, c] where the stride samples (h, w), else 0.
+__global__ void shortcut_pad_backward_kernel(PadGeom g, const float* __restrict__ dy, float* __restrict__ dx) {
+  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int ch = static_cast<int>(i % g.c);
+    const size_t nhw = i / g.c;
+    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
+    const int n = static_cast<int>(nhw / g.w / g.h);
+    const bool sampled = h % g.stride == 0 && w % g.stride == 0;
+    dx[i] = sampled ? dy[((static_cast<size_t>(n) * g.p + h / g.stride) * g.q + w / g.stride) * g.k + ch] : 0.f;
+  }
+}
+
+PadGeom pad_geom(int n, int h, int w, int c, int stride, int k) {
+  return {n, h, w, c, stride, k, (h + stride - 1) / stride, (w + stride - 1) / stride};
+}
+
+}  // namespace
+
+cudaError_t add_relu_forward_cuda(size_t n, const float* d_a, const float* d_b, float* d_y, cudaStream_t stream) {
+  return CNN_LAUNCH(add_relu_forward_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, d_a, d_b, d_y);
+}
+
+cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream) {
+  return CNN_LAUNCH(axpy_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x, d_y);
+}
+
+cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream) {
+  return CNN_LAUNCH(scale_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x);
+}
+
+cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream) {
+  return CNN_LAUNCH(sum_squares_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, d_x, d_sum);
+}
+
+cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
+                                      cudaStream_t stream) {
+  const PadGeom g = pad_geom(n, h, w, c, stride, k);
+  const size_t total = static_cast<size_t>(n) * g.p * g.q * k;
+  return CNN_LAUNCH(shortcut_pad_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_x, d_y);
+}
+
+cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
+                                       cudaStream_t stream) {
+  const PadGeom g = pad_geom(n, h, w, c, stride, k);
+  const size_t total = static_cast<size_t>(n) * h * w * c;
+  return CNN_LAUNCH(shortcut_pad_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_dy,
+                    d_dx);
+}
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

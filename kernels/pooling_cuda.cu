@@ -1,0 +1,154 @@
+// Max and average pooling over NHWC, one thread per output (forward) or input (backward) element in
+// grid-stride loops; channels are the fastest index, so neighbouring threads touch neighbouring addresses.
+// Backward passes gather rather than scatter: no atomics, no zeroing pass, the reference's summation order.
+#include <climits>
+
+#include "kernels/cuda_ops.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+struct PoolGeom {  // PoolDesc's members as plain ints (its p()/q() are host functions)
+  int n, h, w, c, r, s, stride, pad, p, q;
+};
+
+__global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, float* __restrict__ y,
+                                       int32_t* __restrict__ argmax) {
+  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
+  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
+       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(o % g.c);
+    const size_t npq = o / g.c;
+    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
+    const int n = static_cast<int>(npq / g.q / g.p);
+    float best = -INFINITY;
+    int32_t at = -1;
+    for (int r = 0; r < g.r; ++r) {
+      const int h = p * g.stride - g.pad + r;
+      if (h < 0 || h >= g.h) continue;
+      for (int s = 0; s < g.s; ++s) {
+        const int w = q * g.stride - g.pad + s;
+        if (w < 0 || w >= g.w) continue;
+        const int32_t i = static_cast<int32_t>(((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c);
+        // As in the CPU reference: first maximum wins ties, and a NaN wins so that it propagates.
+        if (at < 0 || !(x[i] <= best)) {
+          best = x[i];
+          at = i;
+        }
+      }
+    }
+    y[o] = best;
+    argmax[o] = at;
+  }
+}
+
+// dx[i] = sum of dy over the windows containing input i whose winner was i, in (p, q) order.
+__global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, const int32_t* __restrict__ argmax,
+                                        float* __restrict__ dx) {
+  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % g.c);
+    const size_t nhw = i / g.c;
+    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
+    const int n = static_cast<int>(nhw / g.w / g.h);
+    // Windows p with p*stride - pad <= h <= p*stride - pad + r - 1.
+    const int p_lo = max(0, (h + g.pad - g.r + g.stride) / g.stride), p_hi = min(g.p - 1, (h + g.pad) / g.stride);
+    const int q_lo = max(0, (w + g.pad - g.s + g.stride) / g.stride), q_hi = min(g.q - 1, (w + g.pad) / g.stride);
+    float acc = 0.f;
+    for (int p = p_lo; p <= p_hi; ++p)
+      for (int q = q_lo; q <= q_hi; ++q) {
+        const size_t o = ((static_cast<size_t>(n) * g.p + p) * g.q + q) * g.c + c;
+        if (argmax[o] == static_cast<int32_t>(i)) acc += dy[o];
+      }
+    dx[i] = acc;
+  }
+}
+
+// Average over the in-bounds taps (padding excluded from the count), in the reference's order: sum, then
+// multiply by 1/taps.
+__global__ void avgpool_forward_kernel(PoolGeom g, const float* __restrict__ x, float* __restrict__ y) {
+  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
+  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
+       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(o % g.c);
+    const size_t npq = o / g.c;
+    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
+    const int n = static_cast<int>(npq / g.q / g.p);
+    float acc = 0.f;
+    int taps = 0;
+    for (int r = 0; r < g.r; ++r) {
+      const int h = p * g.stride - g.pad + r;
+      if (h < 0 || h >= g.h) continue;
+      for (int s = 0; s < g.s; ++s) {
+        const int w = q * g.stride - g.pad + s;
+        if (w < 0 || w >= g.w) continue;
+        acc += x[((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c];
+        ++taps;
+      }
+    }
+    y[o] = acc * (taps ? 1.0f / taps : 0.f);
+  }
+}
+
+// In-bounds taps of the window of output (p, q): the divisor of its average.
+__device__ __forceinline__ int window_taps(const PoolGeom& g, int p, int q) {
+  const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
+  const int rows = min(h0 + g.r, g.h) - max(h0, 0), cols = min(w0 + g.s, g.w) - max(w0, 0);
+  return rows > 0 && cols > 0 ? rows * cols : 0;
+}
+
+// dx[i] = sum over the windows containing input i of dy / taps, gathered in (p, q) order like the reference.
+__global__ void avgpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, float* __restrict__ dx) {
+  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % g.c);
+    const size_t nhw = i / g.c;
+    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
+    const int n = static_cast<int>(nhw / g.w / g.h);
+    const int p_lo = max(0, (h + g.pad - g.r + g.stride) / g.stride), p_hi = min(g.p - 1, (h + g.pad) / g.stride);
+    const int q_lo = max(0, (w + g.pad - g.s + g.stride) / g.stride), q_hi = min(g.q - 1, (w + g.pad) / g.stride);
+    float acc = 0.f;
+    for (int p = p_lo; p <= p_hi; ++p)
+      for (int q = q_lo; q <= q_hi; ++q)
+        acc += dy[((static_cast<size_t>(n) * g.p + p) * g.q + q) * g.c + c] * (1.0f / window_taps(g, p, q));
+    dx[i] = acc;
+  }
+}
+
+PoolGeom geom(const PoolDesc& d) { return {d.n, d.h, d.w, d.c, d.r, d.s, d.stride, d.pad, d.p(), d.q()}; }
+
+}  // namespace
+
+cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, int32_t* d_argmax,
+                                 cudaStream_t stream) {
+  const size_t total = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
+  return CNN_LAUNCH(maxpool_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_x, d_y,
+                    d_argmax);
+}
+
+cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const int32_t* d_argmax, float* d_dx,
+                                  cudaStream_t stream) {
+  const size_t total = static_cast<size_t>(d.n) * d.h * d.w * d.c;
+  return CNN_LAUNCH(maxpool_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_dy,
+                    d_argmax, d_dx);
+}
+
+cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream) {
+  const size_t total = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
+  return CNN_LAUNCH(avgpool_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_x, d_y);
+}
+
+cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream) {
+  const size_t total = static_cast<size_t>(d.n) * d.h * d.w * d.c;
+  return CNN_LAUNCH(avgpool_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_dy,
+                    d_dx);
+}
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

@@ -1,0 +1,28 @@
+// CUDA_CHECK ends the job with the failing expression, file:line and the CUDA error, also for a launch
+// the backend makes.
+#include <gtest/gtest.h>
+
+#include "kernels/cuda_backend.h"
+#include "kernels/cuda_common.h"
+
+namespace cnn::emu {
+namespace {
+
+TEST(CudaCheckDeathTest, NamesExpressionLocationAndError) {
+  EXPECT_DEATH(CUDA_CHECK(cudaMemcpy(nullptr, nullptr, 4, cudaMemcpyDeviceToHost)),
+               "CUDA error cudaErrorInvalidValue .*cudaMemcpy\\(nullptr, nullptr, 4, cudaMemcpyDeviceToHost\\) at "
+               "tests/cuda/cuda_check_test.cpp:[0-9]+");
+}
+
+TEST(CudaCheckDeathTest, LaunchErrorInsideTheBackend) {
+  // 2^22 + 1 output features need 65537 column tiles, over the grid's y limit: the launch is refused before
+  // any thread runs, so the null pointers are never touched.
+  auto be = make_emu_backend();
+  EXPECT_DEATH(be->linear_forward(1, 1, (1 << 22) + 1, nullptr, nullptr, nullptr, nullptr),
+               "cudaErrorInvalidConfiguration.*kernels/cuda_backend.cu:[0-9]+");
+}
+
+TEST(CudaCheckDeathTest, SuccessPasses) { CUDA_CHECK(cudaSuccess); }
+
+}  // namespace
+}  // namespace cnn::emu
