@@ -27,7 +27,8 @@ struct ParamSpec {
   std::vector<int> shape;  // e.g. {K,R,S,C}
   Init init = Init::kZero;
   int fan_in = 1;
-  bool decay = true;       // subject to weight decay (false for biases and norm scales when so configured)
+  bool decay = true;       // weights; false for biases and norm scales/shifts (decayed only with
+                           // --train.decay_bn_bias)
   size_t size() const {
     size_t n = 1;
     for (int d : shape) n *= static_cast<size_t>(d);

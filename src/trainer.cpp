@@ -22,6 +22,7 @@
 #include "src/models/zoo.h"
 #include "src/net.h"
 #include "src/optimizer.h"
+#include "src/recipe.h"
 #include "src/runlog.h"
 #include "src/schedule.h"
 #include "src/step.h"
@@ -96,10 +97,7 @@ Setup local_setup(const Config& cfg) {
   }
   s.be = make_backend(cfg);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
-  ModelOptions mo;
-  mo.bn.momentum = static_cast<float>(cfg.bn_momentum);
-  mo.bn.eps = static_cast<float>(cfg.bn_eps);
-  build_model(cfg.model, *s.net, mo);
+  build_model(cfg.model, *s.net, model_options(cfg));
   s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
   return s;
 }
@@ -126,7 +124,6 @@ class Trainer {
   void prepare_run_dir();
   void log_start();
   EvalResult evaluate();
-  void average_buffers();
   void upload_batch(const float* images, const int32_t* labels, int n);
 
   const Config& cfg_;
@@ -187,19 +184,6 @@ void Trainer::upload_batch(const float* images, const int32_t* labels, int n) {
   be_.upload(buf_.labels, labels, sizeof(int32_t) * n);
 }
 
-// Batch norm's running statistics come from each rank's own batches; their mean over ranks is what every rank
-// evaluates (and checkpoints) with. It is exact for the running means (an average of exponential moving
-// averages is the moving average of the averaged batch means) and a close estimate for the variances.
-void Trainer::average_buffers() {
-  const size_t n = net_.num_buffers();
-  if (n == 0 || world_size() == 1) return;
-  std::vector<float> host(n);
-  be_.download(host.data(), net_.buffers(), sizeof(float) * n);
-  allreduce_sum(host.data(), n);
-  for (float& v : host) v /= static_cast<float>(world_size());
-  be_.upload(net_.buffers(), host.data(), sizeof(float) * n);
-}
-
 EvalResult Trainer::evaluate() {
   Dataset& ds = *s_.test;
   const DatasetInfo& info = ds.info();
@@ -249,42 +233,16 @@ int Trainer::run() {
   const int64_t spe = sampler.steps_per_epoch();
   int64_t total = spe * cfg_.epochs;
   if (cfg_.max_steps > 0) total = std::min(total, cfg_.max_steps);
-  LrSchedule sched;
-  sched.kind = cfg_.schedule;
-  sched.peak = cfg_.lr;
-  sched.min_lr = cfg_.min_lr;
-  sched.warmup_steps = static_cast<int64_t>(std::llround(cfg_.warmup_epochs * spe));
-  sched.total_steps = total;
-  sched.gamma = cfg_.gamma;
-  sched.step_size = std::max<int64_t>(1, std::llround(cfg_.step_epochs * spe));
-  for (double m : parse_milestones(cfg_.milestones)) sched.milestones.push_back(std::llround(m * spe));
-  OptimizerConfig oc;
-  oc.kind = cfg_.optimizer;
-  oc.momentum = cfg_.momentum;
-  oc.weight_decay = cfg_.weight_decay;
-  oc.nesterov = cfg_.nesterov;
-  oc.decay_bn_bias = cfg_.decay_bn_bias;
-  oc.beta1 = cfg_.beta1;
-  oc.beta2 = cfg_.beta2;
-  oc.eps = cfg_.adam_eps;
-  auto opt = make_optimizer(oc, be_, net_);
+  LrSchedule sched = lr_schedule(cfg_, spe, total);
+  auto opt = make_optimizer(optimizer_config(cfg_), be_, net_);
   GradSync sync(net_.grads(), net_.num_params(), 25u << 20);
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total, (long long)spe, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe * cfg_.batch));
 
-  AugmentConfig aug;
-  aug.crop_pad = cfg_.augment_crop_pad;
-  aug.flip = cfg_.augment_flip;
-  aug.erase_p = static_cast<float>(cfg_.augment_erase_p);
-  aug.seed = cfg_.seed;
-  Loader loader(*s_.train, sampler, world_rank(), world_size(), cfg_.data_prefetch, 0, 0, total, aug);
-  StepConfig sc;
-  sc.global_batch = cfg_.batch;
-  sc.label_smoothing = static_cast<float>(cfg_.label_smoothing);
-  sc.accum_steps = cfg_.accum_steps;
-  sc.clip_norm = cfg_.clip_norm;
-  sc.seed = cfg_.seed;
+  Loader loader(*s_.train, sampler, world_rank(), world_size(), cfg_.data_prefetch, 0, 0, total,
+                augment_config(cfg_));
+  StepConfig sc = step_config(cfg_);
   sc.ids = buf_.ids;
   StepStats acc;
   double t_data = 0, t_compute = 0;
@@ -329,7 +287,7 @@ int Trainer::run() {
     }
     if (epoch_end && s_.test && ((b.epoch + 1) % cfg_.eval_every_epochs == 0 || step == total - 1)) {
       auto te = Clock::now();
-      average_buffers();
+      average_buffers(be_, net_);
       last_eval = evaluate();
       have_eval = true;
       log_.info("epoch %lld: test loss %.4f test accuracy %.2f%% (%lld images, %.1f s)", (long long)b.epoch + 1,

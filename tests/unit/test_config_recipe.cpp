@@ -1,5 +1,6 @@
 // Options of the layer set / recipe (issue 3): values reach Config, bad ones are usage errors (exit 2).
 #include "src/config.h"
+#include "src/recipe.h"
 #include "src/error.h"
 #include "tests/common/test_util.h"
 
@@ -42,6 +43,17 @@ TEST(ConfigRecipe, Values) {
   EXPECT_TRUE(c.augment_flip);
   EXPECT_DOUBLE_EQ(c.augment_erase_p, 0.5);
   EXPECT_NE(config_to_ini(c).find("[augment]\ncrop_pad = 4"), std::string::npos) << config_to_ini(c);
+}
+
+TEST(ConfigRecipe, EpochOptionsBecomeSteps) {
+  Config c = parse({"--train.schedule", "multistep", "--train.milestones", "2,3.5", "--train.warmup_epochs", "0.5",
+                    "--train.step_epochs", "1.5", "--train.lr", "0.4"});
+  LrSchedule s = lr_schedule(c, 10, 100);
+  EXPECT_EQ(s.milestones, (std::vector<int64_t>{20, 35}));
+  EXPECT_EQ(s.warmup_steps, 5);
+  EXPECT_EQ(s.step_size, 15);
+  EXPECT_DOUBLE_EQ(s.at(4), 0.4);
+  EXPECT_NEAR(s.at(35), 0.004, 1e-12);
 }
 
 TEST(ConfigRecipe, Errors) {
