@@ -21,7 +21,7 @@ namespace cnn {
 struct Batch {
   int64_t epoch = 0, step = 0;  // position in the global batch sequence
   int n = 0;
-  std::vector<int64_t> ids;     // global sample ids, for tracing
+  std::vector<int64_t> ids;     // global sample ids (augmentation and dropout keys, tracing)
   std::vector<float> images;    // n * H * W * C, NHWC, (x - mean) / std
   std::vector<int32_t> labels;  // n
 };
