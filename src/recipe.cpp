@@ -8,14 +8,14 @@
 
 namespace cnn {
 
-ModelOptions model_options(const Config& cfg) {
+ModelOptions make_model_options(const Config& cfg) {
   ModelOptions mo;
   mo.bn.momentum = static_cast<float>(cfg.bn_momentum);
   mo.bn.eps = static_cast<float>(cfg.bn_eps);
   return mo;
 }
 
-OptimizerConfig optimizer_config(const Config& cfg) {
+OptimizerConfig make_optimizer_config(const Config& cfg) {
   OptimizerConfig oc;
   oc.kind = cfg.optimizer;
   oc.momentum = cfg.momentum;
@@ -28,7 +28,7 @@ OptimizerConfig optimizer_config(const Config& cfg) {
   return oc;
 }
 
-LrSchedule lr_schedule(const Config& cfg, int64_t spe, int64_t total_steps) {
+LrSchedule make_lr_schedule(const Config& cfg, int64_t spe, int64_t total_steps) {
   LrSchedule s;
   s.kind = cfg.schedule;
   s.peak = cfg.lr;
@@ -41,7 +41,7 @@ LrSchedule lr_schedule(const Config& cfg, int64_t spe, int64_t total_steps) {
   return s;
 }
 
-StepConfig step_config(const Config& cfg) {
+StepConfig make_step_config(const Config& cfg) {
   StepConfig sc;
   sc.global_batch = cfg.batch;
   sc.label_smoothing = static_cast<float>(cfg.label_smoothing);
@@ -51,7 +51,7 @@ StepConfig step_config(const Config& cfg) {
   return sc;
 }
 
-AugmentConfig augment_config(const Config& cfg) {
+AugmentConfig make_augment_config(const Config& cfg) {
   AugmentConfig a;
   a.crop_pad = cfg.augment_crop_pad;
   a.flip = cfg.augment_flip;

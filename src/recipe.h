@@ -15,13 +15,13 @@
 
 namespace cnn {
 
-ModelOptions model_options(const Config& cfg);
-OptimizerConfig optimizer_config(const Config& cfg);
+ModelOptions make_model_options(const Config& cfg);
+OptimizerConfig make_optimizer_config(const Config& cfg);
 // Epoch-valued options (warmup, milestones, step_epochs) become optimizer steps at `steps_per_epoch`.
-LrSchedule lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps);
+LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps);
 // Everything but the per-step fields (step, ids).
-StepConfig step_config(const Config& cfg);
-AugmentConfig augment_config(const Config& cfg);
+StepConfig make_step_config(const Config& cfg);
+AugmentConfig make_augment_config(const Config& cfg);
 
 // Batch norm's running statistics come from each rank's own batches; replaces them on every rank by their
 // mean over the ranks (collective), so that all ranks evaluate and checkpoint the same model. Exact for the

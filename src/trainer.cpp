@@ -97,7 +97,7 @@ Setup local_setup(const Config& cfg) {
   }
   s.be = make_backend(cfg);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
-  build_model(cfg.model, *s.net, model_options(cfg));
+  build_model(cfg.model, *s.net, make_model_options(cfg));
   s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
   return s;
 }
@@ -233,16 +233,16 @@ int Trainer::run() {
   const int64_t spe = sampler.steps_per_epoch();
   int64_t total = spe * cfg_.epochs;
   if (cfg_.max_steps > 0) total = std::min(total, cfg_.max_steps);
-  LrSchedule sched = lr_schedule(cfg_, spe, total);
-  auto opt = make_optimizer(optimizer_config(cfg_), be_, net_);
+  LrSchedule sched = make_lr_schedule(cfg_, spe, total);
+  auto opt = make_optimizer(make_optimizer_config(cfg_), be_, net_);
   GradSync sync(net_.grads(), net_.num_params(), 25u << 20);
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total, (long long)spe, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe * cfg_.batch));
 
   Loader loader(*s_.train, sampler, world_rank(), world_size(), cfg_.data_prefetch, 0, 0, total,
-                augment_config(cfg_));
-  StepConfig sc = step_config(cfg_);
+                make_augment_config(cfg_));
+  StepConfig sc = make_step_config(cfg_);
   sc.ids = buf_.ids;
   StepStats acc;
   double t_data = 0, t_compute = 0;

@@ -48,7 +48,7 @@ TEST(ConfigRecipe, Values) {
 TEST(ConfigRecipe, EpochOptionsBecomeSteps) {
   Config c = parse({"--train.schedule", "multistep", "--train.milestones", "2,3.5", "--train.warmup_epochs", "0.5",
                     "--train.step_epochs", "1.5", "--train.lr", "0.4"});
-  LrSchedule s = lr_schedule(c, 10, 100);
+  LrSchedule s = make_lr_schedule(c, 10, 100);
   EXPECT_EQ(s.milestones, (std::vector<int64_t>{20, 35}));
   EXPECT_EQ(s.warmup_steps, 5);
   EXPECT_EQ(s.step_size, 15);
