@@ -70,6 +70,8 @@ class BatchNorm : public Layer {
   float *rmean_ = nullptr, *rvar_ = nullptr, *save_mean_ = nullptr, *save_invstd_ = nullptr;
 };
 
+const uint64_t kDropoutStream = 0x44524f50ull;  // "DROP": keeps masks apart from other RNG uses of the seed
+
 // FNV-1a: a layer's dropout stream must not depend on std::hash, which differs between libraries.
 uint64_t name_hash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -109,7 +111,7 @@ class Dropout : public Layer {
       be.copy(y, x, sizeof(float) * size_ * n);
       return;
     }
-    const uint64_t key = hash_key(ctx_.seed ^ 0x44524f50ull, static_cast<uint64_t>(ctx_.step), name_hash(name_));
+    const uint64_t key = hash_key(ctx_.seed ^ kDropoutStream, static_cast<uint64_t>(ctx_.step), name_hash(name_));
     be.dropout_forward(n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
   }
   void backward(Backend& be, const float*, const float*, const float* dy, float* dx, int n) override {
