@@ -27,9 +27,9 @@ void normalize_images(const uint8_t* src, size_t pixels, int channels, const std
 }
 
 Loader::Loader(Dataset& ds, Sampler& sampler, int rank, int world, int prefetch, int64_t first_epoch,
-               int64_t first_step, int64_t total_steps)
+               int64_t first_step, int64_t total_steps, const AugmentConfig& aug)
     : ds_(ds), sampler_(sampler), rank_(rank), world_(world), depth_(prefetch < 1 ? 1 : prefetch),
-      epoch0_(first_epoch), step0_(first_step), total_(total_steps) {
+      epoch0_(first_epoch), step0_(first_step), total_(total_steps), aug_(aug) {
   for (size_t i = 0; i < depth_ + 1; ++i) free_.push_back(std::make_unique<Batch>());
   thread_ = std::thread(&Loader::run, this);
 }
@@ -55,8 +55,19 @@ void Loader::produce(Batch& b, int64_t epoch, int64_t step) {
   b.images.resize(b.n * sb);
   ds_.set_epoch(epoch);
   ds_.read(b.ids.data(), b.ids.size(), raw_.data(), b.labels.data());
-  normalize_images(raw_.data(), static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
+  const uint8_t* pixels = raw_.data();
+  if (aug_.geometric()) {
+    aug_raw_.resize(raw_.size());
+    for (int i = 0; i < b.n; ++i)
+      augment_geometric(aug_, epoch, b.ids[i], info.height, info.width, info.channels, raw_.data() + i * sb,
+                        aug_raw_.data() + i * sb);
+    pixels = aug_raw_.data();
+  }
+  normalize_images(pixels, static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
                    info.std, b.images.data());
+  if (aug_.erase_p > 0.f)
+    for (int i = 0; i < b.n; ++i)
+      augment_erase(aug_, epoch, b.ids[i], info.height, info.width, info.channels, b.images.data() + i * sb);
 }
 
 void Loader::run() {

@@ -1,6 +1,7 @@
 // The prefetching loader: a background thread reads this rank's slice of upcoming global batches, converts
 // uint8 NHWC to normalised float and queues them (depth `prefetch`) while the trainer computes. Errors in the
-// thread (bad file, bad sample) are rethrown by next() in the trainer's thread.
+// thread (bad file, bad sample) are rethrown by next() in the trainer's thread. Training batches can be
+// augmented (io/augment.h) on the same thread, so augmentation overlaps the step too.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "io/augment.h"
 #include "io/dataset.h"
 #include "io/sampler.h"
 
@@ -19,7 +21,7 @@ namespace cnn {
 struct Batch {
   int64_t epoch = 0, step = 0;  // position in the global batch sequence
   int n = 0;
-  std::vector<int64_t> ids;     // global sample ids, for tracing
+  std::vector<int64_t> ids;     // global sample ids (augmentation and dropout keys, tracing)
   std::vector<float> images;    // n * H * W * C, NHWC, (x - mean) / std
   std::vector<int32_t> labels;  // n
 };
@@ -31,9 +33,9 @@ void normalize_images(const uint8_t* src, size_t pixels, int channels, const std
 class Loader {
  public:
   // Produces batches (epoch, step) from `first_epoch`/`first_step` on, in order, for rank `rank` of `world`,
-  // stopping after `total_steps` batches.
+  // stopping after `total_steps` batches, augmented as `aug` says (nothing by default).
   Loader(Dataset& ds, Sampler& sampler, int rank, int world, int prefetch, int64_t first_epoch,
-         int64_t first_step, int64_t total_steps);
+         int64_t first_step, int64_t total_steps, const AugmentConfig& aug = {});
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -51,7 +53,8 @@ class Loader {
   int rank_, world_;
   size_t depth_;
   int64_t epoch0_, step0_, total_;
-  std::vector<uint8_t> raw_;
+  AugmentConfig aug_;
+  std::vector<uint8_t> raw_, aug_raw_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -77,6 +77,48 @@ class Backend {
   // w -= lr * (nesterov ? g' + momentum*v : v).
   virtual void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                           bool nesterov) = 0;
+
+  // --- Layer set of issue 3 (kernels/batchnorm.h, dropout.h, pooling.h, elementwise.h, optimizer.h) ---
+
+  // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC). Training uses the batch
+  // statistics (biased variance), saves mean/invstd [c] for backward and updates the running statistics:
+  // r = (1-momentum) r + momentum * batch (unbiased variance). Inference uses the running statistics.
+  virtual void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta,
+                                       float eps, float momentum, float* y, float* save_mean, float* save_invstd,
+                                       float* running_mean, float* running_var) = 0;
+  virtual void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
+                                       const float* running_mean, const float* running_var, float eps,
+                                       float* y) = 0;
+  // dgamma += sum(dy * xhat), dbeta += sum(dy); dx overwritten (may be null).
+  virtual void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                                  float* dbeta) = 0;
+
+  // Inverted dropout over x: [n, per_sample]; the keep bit of element j of a sample is a function of
+  // (key, ids[sample], j) only (ids: device [n] global sample ids). mask: [n, per_sample] bytes.
+  virtual void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key,
+                               const int64_t* ids, float* y, uint8_t* mask) = 0;
+  virtual void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) = 0;
+
+  // Average pooling (padding excluded from the count); global average pooling is the window r=h, s=w.
+  virtual void avgpool_forward(const PoolDesc& d, const float* x, float* y) = 0;
+  virtual void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) = 0;
+
+  // y = max(a + b, 0) (residual join); y += alpha x; x *= alpha; sum of squares (synchronizes; host result).
+  virtual void add_relu_forward(size_t n, const float* a, const float* b, float* y) = 0;
+  virtual void axpy(size_t n, float alpha, const float* x, float* y) = 0;
+  virtual void scale(size_t n, float alpha, float* x) = 0;
+  virtual double sum_squares(size_t n, const float* x) = 0;
+  // Parameter-free shortcut (He et al. option A): subsample x [n,h,w,c] by `stride` and zero-pad the
+  // channels to k: y [n, ceil(h/stride), ceil(w/stride), k]. Backward overwrites dx.
+  virtual void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) = 0;
+  virtual void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy,
+                                     float* dx) = 0;
+
+  // AdamW (decoupled weight decay): w -= lr*wd*w; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  // w -= lr * (m/bc1) / (sqrt(v/bc2) + eps), bc1 = 1-b1^t and bc2 = 1-b2^t for step t >= 1.
+  virtual void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
+                            float beta2, float eps, float wd, float bc1, float bc2) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -4,7 +4,10 @@
 
 #include "kernels/activation.h"
 #include "kernels/backend.h"
+#include "kernels/batchnorm.h"
 #include "kernels/conv2d.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
 #include "kernels/optimizer.h"
@@ -72,6 +75,46 @@ class CpuBackend : public Backend {
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
     sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
+  }
+  void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
+                               float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
+                               float* running_var) override {
+    batchnorm_forward_train_cpu(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
+                                running_var);
+  }
+  void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
+                               const float* running_mean, const float* running_var, float eps, float* y) override {
+    batchnorm_forward_infer_cpu(rows, c, x, gamma, beta, running_mean, running_var, eps, y);
+  }
+  void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
+                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                          float* dbeta) override {
+    batchnorm_backward_cpu(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  }
+  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
+                       uint8_t* mask) override {
+    dropout_forward_cpu(n, per_sample, x, p, key, ids, y, mask);
+  }
+  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
+    dropout_backward_cpu(count, p, dy, mask, dx);
+  }
+  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override { avgpool_forward_cpu(d, x, y); }
+  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override { avgpool_backward_cpu(d, dy, dx); }
+  void add_relu_forward(size_t n, const float* a, const float* b, float* y) override {
+    add_relu_forward_cpu(n, a, b, y);
+  }
+  void axpy(size_t n, float alpha, const float* x, float* y) override { axpy_cpu(n, alpha, x, y); }
+  void scale(size_t n, float alpha, float* x) override { scale_cpu(n, alpha, x); }
+  double sum_squares(size_t n, const float* x) override { return sum_squares_cpu(n, x); }
+  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
+    shortcut_pad_forward_cpu(n, h, w, c, stride, k, x, y);
+  }
+  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
+    shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy, dx);
+  }
+  void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
+                    float eps, float wd, float bc1, float bc2) override {
+    adamw_update_cpu(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
   }
 
  private:

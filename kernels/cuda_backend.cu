@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(stream_);
     cudaStreamSynchronize(copy_stream_);
     arena_.release(d_totals_);
+    arena_.release(work_);
     cudaFreeHost(h_totals_);
     for (int i = 0; i < 2; ++i) {
       cudaFreeHost(staging_[i]);
@@ -149,7 +150,70 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(sgd_update_cuda(n, w, g, v, lr, momentum, wd, nesterov, stream_));
   }
 
+  void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
+                               float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
+                               float* running_var) override {
+    CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                            running_mean, running_var, workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
+                               const float* running_mean, const float* running_var, float eps, float* y) override {
+    CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, gamma, beta, running_mean, running_var, eps, y,
+                                            workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
+                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+                          float* dbeta) override {
+    CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                                       workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
+                       uint8_t* mask) override {
+    CUDA_CHECK(dropout_forward_cuda(n, per_sample, x, p, key, ids, y, mask, stream_));
+  }
+  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
+    CUDA_CHECK(dropout_backward_cuda(count, p, dy, mask, dx, stream_));
+  }
+  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
+    CUDA_CHECK(avgpool_forward_cuda(d, x, y, stream_));
+  }
+  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
+    CUDA_CHECK(avgpool_backward_cuda(d, dy, dx, stream_));
+  }
+  void add_relu_forward(size_t n, const float* a, const float* b, float* y) override {
+    CUDA_CHECK(add_relu_forward_cuda(n, a, b, y, stream_));
+  }
+  void axpy(size_t n, float alpha, const float* x, float* y) override { CUDA_CHECK(axpy_cuda(n, alpha, x, y, stream_)); }
+  void scale(size_t n, float alpha, float* x) override { CUDA_CHECK(scale_cuda(n, alpha, x, stream_)); }
+  double sum_squares(size_t n, const float* x) override {
+    CUDA_CHECK(cudaMemsetAsync(&d_totals_->loss_sum, 0, sizeof(double), stream_));
+    CUDA_CHECK(sum_squares_cuda(n, x, &d_totals_->loss_sum, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(h_totals_, d_totals_, sizeof(LossTotals), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return h_totals_->loss_sum;
+  }
+  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
+    CUDA_CHECK(shortcut_pad_forward_cuda(n, h, w, c, stride, k, x, y, stream_));
+  }
+  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
+    CUDA_CHECK(shortcut_pad_backward_cuda(n, h, w, c, stride, k, dy, dx, stream_));
+  }
+  void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
+                    float eps, float wd, float bc1, float bc2) override {
+    CUDA_CHECK(adamw_update_cuda(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2, stream_));
+  }
+
  private:
+  // Scratch for multi-kernel ops, grown on demand. Kernels run in stream order, so one buffer serves all.
+  void* workspace(size_t bytes) {
+    if (bytes > work_bytes_) {
+      arena_.release(work_);
+      work_ = arena_.alloc(bytes);
+      work_bytes_ = bytes;
+    }
+    return work_;
+  }
+
   std::string name_;
   DeviceArena arena_;
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
@@ -158,6 +222,8 @@ class CudaBackend final : public Backend {
   int next_staging_ = 0;
   LossTotals* h_totals_ = nullptr;  // pinned
   LossTotals* d_totals_ = nullptr;
+  void* work_ = nullptr;
+  size_t work_bytes_ = 0;
 };
 
 }  // namespace

@@ -10,5 +10,10 @@ namespace cnn {
 void maxpool_forward_cpu(const PoolDesc& d, const float* x, float* y, int32_t* argmax);
 // dx = 0, then dx[argmax] += dy.
 void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx);
+// Average over the window's taps inside the input (padding is excluded from the count). Global average
+// pooling is the window r = H, s = W.
+void avgpool_forward_cpu(const PoolDesc& d, const float* x, float* y);
+// dx overwritten: each input tap receives dy / (taps in its window).
+void avgpool_backward_cpu(const PoolDesc& d, const float* dy, float* dx);
 
 }  // namespace cnn

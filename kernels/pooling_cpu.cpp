@@ -41,4 +41,56 @@ void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const int32_t* arg
     if (argmax[i] >= 0) dx[argmax[i]] += dy[i];
 }
 
+namespace {
+
+// Calls f(flat input offset of channel 0) for every in-bounds tap of output (n, p, q); returns the tap count.
+template <class F>
+int for_taps(const PoolDesc& d, int n, int p, int q, F f) {
+  int taps = 0;
+  for (int r = 0; r < d.r; ++r) {
+    const int h = p * d.stride - d.pad + r;
+    if (h < 0 || h >= d.h) continue;
+    for (int s = 0; s < d.s; ++s) {
+      const int w = q * d.stride - d.pad + s;
+      if (w < 0 || w >= d.w) continue;
+      f(((static_cast<size_t>(n) * d.h + h) * d.w + w) * d.c);
+      ++taps;
+    }
+  }
+  return taps;
+}
+
+}  // namespace
+
+void avgpool_forward_cpu(const PoolDesc& d, const float* x, float* y) {
+  const int P = d.p(), Q = d.q(), C = d.c;
+  for (int n = 0; n < d.n; ++n)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q) {
+        float* out = y + ((static_cast<size_t>(n) * P + p) * Q + q) * C;
+        for (int c = 0; c < C; ++c) out[c] = 0.f;
+        const int taps = for_taps(d, n, p, q, [&](size_t i) {
+          for (int c = 0; c < C; ++c) out[c] += x[i + c];
+        });
+        const float inv = taps ? 1.0f / taps : 0.f;
+        for (int c = 0; c < C; ++c) out[c] *= inv;
+      }
+}
+
+void avgpool_backward_cpu(const PoolDesc& d, const float* dy, float* dx) {
+  const int P = d.p(), Q = d.q(), C = d.c;
+  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(d.n) * d.h * d.w * C);
+  for (int n = 0; n < d.n; ++n)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q) {
+        const float* g = dy + ((static_cast<size_t>(n) * P + p) * Q + q) * C;
+        const int taps = for_taps(d, n, p, q, [](size_t) {});
+        if (taps == 0) continue;
+        const float inv = 1.0f / taps;
+        for_taps(d, n, p, q, [&](size_t i) {
+          for (int c = 0; c < C; ++c) dx[i + c] += g[c] * inv;
+        });
+      }
+}
+
 }  // namespace cnn

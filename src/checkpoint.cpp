@@ -367,6 +367,7 @@ bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>
     std::vector<std::string> in_file;
     if (ok) {
       collect_datasets(file.get(), "/params", in_file);
+      collect_datasets(file.get(), "/buffers", in_file);
       collect_datasets(file.get(), "/optimizer", in_file);
       std::sort(in_file.begin(), in_file.end());
       // In the model's order, so the message names the first parameter that differs.

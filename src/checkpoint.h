@@ -5,6 +5,7 @@
 // the directory fsynced: a crash at any moment leaves the previous or the new checkpoint, never a half one.
 // Layout (README.md, "Checkpoints"):
 //   /params/<layer>.<param>              float32, the parameter's shape (conv KRSC, linear [out,in])
+//   /buffers/<layer>.<name>              float32, non-trained state (batch-norm running mean/var)
 //   /optimizer/<state>/<layer>.<param>   float32, same shape (e.g. momentum)
 //   root attributes: format_version, step, epoch, step_in_epoch, global_batch, samples_seen, seed,
 //   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version

@@ -143,12 +143,14 @@ const std::vector<Opt>& options() {
                         "stop after this many optimizer steps (0: no limit)"));
     v.push_back(real_opt("train.lr", &Config::lr, 0, 1e6, true, "peak learning rate"));
     v.push_back(real_opt("train.min_lr", &Config::min_lr, 0, 1e6, false, "learning rate at the end of cosine decay"));
-    v.push_back(str_opt("train.optimizer", &Config::optimizer, {"sgd"}, "optimizer"));
+    v.push_back(str_opt("train.optimizer", &Config::optimizer, {"sgd", "adamw"},
+                        "sgd (momentum, nesterov) or adamw (decoupled weight decay)"));
     v.push_back(real_opt("train.momentum", &Config::momentum, 0, 0.999999, false, "SGD momentum"));
     v.push_back(bool_opt("train.nesterov", &Config::nesterov, "Nesterov momentum"));
-    v.push_back(real_opt("train.weight_decay", &Config::weight_decay, 0, 1, false, "L2 weight decay (weights only)"));
+    v.push_back(real_opt("train.weight_decay", &Config::weight_decay, 0, 1, false,
+                         "weight decay: L2 for sgd, decoupled for adamw (weights only unless train.decay_bn_bias)"));
     v.push_back(real_opt("train.label_smoothing", &Config::label_smoothing, 0, 0.999, false, "label smoothing"));
-    v.push_back(str_opt("train.schedule", &Config::schedule, {"cosine", "constant"},
+    v.push_back(str_opt("train.schedule", &Config::schedule, {"cosine", "constant", "step", "multistep"},
                         "learning-rate schedule after warmup"));
     v.push_back(real_opt("train.warmup_epochs", &Config::warmup_epochs, 0, 1e6, false,
                          "linear warmup from 0 to train.lr over this many epochs"));
@@ -160,6 +162,32 @@ const std::vector<Opt>& options() {
     v.push_back(bool_opt("checkpoint.at_end", &Config::ckpt_at_end, "write a checkpoint when training ends"));
     v.push_back(str_opt("resume", &Config::resume, {},
                         "none, auto (newest checkpoint of the run directory that verifies) or a checkpoint path"));
+    v.push_back({"train.milestones", "multistep: epochs at which the lr is multiplied by train.gamma, e.g. 80,120",
+                 [](Config& c, const std::string& x) {
+                   parse_milestones(x);
+                   c.milestones = x;
+                 },
+                 [](const Config& c) { return c.milestones; }});
+    v.push_back(real_opt("train.gamma", &Config::gamma, 0, 1, true, "step/multistep: lr decay factor"));
+    v.push_back(real_opt("train.step_epochs", &Config::step_epochs, 0, 1e6, true,
+                         "step: multiply the lr by train.gamma every this many epochs"));
+    v.push_back(real_opt("train.beta1", &Config::beta1, 0, 0.999999, false, "adamw: first-moment decay"));
+    v.push_back(real_opt("train.beta2", &Config::beta2, 0, 0.999999999, false, "adamw: second-moment decay"));
+    v.push_back(real_opt("train.adam_eps", &Config::adam_eps, 0, 1, true, "adamw: denominator epsilon"));
+    v.push_back(bool_opt("train.decay_bn_bias", &Config::decay_bn_bias,
+                         "apply weight decay to biases and batch-norm scales/shifts too"));
+    v.push_back(int_opt("train.accum_steps", &Config::accum_steps, 1, 1 << 20,
+                        "gradient accumulation: micro-batches of batch/(ranks*accum_steps) per optimizer step"));
+    v.push_back(real_opt("train.clip_norm", &Config::clip_norm, 0, 1e12, false,
+                         "clip the gradient's global L2 norm to this (0: off)"));
+    v.push_back(real_opt("bn.momentum", &Config::bn_momentum, 0, 1, false,
+                         "batch norm: running = (1-momentum) running + momentum batch"));
+    v.push_back(real_opt("bn.eps", &Config::bn_eps, 0, 1, true, "batch norm: variance epsilon"));
+    v.push_back(int_opt("augment.crop_pad", &Config::augment_crop_pad, 0, 1 << 12,
+                        "random crop from the image zero-padded by this many pixels (0: off)"));
+    v.push_back(bool_opt("augment.flip", &Config::augment_flip, "random horizontal flip"));
+    v.push_back(real_opt("augment.erase_p", &Config::augment_erase_p, 0, 1, false,
+                         "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"));
     v.push_back(int_opt("eval.batch", &Config::eval_batch, 1, 1 << 20, "samples per rank per evaluation step"));
     v.push_back(int_opt("eval.every_epochs", &Config::eval_every_epochs, 1, 1 << 24, "evaluate every N epochs"));
     v.push_back(int_opt("log.every_steps", &Config::log_every_steps, 1, 1 << 30, "progress line every N steps"));
@@ -235,12 +263,29 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
 
   if (cfg.data_train.empty())
     raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST)");
+  if (cfg.schedule == "multistep" && cfg.milestones.empty())
+    raise(kExitUsage, "option --train.schedule multistep needs --train.milestones (epochs, e.g. 80,120)");
+  if (cfg.batch % cfg.accum_steps != 0)
+    raise(kExitUsage, "option --train.accum_steps: the global batch %lld is not divisible by %d micro-batches",
+          (long long)cfg.batch, cfg.accum_steps);
   if (cfg.min_lr > cfg.lr)
     raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
   if (cfg.resume.empty())
     raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
   if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg)};
   return {};
+}
+
+std::vector<double> parse_milestones(const std::string& s) {
+  std::vector<double> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const double m = to_real("train.milestones", item, 0, 1e9, true);
+    if (!v.empty() && m <= v.back()) bad("train.milestones", s, "milestones must increase");
+    v.push_back(m);
+  }
+  return v;
 }
 
 std::string config_to_ini(const Config& cfg) {

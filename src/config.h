@@ -31,6 +31,18 @@ struct Config {
   bool nesterov = false;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
+  // Recipe options of issue 3 (README "Options").
+  std::string milestones;  // multistep: epochs, comma separated, e.g. "80,120"
+  double gamma = 0.1;      // step/multistep decay factor
+  double step_epochs = 30;  // step: decay every this many epochs
+  double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;
+  bool decay_bn_bias = false;  // weight decay also on biases and batch-norm scales/shifts
+  int accum_steps = 1;         // micro-batches per optimizer step
+  double clip_norm = 0.0;      // 0: no clipping
+  double bn_momentum = 0.1, bn_eps = 1e-5;
+  int augment_crop_pad = 0;  // random crop of the original size from the image zero-padded by this much
+  bool augment_flip = false;
+  double augment_erase_p = 0.0;
 
   int64_t ckpt_every_steps = 0;  // 0: off
   double ckpt_every_seconds = 0;  // 0: off
@@ -52,6 +64,8 @@ struct ParseResult {
 
 // Parses argv (and the --config file). Throws Error(kExitUsage) on any problem.
 ParseResult parse_config(int argc, char** argv, Config& cfg);
+// "80,120" -> {80, 120}; throws Error(kExitUsage) naming --train.milestones unless positive and increasing.
+std::vector<double> parse_milestones(const std::string& s);
 // The resolved configuration as an INI file that parse_config reads back to the same Config.
 std::string config_to_ini(const Config& cfg);
 std::string version_string();

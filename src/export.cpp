@@ -20,43 +20,48 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   std::lock_guard<std::mutex> lk(h5_mutex());
   h5_quiet();
   H5Handle in = h5_file(H5Fopen(checkpoint.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  H5Handle params = h5_group(H5Gopen2(in.get(), "/params", H5P_DEFAULT));
-  if (!params.valid()) raise(kExitCheckpoint, "checkpoint '%s' has no /params group", checkpoint.c_str());
+  if (H5Lexists(in.get(), "/params", H5P_DEFAULT) <= 0)
+    raise(kExitCheckpoint, "checkpoint '%s' has no /params group", checkpoint.c_str());
   const std::string tmp = out + ".tmp";
   H5Handle dst = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!dst.valid()) raise(kExitCheckpoint, "cannot create '%s': %s", tmp.c_str(), h5_last_error().c_str());
   H5Handle lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.get(), 1);
-  H5G_info_t info;
-  H5Gget_info(params.get(), &info);
   ExportStats st;
   st.model = meta.model;
   st.step = meta.step;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    char name[1024];
-    H5Lget_name_by_idx(params.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
-    H5Handle d = h5_dataset(H5Dopen2(params.get(), name, H5P_DEFAULT));
-    H5Handle sp = h5_space(H5Dget_space(d.get()));
-    std::vector<float> v(static_cast<size_t>(H5Sget_simple_extent_npoints(sp.get())));
-    std::vector<long long> crc;
-    if (H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0 ||
-        !h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1)
-      raise(kExitCheckpoint, "checkpoint '%s': cannot read params/%s", checkpoint.c_str(), name);
-    uint32_t got = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(v.data()),
-                                               static_cast<uInt>(v.size() * sizeof(float))));
-    if (got != static_cast<uint32_t>(crc[0]))
-      raise(kExitCheckpoint, "checkpoint '%s': checksum mismatch in params/%s: the file is corrupt",
-            checkpoint.c_str(), name);
-    // "conv1.weight" -> "/conv1/weight"
-    std::string path = "/" + std::string(name);
-    auto dot = path.rfind('.');
-    if (dot != std::string::npos) path[dot] = '/';
-    H5Handle o = h5_dataset(H5Dcreate2(dst.get(), path.c_str(), H5T_IEEE_F32LE, sp.get(), lcpl.get(), H5P_DEFAULT,
-                                       H5P_DEFAULT));
-    if (!o.valid() || H5Dwrite(o.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
-      raise(kExitCheckpoint, "writing %s to '%s' failed: %s", path.c_str(), tmp.c_str(), h5_last_error().c_str());
-    ++st.tensors;
-    st.params += v.size();
+  // Parameters, and the buffers inference needs too (batch-norm running statistics).
+  for (const char* group : {"/params", "/buffers"}) {
+    if (H5Lexists(in.get(), group, H5P_DEFAULT) <= 0) continue;
+    H5Handle params = h5_group(H5Gopen2(in.get(), group, H5P_DEFAULT));
+    H5G_info_t info;
+    H5Gget_info(params.get(), &info);
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+      char name[1024];
+      H5Lget_name_by_idx(params.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+      H5Handle d = h5_dataset(H5Dopen2(params.get(), name, H5P_DEFAULT));
+      H5Handle sp = h5_space(H5Dget_space(d.get()));
+      std::vector<float> v(static_cast<size_t>(H5Sget_simple_extent_npoints(sp.get())));
+      std::vector<long long> crc;
+      if (H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0 ||
+          !h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1)
+        raise(kExitCheckpoint, "checkpoint '%s': cannot read %s/%s", checkpoint.c_str(), group, name);
+      uint32_t got = static_cast<uint32_t>(
+          crc32(0, reinterpret_cast<const Bytef*>(v.data()), static_cast<uInt>(v.size() * sizeof(float))));
+      if (got != static_cast<uint32_t>(crc[0]))
+        raise(kExitCheckpoint, "checkpoint '%s': checksum mismatch in %s/%s: the file is corrupt", checkpoint.c_str(),
+              group, name);
+      // "conv1.weight" -> "/conv1/weight"
+      std::string path = "/" + std::string(name);
+      auto dot = path.rfind('.');
+      if (dot != std::string::npos) path[dot] = '/';
+      H5Handle o = h5_dataset(
+          H5Dcreate2(dst.get(), path.c_str(), H5T_IEEE_F32LE, sp.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
+      if (!o.valid() || H5Dwrite(o.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+        raise(kExitCheckpoint, "writing %s to '%s' failed: %s", path.c_str(), tmp.c_str(), h5_last_error().c_str());
+      ++st.tensors;
+      st.params += v.size();
+    }
   }
   h5_write_attr_strings(dst.get(), "format", {"cnntrain-weights"});
   h5_write_attr_strings(dst.get(), "model", {meta.model});

@@ -1,6 +1,10 @@
 // Layers. A layer owns views into the net's flat parameter and gradient buffers (declared through
 // param_specs(), bound by bind()) and runs its ops through a Backend. Activations are NHWC.
+// Non-trained state (batch-norm running statistics) lives in a third flat array, the net's "buffers"
+// (declared through buffer_specs(), bound by bind_buffers()): never in the gradient, the allreduce or the
+// optimizer; the trainer averages it across ranks before evaluation.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,12 +27,21 @@ struct ParamSpec {
   std::vector<int> shape;  // e.g. {K,R,S,C}
   Init init = Init::kZero;
   int fan_in = 1;
-  bool decay = true;       // subject to weight decay (false for biases and norm scales when so configured)
+  bool decay = true;       // weights; false for biases and norm scales/shifts (decayed only with
+                           // --train.decay_bn_bias)
   size_t size() const {
     size_t n = 1;
     for (int d : shape) n *= static_cast<size_t>(d);
     return n;
   }
+};
+
+// What stochastic layers know about the current (micro-)batch: dropout masks are a function of (seed, step,
+// global sample id), so they do not depend on the rank count or the position in the local batch.
+struct BatchContext {
+  uint64_t seed = 0;
+  int64_t step = 0;              // optimizer step
+  const int64_t* ids = nullptr;  // device [n] global sample ids; null: 0..n-1
 };
 
 class Layer {
@@ -41,6 +54,11 @@ class Layer {
   virtual Dims setup(const Dims& in) = 0;
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   virtual void bind(const std::vector<float*>& params, const std::vector<float*>& grads) {}
+  // Non-trained state (init kZero/kOne), bound like parameters.
+  virtual std::vector<ParamSpec> buffer_specs() const { return {}; }
+  virtual void bind_buffers(const std::vector<float*>& buffers) {}
+  // Called before forward() with the batch about to run (only layers with randomness care).
+  virtual void set_batch(const BatchContext& ctx) {}
   // Allocates per-batch scratch for up to max_n samples.
   virtual void allocate(Backend& be, int max_n) {}
   // Output is the input buffer itself (reshapes such as flatten).
@@ -64,5 +82,20 @@ std::unique_ptr<Layer> make_linear(const std::string& name, int out_features, bo
 std::unique_ptr<Layer> make_relu(const std::string& name);
 std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad = 0);
 std::unique_ptr<Layer> make_flatten(const std::string& name);
+
+// Layers of src/layers_extra.cpp.
+struct BnOptions {
+  float momentum = 0.1f;  // running = (1-momentum) running + momentum * batch
+  float eps = 1e-5f;
+};
+// Batch normalisation per channel; params weight (gamma, init 1) and bias (beta, init 0), neither decayed
+// unless --train.decay_bn_bias; buffers running_mean, running_var. Training normalises with this rank's
+// (micro-)batch statistics; evaluation with the running statistics.
+std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt = {});
+// Inverted dropout with drop probability p in [0, 1); identity in evaluation.
+std::unique_ptr<Layer> make_dropout(const std::string& name, float p);
+std::unique_ptr<Layer> make_avgpool(const std::string& name, int kernel, int stride, int pad = 0);
+// Average over all positions: [h,w,c] -> [1,1,c].
+std::unique_ptr<Layer> make_global_avgpool(const std::string& name);
 
 }  // namespace cnn

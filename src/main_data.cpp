@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "io/convert_cifar.h"
 #include "io/convert_idx.h"
 #include "io/convert_lmdb.h"
 #include "io/lmdb_dataset.h"
@@ -71,6 +72,30 @@ int cmd_convert_idx(int argc, char** argv) {
   DatasetInfo info = fmt == "lmdb" ? convert_idx_to_lmdb(o) : convert_idx_to_hdf5(o);
   std::printf("wrote %s: %lld images %dx%dx1, %d classes, mean %.3f std %.3f\n", o.out.c_str(),
               (long long)info.count, info.height, info.width, info.num_classes, info.mean[0], info.std[0]);
+  return 0;
+}
+
+int cmd_convert_cifar(int argc, char** argv) {
+  po::options_description d("convert-cifar: CIFAR-10/100 binary version (*.bin) -> HDF5");
+  d.add_options()("input", po::value<std::string>()->required(),
+                  "comma-separated .bin files, e.g. data_batch_1.bin,...,data_batch_5.bin")(
+      "out", po::value<std::string>()->required(), "output HDF5 file")(
+      "variant", po::value<int>()->default_value(10), "10 (1 label byte) or 100 (coarse + fine label bytes)")(
+      "coarse", po::bool_switch(), "CIFAR-100: use the 20 coarse labels instead of the 100 fine ones")(
+      "class-names", po::value<std::string>()->default_value(""), "comma-separated class names")(
+      "stats-from", po::value<std::string>()->default_value(""),
+      "copy mean/std from this HDF5 file (use the training set's statistics for a test set)");
+  auto vm = parse("convert-cifar", d, argc, argv);
+  CifarConvertOptions o;
+  o.inputs = split_commas(vm["input"].as<std::string>());
+  o.out = vm["out"].as<std::string>();
+  o.variant = vm["variant"].as<int>();
+  o.coarse = vm["coarse"].as<bool>();
+  o.class_names = split_commas(vm["class-names"].as<std::string>());
+  o.stats_from = vm["stats-from"].as<std::string>();
+  DatasetInfo info = convert_cifar_to_hdf5(o);
+  std::printf("wrote %s: %lld images 32x32x3, %d classes, mean %.2f %.2f %.2f\n", o.out.c_str(),
+              (long long)info.count, info.num_classes, info.mean[0], info.mean[1], info.mean[2]);
   return 0;
 }
 
@@ -168,6 +193,7 @@ int cmd_export(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const std::map<std::string, std::function<int(int, char**)>> cmds = {
+      {"convert-cifar", cmd_convert_cifar},
       {"convert-idx", cmd_convert_idx},
       {"inspect", cmd_inspect},
       {"export", cmd_export},

@@ -17,6 +17,7 @@ Net::~Net() {
   be_.release(grad_buf_[1]);
   be_.release(params_);
   be_.release(grads_);
+  be_.release(buffers_);
 }
 
 void Net::add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
@@ -36,6 +37,11 @@ void Net::build(int max_n, uint64_t seed) {
       num_params_ += p.size;
       table_.push_back(p);
     }
+    for (const ParamSpec& s : l->buffer_specs()) {
+      ParamInfo b{l->name() + "." + s.name, s.shape, num_buffers_, s.size(), s.init, s.fan_in, false};
+      num_buffers_ += b.size;
+      buffer_table_.push_back(b);
+    }
   }
   if (d.size() != static_cast<size_t>(classes_))
     raise(kExitUsage, "the model ends in %zu outputs but the dataset has %d classes", d.size(), classes_);
@@ -45,7 +51,11 @@ void Net::build(int max_n, uint64_t seed) {
   init_params(table_, seed, host.data());
   be_.upload(params_, host.data(), sizeof(float) * num_params_);
   zero_grads();
-  size_t t = 0;
+  buffers_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_buffers_, 1)));
+  std::vector<float> host_buf(num_buffers_);
+  init_params(buffer_table_, seed, host_buf.data());
+  be_.upload(buffers_, host_buf.data(), sizeof(float) * num_buffers_);
+  size_t t = 0, tb = 0;
   for (auto& l : layers_) {
     std::vector<float*> p, g;
     for (size_t i = 0; i < l->param_specs().size(); ++i, ++t) {
@@ -53,6 +63,9 @@ void Net::build(int max_n, uint64_t seed) {
       g.push_back(grads_ + table_[t].offset);
     }
     l->bind(p, g);
+    std::vector<float*> b;
+    for (size_t i = 0; i < l->buffer_specs().size(); ++i, ++tb) b.push_back(buffers_ + buffer_table_[tb].offset);
+    l->bind_buffers(b);
     l->allocate(be_, max_n);
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -98,6 +111,10 @@ void Net::backward(const float* dlogits, int n, const std::function<void(size_t)
     dy = dx;
     flip ^= 1;
   }
+}
+
+void Net::set_batch(const BatchContext& ctx) {
+  for (auto& l : layers_) l->set_batch(ctx);
 }
 
 void Net::zero_grads() { be_.fill(grads_, num_params_, 0.f); }

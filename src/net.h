@@ -1,6 +1,8 @@
 // A network: a sequence of layers over one flat parameter buffer and one flat gradient buffer (contiguous,
 // so gradient allreduce buckets, optimizer state and checkpoints are slices of one array). Parameters are laid
 // out in layer order; backward reports, layer by layer, from which offset on the gradient is final.
+// A third flat array, buffers(), holds non-trained state (batch-norm running statistics): not part of the
+// gradient, the allreduce or the optimizer, but of checkpoints (buffer_table() names its slices).
 #pragma once
 #include <functional>
 #include <memory>
@@ -37,6 +39,11 @@ class Net {
   float* params() { return params_; }
   float* grads() { return grads_; }
   const std::vector<ParamInfo>& param_table() const { return table_; }
+  size_t num_buffers() const { return num_buffers_; }
+  float* buffers() { return buffers_; }
+  const std::vector<ParamInfo>& buffer_table() const { return buffer_table_; }
+  // Tells the layers about the batch the next forward() runs (dropout masks).
+  void set_batch(const BatchContext& ctx);
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const Dims& input_dims() const { return input_; }
   int num_classes() const { return classes_; }
@@ -68,6 +75,9 @@ class Net {
   size_t num_params_ = 0;
   float* params_ = nullptr;
   float* grads_ = nullptr;
+  std::vector<ParamInfo> buffer_table_;
+  size_t num_buffers_ = 0;
+  float* buffers_ = nullptr;
 };
 
 // Fills host buffer `out` (size num_params) with the initial values of `table` drawn from `seed`.

@@ -1,5 +1,7 @@
-// Optimizers over the net's flat buffers. Weight decay applies to parameters marked `decay` (weights, not
-// biases); the flat layout is walked as runs of equal decay so each run is one fused update.
+// Optimizers over the net's flat buffers. Weight decay applies to parameters marked `decay` (weights), and to
+// the others (biases, batch-norm scales and shifts) too when decay_bn_bias is set; the flat layout is walked
+// as runs of equal decay so each run is one fused update. Batch-norm running statistics are not parameters
+// (Net::buffers) and never reach an optimizer.
 #pragma once
 #include <memory>
 #include <string>
@@ -11,9 +13,11 @@
 namespace cnn {
 
 struct OptimizerConfig {
-  std::string kind = "sgd";
+  std::string kind = "sgd";  // sgd | adamw
   double momentum = 0.9, weight_decay = 0.0;
   bool nesterov = false;
+  bool decay_bn_bias = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
 };
 
 class Optimizer {
@@ -22,6 +26,9 @@ class Optimizer {
   virtual void step(double lr) = 0;
   // Optimizer state as named flat device buffers, each num_params long (for checkpoints).
   virtual std::vector<std::pair<std::string, float*>> state() = 0;
+  // Updates applied so far (AdamW's bias correction needs it; a checkpoint restores it with set_steps).
+  virtual int64_t steps() const { return 0; }
+  virtual void set_steps(int64_t) {}
 };
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, Backend& be, Net& net);

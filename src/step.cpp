@@ -1,40 +1,70 @@
 #include "src/step.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "src/error.h"
+
 namespace cnn {
 
-StepBuffers alloc_step_buffers(Backend& be, const Net& net) {
-  const size_t n = static_cast<size_t>(net.max_batch());
+StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch) {
+  const size_t n = static_cast<size_t>(std::max(local_batch, net.max_batch()));
   StepBuffers b;
   b.x = static_cast<float*>(be.alloc(sizeof(float) * net.input_dims().size() * n));
   b.labels = static_cast<int32_t*>(be.alloc(sizeof(int32_t) * n));
-  b.dlogits = static_cast<float*>(be.alloc(sizeof(float) * net.num_classes() * n));
+  b.ids = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * n));
+  b.dlogits = static_cast<float*>(be.alloc(sizeof(float) * net.num_classes() * net.max_batch()));
   return b;
 }
 
 void free_step_buffers(Backend& be, StepBuffers& b) {
   be.release(b.x);
   be.release(b.labels);
+  be.release(b.ids);
   be.release(b.dlogits);
   b = {};
 }
 
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
-                int64_t global_batch, float label_smoothing, double lr, StepStats& stats) {
+                const StepConfig& sc, double lr, StepStats& stats) {
+  const int k = sc.accum_steps;
+  CNN_CHECK(k >= 1 && n % k == 0 && n / k <= net.max_batch(), "local batch %d in %d micro-batches on a net for %d",
+            n, k, net.max_batch());
+  const int m = n / k;
+  const size_t px = net.input_dims().size();
   net.zero_grads();
-  const float* logits = net.forward(buf.x, n, true);
-  be.softmax_xent(n, net.num_classes(), logits, buf.labels, label_smoothing, 1.0f / static_cast<float>(global_batch),
-                  buf.dlogits, &stats.loss_sum, &stats.correct);
-  if (sync) {
-    net.backward(buf.dlogits, n, [&](size_t off) {
-      be.synchronize();  // a bucket's gradient must be complete before MPI reads it
-      sync->on_ready(off);
-    });
-    be.synchronize();
-    stats.comm_s += sync->finish();
-  } else {
-    net.backward(buf.dlogits, n);
+  for (int i = 0; i < k; ++i) {
+    net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr});
+    const float* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
+    be.softmax_xent(m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m, sc.label_smoothing,
+                    1.0f / static_cast<float>(sc.global_batch), buf.dlogits, &stats.loss_sum, &stats.correct);
+    // Only the last micro-batch's backward overlaps the allreduce: earlier ones are still accumulating.
+    if (sync && i == k - 1) {
+      net.backward(buf.dlogits, m, [&](size_t off) {
+        be.synchronize();  // a bucket's gradient must be complete before MPI reads it
+        sync->on_ready(off);
+      });
+      be.synchronize();
+      stats.comm_s += sync->finish();
+    } else {
+      net.backward(buf.dlogits, m);
+    }
+  }
+  if (sc.clip_norm > 0) {
+    // Every rank holds the same averaged gradient here, so every rank clips by the same factor.
+    const double norm = std::sqrt(be.sum_squares(net.num_params(), net.grads()));
+    stats.grad_norm = norm;
+    if (norm > sc.clip_norm) be.scale(net.num_params(), static_cast<float>(sc.clip_norm / norm), net.grads());
   }
   opt.step(lr);
+}
+
+void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
+                int64_t global_batch, float label_smoothing, double lr, StepStats& stats) {
+  StepConfig sc;
+  sc.global_batch = global_batch;
+  sc.label_smoothing = label_smoothing;
+  train_step(be, net, opt, sync, buf, n, sc, lr, stats);
 }
 
 }  // namespace cnn

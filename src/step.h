@@ -1,5 +1,8 @@
 // One data-parallel training step on this rank's slice of the global batch: forward, loss (mean over the
-// global batch), backward with bucketed gradient allreduce, optimizer update.
+// global batch), backward with bucketed gradient allreduce, optional clipping, optimizer update. With
+// accum_steps K the slice runs as K micro-batches whose gradients add up before one allreduce and one update
+// (the sum of K micro-batch gradients of the mean loss is the full batch's; batch norm, if any, normalises
+// each micro-batch with its own statistics).
 #pragma once
 #include <cstdint>
 
@@ -11,22 +14,37 @@
 namespace cnn {
 
 struct StepBuffers {
-  float* x = nullptr;        // device, [max_n, H, W, C]
-  int32_t* labels = nullptr;  // device, [max_n]
-  float* dlogits = nullptr;  // device, [max_n, classes]
+  float* x = nullptr;         // device, [max local batch, H, W, C]
+  int32_t* labels = nullptr;  // device, [max local batch]
+  int64_t* ids = nullptr;     // device, [max local batch] global sample ids (dropout masks)
+  float* dlogits = nullptr;   // device, [net.max_batch(), classes] (one micro-batch)
+};
+
+struct StepConfig {
+  int64_t global_batch = 1;
+  float label_smoothing = 0.f;
+  int accum_steps = 1;           // the local batch n must be divisible by it
+  double clip_norm = 0.0;        // clip the global gradient L2 norm to this; 0: off
+  uint64_t seed = 0;             // with step and ids: the batch context of stochastic layers
+  int64_t step = 0;
+  const int64_t* ids = nullptr;  // device [n] global sample ids (usually StepBuffers::ids), or null
 };
 
 struct StepStats {
   double loss_sum = 0;   // sum over this rank's samples
   int64_t correct = 0;
   double comm_s = 0;
+  double grad_norm = 0;  // of the last step, when clipping is on
 };
 
-// Device buffers for `net`'s largest batch; released by free_step_buffers.
-StepBuffers alloc_step_buffers(Backend& be, const Net& net);
+// Device buffers for up to max(local_batch, net.max_batch()) samples; released by free_step_buffers.
+StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch = 0);
 void free_step_buffers(Backend& be, StepBuffers& b);
 
-// x/labels of the n local samples must already be in `buf`. `sync` may be null (single process, no averaging).
+// x/labels (and ids) of the n local samples must already be in `buf`. `sync` may be null (single process).
+void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
+                const StepConfig& sc, double lr, StepStats& stats);
+// The skeleton's form: one micro-batch, no clipping, no sample ids.
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
                 int64_t global_batch, float label_smoothing, double lr, StepStats& stats);
 

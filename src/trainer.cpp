@@ -27,6 +27,7 @@
 #include "src/models/zoo.h"
 #include "src/net.h"
 #include "src/optimizer.h"
+#include "src/recipe.h"
 #include "src/runlog.h"
 #include "src/schedule.h"
 #include "src/signals.h"
@@ -99,6 +100,9 @@ Setup local_setup(const Config& cfg) {
     raise(kExitUsage, "option --train.batch: the global batch %lld is not divisible by the %d ranks; choose a "
           "multiple of %d", (long long)cfg.batch, world, world);
   s.local_batch = static_cast<int>(cfg.batch / world);
+  if (s.local_batch % cfg.accum_steps != 0)
+    raise(kExitUsage, "option --train.accum_steps: the per-rank batch %d (%lld / %d ranks) is not divisible by %d "
+          "micro-batches", s.local_batch, (long long)cfg.batch, world, cfg.accum_steps);
   s.train = open_data(cfg, cfg.data_train, true);
   const DatasetInfo& ti = s.train->info();
   if (ti.count < cfg.batch)
@@ -117,8 +121,8 @@ Setup local_setup(const Config& cfg) {
   }
   s.be = make_backend(cfg);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
-  build_model(cfg.model, *s.net);
-  s.net->build(std::max(s.local_batch, cfg.eval_batch), cfg.seed);
+  build_model(cfg.model, *s.net, make_model_options(cfg));
+  s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
   return s;
 }
 
@@ -162,7 +166,7 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   int64_t spe_ = 1;
   // Host copies of the parameters and optimizer state for checkpoints.
-  std::vector<float> host_params_;
+  std::vector<float> host_params_, host_buffers_;
   std::vector<std::vector<float>> host_state_;
   int64_t last_ckpt_step_ = -1;
 };
@@ -174,6 +178,9 @@ std::vector<CheckpointArray> Trainer::checkpoint_arrays() {
   host_state_.resize(states.size());
   for (const ParamInfo& p : net_.param_table())
     v.push_back({"params/" + p.name, p.shape, host_params_.data() + p.offset});
+  host_buffers_.resize(net_.num_buffers());
+  for (const ParamInfo& b : net_.buffer_table())
+    v.push_back({"buffers/" + b.name, b.shape, host_buffers_.data() + b.offset});
   for (size_t k = 0; k < states.size(); ++k) {
     host_state_[k].resize(net_.num_params());
     for (const ParamInfo& p : net_.param_table())
@@ -183,9 +190,13 @@ std::vector<CheckpointArray> Trainer::checkpoint_arrays() {
 }
 
 void Trainer::save_checkpoint(const Cursor& next) {
+  // Batch-norm running statistics differ per rank (local batches): save their mean, and keep using it, so a
+  // resumed run continues from exactly the state the uninterrupted run has.
+  average_buffers(be_, net_);
   auto arrays = checkpoint_arrays();
   auto states = opt_->state();
   be_.download(host_params_.data(), net_.params(), sizeof(float) * net_.num_params());
+  be_.download(host_buffers_.data(), net_.buffers(), sizeof(float) * net_.num_buffers());
   for (size_t k = 0; k < states.size(); ++k)
     be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
   CheckpointMeta m;
@@ -251,6 +262,7 @@ Trainer::Cursor Trainer::resume() {
     }
     if (ok) {
       be_.upload(net_.params(), host_params_.data(), sizeof(float) * net_.num_params());
+      be_.upload(net_.buffers(), host_buffers_.data(), sizeof(float) * net_.num_buffers());
       for (size_t k = 0; k < states.size(); ++k)
         be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
       c.step = m.step;
@@ -370,24 +382,14 @@ int Trainer::run() {
   log_start();
 
   const DatasetInfo& ti = s_.train->info();
-  buf_ = alloc_step_buffers(be_, net_);
+  buf_ = alloc_step_buffers(be_, net_, s_.local_batch);
 
   Sampler sampler(ti.count, cfg_.batch, cfg_.seed);
   const int64_t spe = sampler.steps_per_epoch();
   int64_t total = spe * cfg_.epochs;
   if (cfg_.max_steps > 0) total = std::min(total, cfg_.max_steps);
-  LrSchedule sched;
-  sched.kind = cfg_.schedule;
-  sched.peak = cfg_.lr;
-  sched.min_lr = cfg_.min_lr;
-  sched.warmup_steps = static_cast<int64_t>(std::llround(cfg_.warmup_epochs * spe));
-  sched.total_steps = total;
-  OptimizerConfig oc;
-  oc.kind = cfg_.optimizer;
-  oc.momentum = cfg_.momentum;
-  oc.weight_decay = cfg_.weight_decay;
-  oc.nesterov = cfg_.nesterov;
-  opt_ = make_optimizer(oc, be_, net_);
+  LrSchedule sched = make_lr_schedule(cfg_, spe, total);
+  opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
   spe_ = spe;
   const Cursor start = resume();
   GradSync sync(net_.grads(), net_.num_params(), 25u << 20);
@@ -398,7 +400,9 @@ int Trainer::run() {
   if (start.step >= total) log_.info("nothing left to train: the checkpoint is at step %lld of %lld",
                                      (long long)start.step, (long long)total);
   Loader loader(*s_.train, sampler, world_rank(), world_size(), cfg_.data_prefetch, start.epoch,
-                start.step_in_epoch, std::max<int64_t>(0, total - start.step));
+                start.step_in_epoch, std::max<int64_t>(0, total - start.step), make_augment_config(cfg_));
+  StepConfig sc = make_step_config(cfg_);
+  sc.ids = buf_.ids;
   auto t_ckpt = Clock::now();
   StepStats acc;
   double t_data = 0, t_compute = 0;
@@ -412,9 +416,11 @@ int Trainer::run() {
     t_data += wait;
     auto t0 = Clock::now();
     upload_batch(b.images.data(), b.labels.data(), b.n);
+    be_.upload(buf_.ids, b.ids.data(), sizeof(int64_t) * b.n);
     const double lr = sched.at(step);
     const double comm_before = acc.comm_s;
-    train_step(be_, net_, *opt_, &sync, buf_, b.n, cfg_.batch, static_cast<float>(cfg_.label_smoothing), lr, acc);
+    sc.step = step;
+    train_step(be_, net_, *opt_, &sync, buf_, b.n, sc, lr, acc);
     be_.synchronize();
     t_compute += since(t0) - (acc.comm_s - comm_before);
     ++acc_steps;
@@ -441,6 +447,7 @@ int Trainer::run() {
     }
     if (epoch_end && s_.test && ((b.epoch + 1) % cfg_.eval_every_epochs == 0 || step == total - 1)) {
       auto te = Clock::now();
+      average_buffers(be_, net_);
       last_eval = evaluate();
       have_eval = true;
       log_.info("epoch %lld: test loss %.4f test accuracy %.2f%% (%lld images, %.1f s)", (long long)b.epoch + 1,

@@ -9,10 +9,10 @@ namespace cnn {
 
 namespace {
 
-using Builder = std::function<void(Net&)>;
+using Builder = std::function<void(Net&, const ModelOptions&)>;
 
 // LeNet-5 with ReLU and max pooling; padding 2 in the first layer keeps 28x28 inputs at the classic 32x32 size.
-void lenet5(Net& net) {
+void lenet5(Net& net, const ModelOptions&) {
   net.add(make_conv2d("conv1", 6, {5, 1, 2, true}));
   net.add(make_relu("relu1"));
   net.add(make_maxpool("pool1", 2, 2));
@@ -27,12 +27,15 @@ void lenet5(Net& net) {
   net.add(make_linear("fc3", net.num_classes()));
 }
 
-// A small CNN for 28x28 grey images: two 3x3 conv + pool stages and a 128-unit hidden layer.
-void fmnist_cnn(Net& net) {
-  net.add(make_conv2d("conv1", 16, {3, 1, 1, true}));
+// A small CNN for 28x28 grey images: two 3x3 conv + batch norm + pool stages and a 128-unit hidden layer
+// (~2.5 MFLOP/sample forward, so `make run` stays a few minutes on the reference kernels).
+void fmnist_cnn(Net& net, const ModelOptions& o) {
+  net.add(make_conv2d("conv1", 16, {3, 1, 1, false}));
+  net.add(make_batchnorm("bn1", o.bn));
   net.add(make_relu("relu1"));
   net.add(make_maxpool("pool1", 2, 2));
-  net.add(make_conv2d("conv2", 32, {3, 1, 1, true}));
+  net.add(make_conv2d("conv2", 32, {3, 1, 1, false}));
+  net.add(make_batchnorm("bn2", o.bn));
   net.add(make_relu("relu2"));
   net.add(make_maxpool("pool2", 2, 2));
   net.add(make_flatten("flatten"));
@@ -45,6 +48,15 @@ const std::map<std::string, Builder>& registry() {
   static const std::map<std::string, Builder> r = {
       {"lenet5", lenet5},
       {"fmnist_cnn", fmnist_cnn},
+      {"fmnist_resnet", build_fmnist_resnet},
+      {"resnet20", [](Net& n, const ModelOptions& o) { build_resnet_cifar(n, 20, o); }},
+      {"resnet32", [](Net& n, const ModelOptions& o) { build_resnet_cifar(n, 32, o); }},
+      {"resnet44", [](Net& n, const ModelOptions& o) { build_resnet_cifar(n, 44, o); }},
+      {"resnet56", [](Net& n, const ModelOptions& o) { build_resnet_cifar(n, 56, o); }},
+      {"resnet110", [](Net& n, const ModelOptions& o) { build_resnet_cifar(n, 110, o); }},
+      {"resnet18", [](Net& n, const ModelOptions& o) { build_resnet_imagenet(n, 18, o); }},
+      {"resnet34", [](Net& n, const ModelOptions& o) { build_resnet_imagenet(n, 34, o); }},
+      {"resnet50", [](Net& n, const ModelOptions& o) { build_resnet_imagenet(n, 50, o); }},
   };
   return r;
 }
@@ -59,14 +71,14 @@ std::vector<std::string> model_names() {
 
 bool is_model(const std::string& name) { return registry().count(name) > 0; }
 
-void build_model(const std::string& name, Net& net) {
+void build_model(const std::string& name, Net& net, const ModelOptions& opt) {
   auto it = registry().find(name);
   if (it == registry().end()) {
     std::string all;
     for (const auto& n : model_names()) all += (all.empty() ? "" : ", ") + n;
     raise(kExitUsage, "unknown model '%s' (--model); available: %s", name.c_str(), all.c_str());
   }
-  it->second(net);
+  it->second(net, opt);
 }
 
 }  // namespace cnn

@@ -4,13 +4,26 @@
 #include <string>
 #include <vector>
 
+#include "src/layers.h"
 #include "src/net.h"
 
 namespace cnn {
 
+// Settings the zoo passes to the layers it creates.
+struct ModelOptions {
+  BnOptions bn;
+};
+
 std::vector<std::string> model_names();
 bool is_model(const std::string& name);
 // Adds the named model's layers to `net`. Throws Error(kExitUsage) for unknown names.
-void build_model(const std::string& name, Net& net);
+void build_model(const std::string& name, Net& net, const ModelOptions& opt = {});
+
+// ResNets (src/models/resnet.cpp). CIFAR (He et al. 2016, sec. 4.2): 6n+2 layers, 16/32/64 channels, option A
+// shortcuts. ImageNet: torchvision's ResNet-18/34 (basic) and ResNet-50 (bottleneck, v1.5).
+void build_resnet_cifar(Net& net, int depth, const ModelOptions& opt);
+void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt);
+// A small ResNet for 28x28 grey images (jobs/fashion_mnist_resnet.ini).
+void build_fmnist_resnet(Net& net, const ModelOptions& opt);
 
 }  // namespace cnn

@@ -1,0 +1,21 @@
+// Element-wise ops and reductions used by residual blocks, gradient accumulation and clipping.
+//   add_relu:  y = max(a + b, 0)       (the residual join; backward is relu_backward on y)
+//   axpy:      y += alpha * x
+//   scale:     x *= alpha
+//   sum_squares: sum of x^2 in double (gradient norms)
+//   shortcut_pad (He et al. option A): x: [N,H,W,C] -> y: [N,P,Q,K], P = ceil(H/stride), K >= C;
+//     y[n,p,q,k] = x[n,p*stride,q*stride,k] for k < C, 0 for the extra channels. Backward scatters dy back
+//     (dx overwritten; positions skipped by the stride get 0).
+#pragma once
+#include <cstddef>
+
+namespace cnn {
+
+void add_relu_forward_cpu(size_t n, const float* a, const float* b, float* y);
+void axpy_cpu(size_t n, float alpha, const float* x, float* y);
+void scale_cpu(size_t n, float alpha, float* x);
+double sum_squares_cpu(size_t n, const float* x);
+void shortcut_pad_forward_cpu(int n, int h, int w, int c, int stride, int k, const float* x, float* y);
+void shortcut_pad_backward_cpu(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx);
+
+}  // namespace cnn

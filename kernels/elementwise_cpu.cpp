@@ -1,0 +1,50 @@
+#include <cstring>
+
+#include "kernels/elementwise.h"
+
+namespace cnn {
+
+void add_relu_forward_cpu(size_t n, const float* a, const float* b, float* y) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = a[i] + b[i];
+    y[i] = v > 0.f ? v : 0.f;
+  }
+}
+
+void axpy_cpu(size_t n, float alpha, const float* x, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void scale_cpu(size_t n, float alpha, float* x) {
+  for (size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+double sum_squares_cpu(size_t n, const float* x) {
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+void shortcut_pad_forward_cpu(int n, int h, int w, int c, int stride, int k, const float* x, float* y) {
+  const int P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
+  for (int i = 0; i < n; ++i)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q) {
+        float* out = y + ((static_cast<size_t>(i) * P + p) * Q + q) * k;
+        const float* in = x + ((static_cast<size_t>(i) * h + p * stride) * w + q * stride) * c;
+        std::memcpy(out, in, sizeof(float) * c);
+        std::memset(out + c, 0, sizeof(float) * (k - c));
+      }
+}
+
+void shortcut_pad_backward_cpu(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) {
+  const int P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
+  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(n) * h * w * c);
+  for (int i = 0; i < n; ++i)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q)
+        std::memcpy(dx + ((static_cast<size_t>(i) * h + p * stride) * w + q * stride) * c,
+                    dy + ((static_cast<size_t>(i) * P + p) * Q + q) * k, sizeof(float) * c);
+}
+
+}  // namespace cnn

@@ -1,0 +1,273 @@
+#include "src/blocks.h"
+
+#include <algorithm>
+
+#include "src/error.h"
+
+namespace cnn {
+
+namespace {
+
+class Chain : public Layer {
+ public:
+  Chain(const std::string& name, std::vector<std::unique_ptr<Layer>> layers) : Layer(name), subs_(std::move(layers)) {
+    CNN_CHECK(!subs_.empty(), "empty chain %s", name.c_str());
+    for (const auto& l : subs_) CNN_CHECK(!l->is_view(), "view layer %s inside chain %s", l->name().c_str(), name.c_str());
+  }
+  ~Chain() override {
+    subs_.clear();
+    if (be_) {
+      for (float* p : acts_) be_->release(p);
+      be_->release(g_[0]);
+      be_->release(g_[1]);
+    }
+  }
+  std::string describe() const override {
+    std::string s;
+    for (const auto& l : subs_) s += (s.empty() ? "" : ", ") + l->describe();
+    return s;
+  }
+  Dims setup(const Dims& in) override {
+    in_ = in;
+    dims_.clear();
+    Dims d = in;
+    for (auto& l : subs_) {
+      d = l->setup(d);
+      dims_.push_back(d);
+    }
+    return d;
+  }
+  std::vector<ParamSpec> param_specs() const override { return collect(&Layer::param_specs); }
+  std::vector<ParamSpec> buffer_specs() const override { return collect(&Layer::buffer_specs); }
+  void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
+    size_t at = 0;
+    for (auto& l : subs_) {
+      const size_t k = l->param_specs().size();
+      l->bind({p.begin() + at, p.begin() + at + k}, {g.begin() + at, g.begin() + at + k});
+      at += k;
+    }
+  }
+  void bind_buffers(const std::vector<float*>& b) override {
+    size_t at = 0;
+    for (auto& l : subs_) {
+      const size_t k = l->buffer_specs().size();
+      l->bind_buffers({b.begin() + at, b.begin() + at + k});
+      at += k;
+    }
+  }
+  void set_batch(const BatchContext& ctx) override {
+    for (auto& l : subs_) l->set_batch(ctx);
+  }
+  void allocate(Backend& be, int max_n) override {
+    be_ = &be;
+    size_t most = in_.size();
+    for (size_t i = 0; i < subs_.size(); ++i) {
+      subs_[i]->allocate(be, max_n);
+      most = std::max(most, dims_[i].size());
+      // The last sub-layer writes straight into the chain's output.
+      if (i + 1 < subs_.size()) acts_.push_back(static_cast<float*>(be.alloc(sizeof(float) * dims_[i].size() * max_n)));
+    }
+    for (auto& g : g_) g = static_cast<float*>(be.alloc(sizeof(float) * most * max_n));
+  }
+  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+    const float* cur = x;
+    for (size_t i = 0; i < subs_.size(); ++i) {
+      float* out = i + 1 < subs_.size() ? acts_[i] : y;
+      subs_[i]->forward(be, cur, out, n, train);
+      cur = out;
+    }
+  }
+  void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
+    const float* g = dy;
+    int flip = 0;
+    for (size_t i = subs_.size(); i-- > 0;) {
+      const float* in = i == 0 ? x : acts_[i - 1];
+      const float* out = i + 1 < subs_.size() ? acts_[i] : y;
+      float* gin = i == 0 ? dx : g_[flip];
+      subs_[i]->backward(be, in, out, g, gin, n);
+      g = gin;
+      flip ^= 1;
+    }
+  }
+  double flops_per_sample() const override {
+    double f = 0;
+    for (const auto& l : subs_) f += l->flops_per_sample();
+    return f;
+  }
+
+ private:
+  std::vector<ParamSpec> collect(std::vector<ParamSpec> (Layer::*get)() const) const {
+    std::vector<ParamSpec> v;
+    for (const auto& l : subs_)
+      for (ParamSpec s : (l.get()->*get)()) {
+        s.name = (name_.empty() ? "" : name_ + ".") + l->name() + "." + s.name;
+        v.push_back(s);
+      }
+    return v;
+  }
+
+  std::vector<std::unique_ptr<Layer>> subs_;
+  Dims in_;
+  std::vector<Dims> dims_;
+  std::vector<float*> acts_;
+  float* g_[2] = {nullptr, nullptr};
+  Backend* be_ = nullptr;
+};
+
+// Appends a bias-free conv (the batch norm's beta is the bias) and its batch norm.
+void conv_bn(std::vector<std::unique_ptr<Layer>>& v, const std::string& conv, const std::string& bn, int out,
+             int kernel, int stride, const BnOptions& o) {
+  v.push_back(make_conv2d(conv, out, {kernel, stride, kernel / 2, false}));
+  v.push_back(make_batchnorm(bn, o));
+}
+
+// out = relu(main(x) + shortcut(x)); the shortcut is decided at setup, once the input shape is known.
+class Residual : public Layer {
+ public:
+  Residual(const std::string& name, std::unique_ptr<Layer> main, const std::string& kind, int out, int stride,
+           Shortcut sc, const BnOptions& bn)
+      : Layer(name), main_(std::move(main)), kind_(kind), out_(out), stride_(stride), sc_(sc), bn_(bn) {}
+  ~Residual() override {
+    main_.reset();
+    proj_.reset();
+    if (be_) {
+      be_->release(m_);
+      be_->release(s_);
+      be_->release(dz_);
+      be_->release(tmp_);
+    }
+  }
+  std::string describe() const override {
+    const char* sc = mode_ == kIdentity ? "identity" : mode_ == kProject ? "projection" : "pad";
+    return strprintf("%s %d->%d stride %d, %s shortcut", kind_.c_str(), in_.c, out_, stride_, sc);
+  }
+  Dims setup(const Dims& in) override {
+    in_ = in;
+    out_dims_ = main_->setup(in);
+    CNN_CHECK(out_dims_.c == out_, "block %s: main path ends in %d channels, not %d", name_.c_str(), out_dims_.c, out_);
+    if (stride_ == 1 && in.c == out_) {
+      mode_ = kIdentity;
+    } else if (sc_ == Shortcut::kPad) {
+      if (out_ < in.c)
+        raise(kExitUsage, "block %s: a zero-padding shortcut cannot reduce %d channels to %d", name_.c_str(), in.c,
+              out_);
+      mode_ = kPad;
+    } else {
+      mode_ = kProject;
+      std::vector<std::unique_ptr<Layer>> v;
+      conv_bn(v, "0", "1", out_, 1, stride_, bn_);
+      proj_ = make_chain("downsample", std::move(v));
+    }
+    Dims sd = mode_ == kProject ? proj_->setup(in)
+              : mode_ == kPad   ? Dims{(in.h + stride_ - 1) / stride_, (in.w + stride_ - 1) / stride_, out_}
+                                : in;
+    if (!(sd == out_dims_))
+      raise(kExitUsage, "block %s: the shortcut gives %dx%dx%d but the main path %dx%dx%d (input %dx%d)",
+            name_.c_str(), sd.h, sd.w, sd.c, out_dims_.h, out_dims_.w, out_dims_.c, in.h, in.w);
+    return out_dims_;
+  }
+  std::vector<ParamSpec> param_specs() const override { return both(&Layer::param_specs); }
+  std::vector<ParamSpec> buffer_specs() const override { return both(&Layer::buffer_specs); }
+  void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
+    const size_t k = main_->param_specs().size();
+    main_->bind({p.begin(), p.begin() + k}, {g.begin(), g.begin() + k});
+    if (proj_) proj_->bind({p.begin() + k, p.end()}, {g.begin() + k, g.end()});
+  }
+  void bind_buffers(const std::vector<float*>& b) override {
+    const size_t k = main_->buffer_specs().size();
+    main_->bind_buffers({b.begin(), b.begin() + k});
+    if (proj_) proj_->bind_buffers({b.begin() + k, b.end()});
+  }
+  void set_batch(const BatchContext& ctx) override {
+    main_->set_batch(ctx);
+    if (proj_) proj_->set_batch(ctx);
+  }
+  void allocate(Backend& be, int max_n) override {
+    be_ = &be;
+    main_->allocate(be, max_n);
+    if (proj_) proj_->allocate(be, max_n);
+    const size_t out = out_dims_.size() * max_n;
+    m_ = static_cast<float*>(be.alloc(sizeof(float) * out));
+    dz_ = static_cast<float*>(be.alloc(sizeof(float) * out));
+    if (mode_ != kIdentity) {
+      s_ = static_cast<float*>(be.alloc(sizeof(float) * out));
+      tmp_ = static_cast<float*>(be.alloc(sizeof(float) * in_.size() * max_n));
+    }
+  }
+  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+    main_->forward(be, x, m_, n, train);
+    const float* s = x;
+    if (mode_ == kProject) {
+      proj_->forward(be, x, s_, n, train);
+      s = s_;
+    } else if (mode_ == kPad) {
+      be.shortcut_pad_forward(n, in_.h, in_.w, in_.c, stride_, out_, x, s_);
+      s = s_;
+    }
+    be.add_relu_forward(out_dims_.size() * n, m_, s, y);
+  }
+  void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
+    be.relu_backward(out_dims_.size() * n, y, dy, dz_);
+    main_->backward(be, x, m_, dz_, dx, n);
+    const size_t in = in_.size() * n;
+    if (mode_ == kProject) {
+      proj_->backward(be, x, s_, dz_, dx ? tmp_ : nullptr, n);
+      if (dx) be.axpy(in, 1.f, tmp_, dx);
+    } else if (dx && mode_ == kPad) {
+      be.shortcut_pad_backward(n, in_.h, in_.w, in_.c, stride_, out_, dz_, tmp_);
+      be.axpy(in, 1.f, tmp_, dx);
+    } else if (dx) {
+      be.axpy(in, 1.f, dz_, dx);
+    }
+  }
+  double flops_per_sample() const override {
+    return main_->flops_per_sample() + (proj_ ? proj_->flops_per_sample() : 0) + 2.0 * out_dims_.size();
+  }
+
+ private:
+  enum Mode { kIdentity, kProject, kPad };
+  std::vector<ParamSpec> both(std::vector<ParamSpec> (Layer::*get)() const) const {
+    std::vector<ParamSpec> v = (main_.get()->*get)();
+    if (proj_)
+      for (const ParamSpec& s : (proj_.get()->*get)()) v.push_back(s);
+    return v;
+  }
+
+  std::unique_ptr<Layer> main_, proj_;
+  std::string kind_;
+  int out_, stride_;
+  Shortcut sc_;
+  BnOptions bn_;
+  Mode mode_ = kIdentity;
+  Dims in_, out_dims_;
+  Backend* be_ = nullptr;
+  float *m_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_chain(const std::string& name, std::vector<std::unique_ptr<Layer>> layers) {
+  return std::make_unique<Chain>(name, std::move(layers));
+}
+
+std::unique_ptr<Layer> make_basic_block(const std::string& name, int out, int stride, Shortcut sc,
+                                        const BnOptions& bn) {
+  std::vector<std::unique_ptr<Layer>> v;
+  conv_bn(v, "conv1", "bn1", out, 3, stride, bn);
+  v.push_back(make_relu("relu1"));
+  conv_bn(v, "conv2", "bn2", out, 3, 1, bn);
+  return std::make_unique<Residual>(name, make_chain("", std::move(v)), "basic block", out, stride, sc, bn);
+}
+
+std::unique_ptr<Layer> make_bottleneck_block(const std::string& name, int mid, int stride, const BnOptions& bn) {
+  std::vector<std::unique_ptr<Layer>> v;
+  conv_bn(v, "conv1", "bn1", mid, 1, 1, bn);
+  v.push_back(make_relu("relu1"));
+  conv_bn(v, "conv2", "bn2", mid, 3, stride, bn);
+  v.push_back(make_relu("relu2"));
+  conv_bn(v, "conv3", "bn3", 4 * mid, 1, 1, bn);
+  return std::make_unique<Residual>(name, make_chain("", std::move(v)), "bottleneck", 4 * mid, stride,
+                                    Shortcut::kProjection, bn);
+}
+
+}  // namespace cnn

@@ -1,0 +1,73 @@
+#include "src/recipe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "src/comm.h"
+
+namespace cnn {
+
+ModelOptions make_model_options(const Config& cfg) {
+  ModelOptions mo;
+  mo.bn.momentum = static_cast<float>(cfg.bn_momentum);
+  mo.bn.eps = static_cast<float>(cfg.bn_eps);
+  return mo;
+}
+
+OptimizerConfig make_optimizer_config(const Config& cfg) {
+  OptimizerConfig oc;
+  oc.kind = cfg.optimizer;
+  oc.momentum = cfg.momentum;
+  oc.weight_decay = cfg.weight_decay;
+  oc.nesterov = cfg.nesterov;
+  oc.decay_bn_bias = cfg.decay_bn_bias;
+  oc.beta1 = cfg.beta1;
+  oc.beta2 = cfg.beta2;
+  oc.eps = cfg.adam_eps;
+  return oc;
+}
+
+LrSchedule make_lr_schedule(const Config& cfg, int64_t spe, int64_t total_steps) {
+  LrSchedule s;
+  s.kind = cfg.schedule;
+  s.peak = cfg.lr;
+  s.min_lr = cfg.min_lr;
+  s.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * spe));
+  s.total_steps = total_steps;
+  s.gamma = cfg.gamma;
+  s.step_size = std::max<int64_t>(1, std::llround(cfg.step_epochs * spe));
+  for (double m : parse_milestones(cfg.milestones)) s.milestones.push_back(std::llround(m * spe));
+  return s;
+}
+
+StepConfig make_step_config(const Config& cfg) {
+  StepConfig sc;
+  sc.global_batch = cfg.batch;
+  sc.label_smoothing = static_cast<float>(cfg.label_smoothing);
+  sc.accum_steps = cfg.accum_steps;
+  sc.clip_norm = cfg.clip_norm;
+  sc.seed = cfg.seed;
+  return sc;
+}
+
+AugmentConfig make_augment_config(const Config& cfg) {
+  AugmentConfig a;
+  a.crop_pad = cfg.augment_crop_pad;
+  a.flip = cfg.augment_flip;
+  a.erase_p = static_cast<float>(cfg.augment_erase_p);
+  a.seed = cfg.seed;
+  return a;
+}
+
+void average_buffers(Backend& be, Net& net) {
+  const size_t n = net.num_buffers();
+  if (n == 0 || world_size() == 1) return;
+  std::vector<float> host(n);
+  be.download(host.data(), net.buffers(), sizeof(float) * n);
+  allreduce_sum(host.data(), n);
+  for (float& v : host) v /= static_cast<float>(world_size());
+  be.upload(net.buffers(), host.data(), sizeof(float) * n);
+}
+
+}  // namespace cnn

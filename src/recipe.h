@@ -1,0 +1,32 @@
+// The training recipe as the trainer applies it: the settings of the model, optimizer, schedule, step and
+// augmentation taken from the Config, and the averaging of the net's buffers across ranks. Kept out of
+// trainer.cpp so the run loop stays readable and other subsystems (checkpoints) can reuse the pieces.
+#pragma once
+#include <cstdint>
+
+#include "io/augment.h"
+#include "kernels/backend.h"
+#include "src/config.h"
+#include "src/models/zoo.h"
+#include "src/net.h"
+#include "src/optimizer.h"
+#include "src/schedule.h"
+#include "src/step.h"
+
+namespace cnn {
+
+ModelOptions make_model_options(const Config& cfg);
+OptimizerConfig make_optimizer_config(const Config& cfg);
+// Epoch-valued options (warmup, milestones, step_epochs) become optimizer steps at `steps_per_epoch`.
+LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps);
+// Everything but the per-step fields (step, ids).
+StepConfig make_step_config(const Config& cfg);
+AugmentConfig make_augment_config(const Config& cfg);
+
+// Batch norm's running statistics come from each rank's own batches; replaces them on every rank by their
+// mean over the ranks (collective), so that all ranks evaluate and checkpoint the same model. Exact for the
+// running means (the average of exponential moving averages is the moving average of the averaged batch
+// means), a close estimate for the variances.
+void average_buffers(Backend& be, Net& net);
+
+}  // namespace cnn

@@ -1,0 +1,236 @@
+// The layer set of issue 3: finite-difference gradient checks of batch norm, dropout, average pooling,
+// global average pooling and the residual blocks (every shortcut kind), batch norm train-vs-eval behaviour,
+// dropout masks keyed by global sample id, and the kernels against straightforward loops.
+#include <cmath>
+#include <functional>
+
+#include "kernels/backend.h"
+#include "kernels/batchnorm.h"
+#include "kernels/elementwise.h"
+#include "src/blocks.h"
+#include "src/layers.h"
+#include "tests/common/test_util.h"
+
+namespace cnn {
+namespace {
+
+using test::all_close;
+using test::random_vec;
+
+Backend* cpu() {
+  static auto be = make_cpu_backend(1);
+  return be.get();
+}
+
+// A layer with its parameters, gradients and buffers in host vectors (the CPU backend's device memory).
+struct Bound {
+  std::unique_ptr<Layer> layer;
+  Dims in, out;
+  int n;
+  std::vector<std::vector<float>> p, g, b;
+
+  // shift_bn: batch-norm betas in [1, 2] instead of [-1, 1], so that the ReLUs after them see inputs away
+  // from the kink at 0. One batch-norm input within the step of 0 spoils the finite difference of every
+  // parameter of its channel (the batch statistics couple them), which makes blocks fail on kinks, not bugs.
+  Bound(std::unique_ptr<Layer> l, Dims in_, int n_, uint64_t seed, bool shift_bn = false)
+      : layer(std::move(l)), in(in_), n(n_) {
+    out = layer->setup(in);
+    std::vector<float*> pp, gp, bp;
+    auto specs = layer->param_specs();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      // Gammas near 1, as in training; other parameters uniform in [-1, 1].
+      const bool beta = i > 0 && specs[i - 1].init == Init::kOne && specs[i].init == Init::kZero;
+      p.push_back(specs[i].init == Init::kOne ? random_vec(specs[i].size(), seed + i, 0.5f, 1.5f)
+                  : beta && shift_bn          ? random_vec(specs[i].size(), seed + i, 1.f, 2.f)
+                                              : random_vec(specs[i].size(), seed + i));
+      g.push_back(std::vector<float>(specs[i].size(), 0.f));
+    }
+    for (const auto& s : layer->buffer_specs()) b.push_back(std::vector<float>(s.size(), s.init == Init::kOne));
+    for (auto& v : p) pp.push_back(v.data());
+    for (auto& v : g) gp.push_back(v.data());
+    for (auto& v : b) bp.push_back(v.data());
+    layer->bind(pp, gp);
+    layer->bind_buffers(bp);
+    layer->allocate(*cpu(), n);
+  }
+};
+
+double dot(const std::vector<float>& y, const std::vector<float>& r) {
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * r[i];
+  return s;
+}
+
+::testing::AssertionResult fd_check(std::vector<float>& v, const std::vector<float>& analytic,
+                                    const std::function<double()>& f, const std::string& what, float eps) {
+  std::vector<double> numeric(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float keep = v[i];
+    v[i] = keep + eps;
+    const double up = f();
+    v[i] = keep - eps;
+    const double down = f();
+    v[i] = keep;
+    numeric[i] = (up - down) / (2.0 * eps);
+  }
+  return all_close(analytic, numeric, 5e-3, 1e-2, what);
+}
+
+// Input and parameter gradients of L = sum(y * r) against central differences (training mode).
+void check_grads(std::unique_ptr<Layer> l, Dims in, int n, uint64_t seed, float eps = 1e-2f,
+                 const BatchContext& ctx = {}, bool shift_bn = false) {
+  Bound b(std::move(l), in, n, seed, shift_bn);
+  Layer& L = *b.layer;
+  std::vector<float> x = random_vec(in.size() * n, seed + 50);
+  std::vector<float> y(b.out.size() * n), dx(x.size());
+  std::vector<float> r = random_vec(y.size(), seed + 99);
+  L.set_batch(ctx);
+  auto loss = [&] {
+    L.forward(*cpu(), x.data(), y.data(), n, true);
+    return dot(y, r);
+  };
+  loss();
+  L.backward(*cpu(), x.data(), y.data(), r.data(), dx.data(), n);
+  EXPECT_TRUE(fd_check(x, dx, loss, L.describe() + " dx", eps));
+  auto specs = L.param_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::vector<float> analytic = b.g[i];
+    EXPECT_TRUE(fd_check(b.p[i], analytic, loss, L.describe() + " d" + specs[i].name, eps));
+  }
+  // Parameter gradients accumulate; a null dx (first layer) still yields them.
+  if (!specs.empty()) {
+    std::vector<float> twice = b.g.back();
+    for (auto& v : twice) v *= 2;
+    loss();
+    L.backward(*cpu(), x.data(), y.data(), r.data(), nullptr, n);
+    EXPECT_TRUE(all_close(b.g.back(), twice, 1e-5, 1e-4, "accumulated " + specs.back().name));
+  }
+}
+
+TEST(LayerGrad, BatchNorm) { check_grads(make_batchnorm("bn"), {3, 5, 7}, 3, 1); }
+TEST(LayerGrad, BatchNormOneByOne) { check_grads(make_batchnorm("bn", {0.2f, 1e-3f}), {1, 1, 9}, 5, 2); }
+TEST(LayerGrad, Dropout) {
+  std::vector<int64_t> ids = {17, 3, 900};
+  check_grads(make_dropout("d", 0.3f), {2, 3, 5}, 3, 3, 1e-2f, {7, 11, ids.data()});
+}
+TEST(LayerGrad, AvgPool2x2) { check_grads(make_avgpool("p", 2, 2), {6, 7, 3}, 2, 4); }
+TEST(LayerGrad, AvgPool3x3Stride2Pad1) { check_grads(make_avgpool("p", 3, 2, 1), {7, 5, 2}, 2, 5); }
+TEST(LayerGrad, GlobalAvgPool) { check_grads(make_global_avgpool("g"), {3, 5, 4}, 3, 6); }
+// Residual blocks (conv-bn-relu chains): small steps and shifted batch-norm betas keep clear of ReLU kinks.
+void check_block(std::unique_ptr<Layer> l, Dims in, uint64_t seed) { check_grads(std::move(l), in, 2, seed, 2e-3f, {}, true); }
+TEST(LayerGrad, BasicBlockIdentity) { check_block(make_basic_block("b", 4, 1, Shortcut::kProjection), {5, 6, 4}, 7); }
+TEST(LayerGrad, BasicBlockProjectionStride2) {
+  check_block(make_basic_block("b", 6, 2, Shortcut::kProjection), {5, 7, 3}, 8);
+}
+TEST(LayerGrad, BasicBlockPadStride2) { check_block(make_basic_block("b", 5, 2, Shortcut::kPad), {7, 6, 3}, 9); }
+TEST(LayerGrad, Bottleneck) { check_block(make_bottleneck_block("b", 2, 2), {5, 5, 3}, 10); }
+TEST(LayerGrad, BottleneckIdentity) { check_block(make_bottleneck_block("b", 2, 1), {4, 3, 8}, 11); }
+TEST(LayerGrad, ChainConvBnRelu) {
+  std::vector<std::unique_ptr<Layer>> v;
+  v.push_back(make_conv2d("c1", 4, {3, 1, 1, false}));
+  v.push_back(make_batchnorm("bn1"));
+  v.push_back(make_relu("r"));
+  v.push_back(make_conv2d("c2", 3, {3, 2, 1, true}));
+  check_block(make_chain("ch", std::move(v)), {5, 6, 2}, 12);
+}
+
+TEST(Blocks, ParameterNamesAndShortcuts) {
+  auto b = make_basic_block("b", 8, 2, Shortcut::kProjection);
+  b->setup({6, 6, 4});
+  std::vector<std::string> names;
+  for (const auto& s : b->param_specs()) names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1.weight", "bn1.weight", "bn1.bias", "conv2.weight", "bn2.weight",
+                                             "bn2.bias", "downsample.0.weight", "downsample.1.weight",
+                                             "downsample.1.bias"}));
+  EXPECT_EQ(b->buffer_specs().size(), 6u);
+  auto pad = make_basic_block("p", 8, 2, Shortcut::kPad);
+  EXPECT_EQ(pad->setup({6, 6, 4}), (Dims{3, 3, 8}));
+  EXPECT_EQ(pad->param_specs().size(), 6u);
+  auto id = make_basic_block("i", 4, 1, Shortcut::kPad);
+  id->setup({5, 5, 4});
+  EXPECT_NE(id->describe().find("identity"), std::string::npos);
+}
+
+TEST(BatchNorm, TrainUsesBatchStatsEvalUsesRunningStats) {
+  const int n = 4, c = 3;
+  Bound b(make_batchnorm("bn", {0.5f, 1e-5f}), {2, 2, c}, n, 12);
+  b.p[0] = {1, 1, 1};
+  b.p[1] = {0, 0, 0};
+  std::vector<float> x = random_vec(n * 4 * c, 13, -2.f, 3.f), y(x.size());
+  b.layer->forward(*cpu(), x.data(), y.data(), n, true);
+  // Training output: zero mean, unit (biased) variance per channel.
+  const int rows = n * 4;
+  std::vector<double> mean(c, 0), var(c, 0);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) mean[j] += x[r * c + j] / static_cast<double>(rows);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) var[j] += std::pow(x[r * c + j] - mean[j], 2);
+  for (int j = 0; j < c; ++j) {
+    double m = 0, v = 0;
+    for (int r = 0; r < rows; ++r) m += y[r * c + j] / rows;
+    for (int r = 0; r < rows; ++r) v += std::pow(y[r * c + j] - m, 2) / rows;
+    EXPECT_NEAR(m, 0.0, 1e-5);
+    EXPECT_NEAR(v, 1.0, 1e-3);
+    // Running statistics moved halfway (momentum 0.5) from (0, 1) towards the batch's (unbiased variance).
+    EXPECT_NEAR(b.b[0][j], 0.5 * mean[j], 1e-5);
+    EXPECT_NEAR(b.b[1][j], 0.5 + 0.5 * var[j] / (rows - 1), 1e-4);
+  }
+  // Evaluation: the running statistics, and nothing changes them.
+  std::vector<float> rm = b.b[0], rv = b.b[1], ye(x.size());
+  b.layer->forward(*cpu(), x.data(), ye.data(), n, false);
+  std::vector<double> want(x.size());
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) want[r * c + j] = (x[r * c + j] - rm[j]) / std::sqrt(rv[j] + 1e-5);
+  EXPECT_TRUE(all_close(ye, want, 1e-5, 1e-5, "eval output"));
+  EXPECT_EQ(b.b[0], rm);
+  EXPECT_EQ(b.b[1], rv);
+  // Evaluating one sample alone gives the same answer as within the batch (no batch dependence).
+  std::vector<float> y1(4 * c);
+  b.layer->forward(*cpu(), x.data() + 4 * c, y1.data(), 1, false);
+  EXPECT_TRUE(all_close(y1, std::vector<float>(ye.begin() + 4 * c, ye.begin() + 8 * c), 0, 0, "single sample"));
+}
+
+TEST(Dropout, MaskDependsOnGlobalIdNotPosition) {
+  const int n = 4;
+  const Dims d{3, 3, 2};
+  Bound a(make_dropout("drop", 0.5f), d, n, 1), one(make_dropout("drop", 0.5f), d, 1, 1);
+  std::vector<float> x(d.size() * n, 1.f), y(x.size()), y1(d.size());
+  std::vector<int64_t> ids = {5, 42, 7, 1000};
+  a.layer->set_batch({3, 8, ids.data()});
+  a.layer->forward(*cpu(), x.data(), y.data(), n, true);
+  // Sample 42 alone (as on another rank) gets the same mask as at position 1 of the batch.
+  one.layer->set_batch({3, 8, &ids[1]});
+  one.layer->forward(*cpu(), x.data(), y1.data(), 1, true);
+  EXPECT_EQ(y1, std::vector<float>(y.begin() + d.size(), y.begin() + 2 * d.size()));
+  size_t kept = 0;
+  for (float v : y) {
+    EXPECT_TRUE(v == 0.f || v == 2.f) << v;
+    kept += v != 0.f;
+  }
+  EXPECT_GT(kept, y.size() / 4);
+  EXPECT_LT(kept, 3 * y.size() / 4);
+  // Another step draws another mask; evaluation is the identity.
+  a.layer->set_batch({3, 9, ids.data()});
+  std::vector<float> y2(x.size());
+  a.layer->forward(*cpu(), x.data(), y2.data(), n, true);
+  EXPECT_NE(y, y2);
+  a.layer->forward(*cpu(), x.data(), y2.data(), n, false);
+  EXPECT_EQ(y2, x);
+}
+
+TEST(Elementwise, ShortcutPadAndAddRelu) {
+  // x [1,3,3,2] -> stride 2 -> [1,2,2,4]; odd sizes keep the last row/column (ceil).
+  std::vector<float> x(18), y(16), dx(18);
+  for (int i = 0; i < 18; ++i) x[i] = static_cast<float>(i + 1);
+  shortcut_pad_forward_cpu(1, 3, 3, 2, 2, 4, x.data(), y.data());
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 0, 0, 5, 6, 0, 0, 13, 14, 0, 0, 17, 18, 0, 0}));
+  shortcut_pad_backward_cpu(1, 3, 3, 2, 2, 4, y.data(), dx.data());
+  EXPECT_EQ(dx, (std::vector<float>{1, 2, 0, 0, 5, 6, 0, 0, 0, 0, 0, 0, 13, 14, 0, 0, 17, 18}));
+  std::vector<float> a = {1, -2, 0.5f}, b = {-3, 1, 0.25f}, s(3);
+  add_relu_forward_cpu(3, a.data(), b.data(), s.data());
+  EXPECT_EQ(s, (std::vector<float>{0, 0, 0.75f}));
+  EXPECT_DOUBLE_EQ(sum_squares_cpu(3, a.data()), 1 + 4 + 0.25);
+}
+
+}  // namespace
+}  // namespace cnn

@@ -1,0 +1,95 @@
+// The model zoo: published parameter counts, shapes for the datasets' input sizes, and a forward/backward
+// pass through a CIFAR ResNet.
+#include "src/error.h"
+#include "src/models/zoo.h"
+#include "tests/common/test_util.h"
+
+namespace cnn {
+namespace {
+
+size_t count(const std::string& model, Dims in, int classes) {
+  auto be = make_cpu_backend(1);
+  Net net(*be, in, classes);
+  build_model(model, net);
+  net.build(1, 1);
+  return net.num_params();
+}
+
+TEST(Zoo, CifarResNetParameterCounts) {
+  // He et al. 2016 table 6 (option A shortcuts): 0.27M, 0.46M, 0.66M, 0.85M, 1.7M. 6n+2 layers give
+  // 97216 n - 21926 parameters for 10 classes (convolutions, batch-norm scales and shifts, the classifier).
+  const Dims cifar{32, 32, 3};
+  EXPECT_EQ(count("resnet20", cifar, 10), 269722u);
+  EXPECT_EQ(count("resnet32", cifar, 10), 464154u);
+  EXPECT_EQ(count("resnet44", cifar, 10), 658586u);
+  EXPECT_EQ(count("resnet56", cifar, 10), 853018u);
+  EXPECT_EQ(count("resnet110", cifar, 10), 1727962u);
+  EXPECT_EQ(count("resnet20", cifar, 100), 269722u + 90 * 65);
+}
+
+TEST(Zoo, ImageNetResNetParameterCounts) {
+  // torchvision's counts for 3x224x224 input and 1000 classes.
+  const Dims imagenet{224, 224, 3};
+  EXPECT_EQ(count("resnet18", imagenet, 1000), 11689512u);
+  EXPECT_EQ(count("resnet34", imagenet, 1000), 21797672u);
+  EXPECT_EQ(count("resnet50", imagenet, 1000), 25557032u);
+}
+
+TEST(Zoo, SmallModelsAndGreyInput) {
+  EXPECT_EQ(count("lenet5", {28, 28, 1}, 10), 61706u);
+  const Dims fm{28, 28, 1};
+  for (const char* m : {"fmnist_cnn", "fmnist_resnet", "resnet20", "resnet18"}) EXPECT_GT(count(m, fm, 10), 0u) << m;
+}
+
+TEST(Zoo, BatchNormBuffersAreSeparate) {
+  auto be = make_cpu_backend(1);
+  Net net(*be, {32, 32, 3}, 10);
+  build_model("resnet20", net);
+  net.build(1, 1);
+  // 19 batch norms (stem + 2 per block), each with a running mean and variance.
+  EXPECT_EQ(net.buffer_table().size(), 38u);
+  EXPECT_EQ(net.buffer_table().front().name, "bn1.running_mean");
+  EXPECT_EQ(net.buffer_table().back().name, "layer3.2.bn2.running_var");
+  size_t n = 0;
+  for (const auto& b : net.buffer_table()) n += b.size;
+  EXPECT_EQ(n, net.num_buffers());
+  EXPECT_EQ(net.param_table()[3].name, "layer1.0.conv1.weight");
+}
+
+TEST(Zoo, ResNet20TrainsOnAFewSamples) {
+  auto be = make_cpu_backend(1);
+  Net net(*be, {16, 16, 3}, 4);  // a smaller image keeps the test fast; shapes are the same code path
+  build_model("resnet20", net);
+  const int n = 4;
+  net.build(n, 3);
+  auto x = test::random_vec(16 * 16 * 3 * n, 5);
+  std::vector<int32_t> y = {0, 1, 2, 3};
+  std::vector<float> dl(n * 4);
+  double first = 0, last = 0;
+  for (int it = 0; it < 8; ++it) {
+    double loss = 0;
+    int64_t correct = 0;
+    net.zero_grads();
+    be->softmax_xent(n, 4, net.forward(x.data(), n, true), y.data(), 0.f, 1.f / n, dl.data(), &loss, &correct);
+    net.backward(dl.data(), n);
+    for (size_t i = 0; i < net.num_params(); ++i) net.params()[i] -= 0.05f * net.grads()[i];
+    if (it == 0) first = loss;
+    last = loss;
+  }
+  EXPECT_LT(last, first * 0.7) << "loss does not fall when overfitting 4 samples";
+}
+
+TEST(Zoo, ModelTooLargeForImageIsUsageError) {
+  auto be = make_cpu_backend(1);
+  Net net(*be, {6, 6, 1}, 10);
+  build_model("lenet5", net);
+  try {
+    net.build(1, 1);
+    ADD_FAILURE() << "built lenet5 for 6x6 images";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitUsage);
+  }
+}
+
+}  // namespace
+}  // namespace cnn
