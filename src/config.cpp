@@ -183,6 +183,9 @@ const std::vector<Opt>& options() {
     v.push_back(real_opt("bn.momentum", &Config::bn_momentum, 0, 1, false,
                          "batch norm: running = (1-momentum) running + momentum batch"));
     v.push_back(real_opt("bn.eps", &Config::bn_eps, 0, 1, true, "batch norm: variance epsilon"));
+    v.push_back(int_opt("bn.group_size", &Config::bn_group, 0, 1 << 20,
+                        "batch norm: training statistics over groups of this many samples (0: the rank's whole "
+                        "micro-batch); a fixed group makes results independent of the rank count"));
     v.push_back(int_opt("augment.crop_pad", &Config::augment_crop_pad, 0, 1 << 12,
                         "random crop from the image zero-padded by this many pixels (0: off)"));
     v.push_back(bool_opt("augment.flip", &Config::augment_flip, "random horizontal flip"));

@@ -39,6 +39,7 @@ struct Config {
   bool decay_bn_bias = false;  // weight decay also on biases and batch-norm scales/shifts
   int accum_steps = 1;         // micro-batches per optimizer step
   double clip_norm = 0.0;      // 0: no clipping
+  int bn_group = 0;
   double bn_momentum = 0.1, bn_eps = 1e-5;
   int augment_crop_pad = 0;  // random crop of the original size from the image zero-padded by this much
   bool augment_flip = false;

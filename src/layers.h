@@ -87,6 +87,9 @@ std::unique_ptr<Layer> make_flatten(const std::string& name);
 struct BnOptions {
   float momentum = 0.1f;  // running = (1-momentum) running + momentum * batch
   float eps = 1e-5f;
+  // Training statistics over fixed groups of this many samples ("ghost" batch norm); 0 = the rank's whole
+  // (micro-)batch. A fixed group makes training independent of the rank count (exact resharded resume).
+  int group = 0;
 };
 // Batch normalisation per channel; params weight (gamma, init 1) and bias (beta, init 0), neither decayed
 // unless --train.decay_bn_bias; buffers running_mean, running_var. Training normalises with this rank's

@@ -20,7 +20,8 @@ class BatchNorm : public Layer {
     }
   }
   std::string describe() const override {
-    return strprintf("batchnorm %d eps %g momentum %g", c_, o_.eps, o_.momentum);
+    return strprintf("batchnorm %d eps %g momentum %g%s", c_, o_.eps, o_.momentum,
+                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "");
   }
   Dims setup(const Dims& in) override {
     in_ = in;
@@ -43,25 +44,40 @@ class BatchNorm : public Layer {
     rmean_ = b[0];
     rvar_ = b[1];
   }
-  void allocate(Backend& be, int) override {
+  void allocate(Backend& be, int max_n) override {
     be_ = &be;
-    save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_));
-    save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_));
+    const int groups = o_.group > 0 ? (max_n + o_.group - 1) / o_.group : 1;
+    save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
+    save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
   }
   void forward(Backend& be, const float* x, float* y, int n, bool train) override {
-    const int rows = n * in_.h * in_.w;
-    if (train)
-      be.batchnorm_forward_train(rows, c_, x, gamma_, beta_, o_.eps, o_.momentum, y, save_mean_, save_invstd_,
-                                 rmean_, rvar_);
-    else
-      be.batchnorm_forward_infer(rows, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
+    if (!train) {
+      be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
+      return;
+    }
+    const int g = group_of(n);
+    const size_t stride = static_cast<size_t>(g) * in_.size();
+    for (int i = 0; i < n / g; ++i)
+      be.batchnorm_forward_train(g * in_.h * in_.w, c_, x + i * stride, gamma_, beta_, o_.eps, o_.momentum,
+                                 y + i * stride, save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
   }
   void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
-    be.batchnorm_backward(n * in_.h * in_.w, c_, x, dy, gamma_, save_mean_, save_invstd_, dx, dgamma_, dbeta_);
+    const int g = group_of(n);
+    const size_t stride = static_cast<size_t>(g) * in_.size();
+    for (int i = 0; i < n / g; ++i)
+      be.batchnorm_backward(g * in_.h * in_.w, c_, x + i * stride, dy + i * stride, gamma_, save_mean_ + i * c_,
+                            save_invstd_ + i * c_, dx ? dx + i * stride : nullptr, dgamma_, dbeta_);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
 
  private:
+  int group_of(int n) const {
+    if (o_.group <= 0) return n;
+    CNN_CHECK(n % o_.group == 0, "layer %s: %d samples are not a multiple of the batch-norm group %d",
+              name_.c_str(), n, o_.group);
+    return o_.group;
+  }
+
   BnOptions o_;
   Dims in_;
   int c_ = 0;

@@ -12,6 +12,7 @@ ModelOptions make_model_options(const Config& cfg) {
   ModelOptions mo;
   mo.bn.momentum = static_cast<float>(cfg.bn_momentum);
   mo.bn.eps = static_cast<float>(cfg.bn_eps);
+  mo.bn.group = cfg.bn_group;
   return mo;
 }
 

@@ -103,6 +103,10 @@ Setup local_setup(const Config& cfg) {
   if (s.local_batch % cfg.accum_steps != 0)
     raise(kExitUsage, "option --train.accum_steps: the per-rank batch %d (%lld / %d ranks) is not divisible by %d "
           "micro-batches", s.local_batch, (long long)cfg.batch, world, cfg.accum_steps);
+  const int micro = s.local_batch / cfg.accum_steps;
+  if (cfg.bn_group > 0 && micro % cfg.bn_group != 0)
+    raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
+          micro, cfg.bn_group);
   s.train = open_data(cfg, cfg.data_train, true);
   const DatasetInfo& ti = s.train->info();
   if (ti.count < cfg.batch)

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Compares the parameters (and optimizer state) of two cnntrain checkpoints.
-Usage: ckpt_compare.py A.h5 B.h5 [--rtol X]   exit 0 when equal (bit for bit without --rtol)."""
+"""Compares the parameters and optimizer state of two cnntrain checkpoints.
+Usage: ckpt_compare.py A.h5 B.h5 [--rtol X] [--buffers]   exit 0 when equal (bit for bit without --rtol).
+Batch-norm buffers (running statistics) are compared only with --buffers: a checkpoint stores their mean
+over the ranks, so they match an uninterrupted run only where that run also wrote a checkpoint."""
 import sys
 import h5py
 import numpy as np
+
+
+with_buffers = "--buffers" in sys.argv
 
 
 def arrays(path):
     out = {}
     with h5py.File(path, "r") as f:
         def visit(name, obj):
-            if isinstance(obj, h5py.Dataset):
+            if isinstance(obj, h5py.Dataset) and (with_buffers or not name.startswith("buffers/")):
                 out[name] = obj[()]
         f.visititems(visit)
         meta = {k: f.attrs[k] for k in ("step", "world_size")}

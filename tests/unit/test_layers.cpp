@@ -109,6 +109,7 @@ void check_grads(std::unique_ptr<Layer> l, Dims in, int n, uint64_t seed, float 
 
 TEST(LayerGrad, BatchNorm) { check_grads(make_batchnorm("bn"), {3, 5, 7}, 3, 1); }
 TEST(LayerGrad, BatchNormOneByOne) { check_grads(make_batchnorm("bn", {0.2f, 1e-3f}), {1, 1, 9}, 5, 2); }
+TEST(LayerGrad, BatchNormGhostGroups) { check_grads(make_batchnorm("bn", {0.1f, 1e-5f, 2}), {3, 5, 7}, 4, 3); }
 TEST(LayerGrad, Dropout) {
   std::vector<int64_t> ids = {17, 3, 900};
   check_grads(make_dropout("d", 0.3f), {2, 3, 5}, 3, 3, 1e-2f, {7, 11, ids.data()});
