@@ -269,6 +269,7 @@ Trainer::Cursor Trainer::resume() {
       be_.upload(net_.buffers(), host_buffers_.data(), sizeof(float) * net_.num_buffers());
       for (size_t k = 0; k < states.size(); ++k)
         be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
+      opt_->set_steps(m.step);  // one update per optimizer step: AdamW's bias correction continues exactly
       c.step = m.step;
       c.epoch = m.epoch;
       c.step_in_epoch = m.step_in_epoch;

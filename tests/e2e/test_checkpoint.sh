@@ -21,6 +21,11 @@ run 2 "$T/a" 12 --checkpoint.every_steps 6
 run 2 "$T/a" 24 --resume auto --checkpoint.every_steps 6
 grep -q "resumed from $T/a/checkpoints/ckpt-0000000012.h5" "$T/a.log" || fail "did not resume from step 12"
 cmp_ckpt "$(ck "$T/ref2" 24)" "$(ck "$T/a" 24)" --buffers
+# AdamW: its moments and bias-correction step count continue exactly too.
+run 2 "$T/adam_ref" 24 --train.optimizer adamw --train.lr 0.001
+run 2 "$T/adam" 12 --train.optimizer adamw --train.lr 0.001
+run 2 "$T/adam" 24 --train.optimizer adamw --train.lr 0.001 --resume auto
+cmp_ckpt "$(ck "$T/adam_ref" 24)" "$(ck "$T/adam" 24)"
 # Resharding: the same global batch sequence on another rank count; weights within float tolerance.
 run 4 "$T/b" 12
 run 2 "$T/b" 24 --resume auto
@@ -31,7 +36,7 @@ cmp_ckpt "$(ck "$T/ref2" 24)" "$(ck "$T/c" 24)" --rtol 1e-4
 run 4 "$T/d" 12
 run 1 "$T/d" 24 --resume auto
 cmp_ckpt "$(ck "$T/ref4" 24)" "$(ck "$T/d" 24)" --rtol 1e-4
-echo "ok: bit-exact resume and resharding 4->2, 2->4, 4->1"
+echo "ok: bit-exact resume (SGD, AdamW) and resharding 4->2, 2->4, 4->1"
 
 # keep-last-K and permissions.
 n=$(ls "$T/ref2/checkpoints" | wc -l)
