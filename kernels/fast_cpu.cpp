@@ -1,0 +1,106 @@
+#include "kernels/fast_cpu.h"
+
+#include <cstring>
+#include <limits>
+
+namespace cnn {
+
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr size_t kMinParallel = 1 << 15;
+
+int team(int threads, size_t work) { return work >= kMinParallel ? threads : 1; }
+
+}  // namespace
+
+void fill_fast(int threads, float* x, size_t n, float v) {
+  const long long nn = static_cast<long long>(n);
+#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
+  for (long long i = 0; i < nn; ++i) x[i] = v;
+}
+
+void relu_forward_fast(int threads, size_t n, const float* x, float* y) {
+  const long long nn = static_cast<long long>(n);
+#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
+  for (long long i = 0; i < nn; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+void relu_backward_fast(int threads, size_t n, const float* y, const float* dy, float* dx) {
+  const long long nn = static_cast<long long>(n);
+#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
+  for (long long i = 0; i < nn; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+}
+
+void maxpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
+  const int P = d.p(), Q = d.q(), C = d.c;
+  const size_t work = static_cast<size_t>(d.n) * d.h * d.w * C;
+  // Channels innermost (contiguous in NHWC): each window tap is one vectorisable pass over C.
+#pragma omp parallel for num_threads(team(threads, work)) schedule(static)
+  for (int np = 0; np < d.n * P; ++np) {
+    const int n = np / P, p = np % P;
+    for (int q = 0; q < Q; ++q) {
+      const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * C;
+      float* yo = y + o;
+      int32_t* ao = argmax + o;
+      bool first = true;
+      for (int r = 0; r < d.r; ++r) {
+        const int h = p * d.stride - d.pad + r;
+        if (h < 0 || h >= d.h) continue;
+        for (int s = 0; s < d.s; ++s) {
+          const int w = q * d.stride - d.pad + s;
+          if (w < 0 || w >= d.w) continue;
+          const int32_t base = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + h) * d.w + w) * C);
+          const float* xi = x + base;
+          if (first) {
+            for (int c = 0; c < C; ++c) {
+              yo[c] = xi[c];
+              ao[c] = base + c;
+            }
+            first = false;
+          } else {
+            // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
+            for (int c = 0; c < C; ++c) {
+              const float v = xi[c];
+              const bool take = !(v <= yo[c]);
+              yo[c] = take ? v : yo[c];
+              ao[c] = take ? base + c : ao[c];
+            }
+          }
+        }
+      }
+      if (first)
+        for (int c = 0; c < C; ++c) {
+          yo[c] = -std::numeric_limits<float>::infinity();
+          ao[c] = -1;
+        }
+    }
+  }
+}
+
+void maxpool_backward_fast(int threads, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
+  const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(d.p()) * d.q() * d.c;
+  // A sample's winners lie inside that sample's input, so samples are independent.
+#pragma omp parallel for num_threads(team(threads, in * d.n)) schedule(static)
+  for (int n = 0; n < d.n; ++n) {
+    std::memset(dx + n * in, 0, sizeof(float) * in);
+    const int32_t* a = argmax + n * out;
+    const float* g = dy + n * out;
+    for (size_t i = 0; i < out; ++i)
+      if (a[i] >= 0) dx[a[i]] += g[i];
+  }
+}
+
+void sgd_update_fast(int threads, size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
+                     bool nesterov) {
+  const long long nn = static_cast<long long>(n);
+#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
+  for (long long i = 0; i < nn; ++i) {
+    const float gi = g[i] + wd * w[i];
+    const float vi = momentum * v[i] + gi;
+    v[i] = vi;
+    w[i] -= lr * (nesterov ? gi + momentum * vi : vi);
+  }
+}
+
+}  // namespace cnn
