@@ -10,35 +10,38 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr size_t kMinParallel = 1 << 15;
 
-int team(int threads, size_t work) { return work >= kMinParallel ? threads : 1; }
+// for i in [0, count): body(i), statically split over the threads when the work is large enough. One thread
+// runs the loop directly: a one-thread OpenMP region still allocates a team every time.
+template <class F>
+void parallel_for(int threads, size_t work, long long count, F body) {
+  if (threads <= 1 || work < kMinParallel) {
+    for (long long i = 0; i < count; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long i = 0; i < count; ++i) body(i);
+}
 
 }  // namespace
 
 void fill_fast(int threads, float* x, size_t n, float v) {
-  const long long nn = static_cast<long long>(n);
-#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
-  for (long long i = 0; i < nn; ++i) x[i] = v;
+  parallel_for(threads, n, static_cast<long long>(n), [=](long long i) { x[i] = v; });
 }
 
 void relu_forward_fast(int threads, size_t n, const float* x, float* y) {
-  const long long nn = static_cast<long long>(n);
-#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
-  for (long long i = 0; i < nn; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  parallel_for(threads, n, static_cast<long long>(n), [=](long long i) { y[i] = x[i] > 0.f ? x[i] : 0.f; });
 }
 
 void relu_backward_fast(int threads, size_t n, const float* y, const float* dy, float* dx) {
-  const long long nn = static_cast<long long>(n);
-#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
-  for (long long i = 0; i < nn; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
+  parallel_for(threads, n, static_cast<long long>(n), [=](long long i) { dx[i] = y[i] > 0.f ? dy[i] : 0.f; });
 }
 
 void maxpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
   const int P = d.p(), Q = d.q(), C = d.c;
   const size_t work = static_cast<size_t>(d.n) * d.h * d.w * C;
   // Channels innermost (contiguous in NHWC): each window tap is one vectorisable pass over C.
-#pragma omp parallel for num_threads(team(threads, work)) schedule(static)
-  for (int np = 0; np < d.n * P; ++np) {
-    const int n = np / P, p = np % P;
+  parallel_for(threads, work, static_cast<long long>(d.n) * P, [&](long long np) {
+    const int n = static_cast<int>(np / P), p = static_cast<int>(np % P);
     for (int q = 0; q < Q; ++q) {
       const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * C;
       float* yo = y + o;
@@ -75,32 +78,29 @@ void maxpool_forward_fast(int threads, const PoolDesc& d, const float* x, float*
           ao[c] = -1;
         }
     }
-  }
+  });
 }
 
 void maxpool_backward_fast(int threads, const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
   const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(d.p()) * d.q() * d.c;
   // A sample's winners lie inside that sample's input, so samples are independent.
-#pragma omp parallel for num_threads(team(threads, in * d.n)) schedule(static)
-  for (int n = 0; n < d.n; ++n) {
+  parallel_for(threads, in * d.n, d.n, [&](long long n) {
     std::memset(dx + n * in, 0, sizeof(float) * in);
     const int32_t* a = argmax + n * out;
     const float* g = dy + n * out;
     for (size_t i = 0; i < out; ++i)
       if (a[i] >= 0) dx[a[i]] += g[i];
-  }
+  });
 }
 
 void sgd_update_fast(int threads, size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                      bool nesterov) {
-  const long long nn = static_cast<long long>(n);
-#pragma omp parallel for num_threads(team(threads, n)) schedule(static)
-  for (long long i = 0; i < nn; ++i) {
+  parallel_for(threads, n, static_cast<long long>(n), [=](long long i) {
     const float gi = g[i] + wd * w[i];
     const float vi = momentum * v[i] + gi;
     v[i] = vi;
     w[i] -= lr * (nesterov ? gi + momentum * vi : vi);
-  }
+  });
 }
 
 }  // namespace cnn
