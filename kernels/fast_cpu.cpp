@@ -36,47 +36,56 @@ void relu_backward_fast(int threads, size_t n, const float* y, const float* dy, 
   parallel_for(threads, n, static_cast<long long>(n), [=](long long i) { dx[i] = y[i] > 0.f ? dy[i] : 0.f; });
 }
 
+namespace {
+
+// One output pixel: max over its window taps, channels innermost. `restrict` lets the channel loops vectorise
+// (compare + blend of value and index).
+void pool_pixel(const PoolDesc& d, const float* __restrict x, int n, int p, int q, float* __restrict yo,
+                int32_t* __restrict ao) {
+  const int C = d.c;
+  bool first = true;
+  for (int r = 0; r < d.r; ++r) {
+    const int h = p * d.stride - d.pad + r;
+    if (h < 0 || h >= d.h) continue;
+    for (int s = 0; s < d.s; ++s) {
+      const int w = q * d.stride - d.pad + s;
+      if (w < 0 || w >= d.w) continue;
+      const int32_t base = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + h) * d.w + w) * C);
+      const float* __restrict xi = x + base;
+      if (first) {
+        for (int c = 0; c < C; ++c) {
+          yo[c] = xi[c];
+          ao[c] = base + c;
+        }
+        first = false;
+      } else {
+        // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
+        for (int c = 0; c < C; ++c) {
+          const float v = xi[c], b = yo[c];
+          const bool take = !(v <= b);
+          yo[c] = take ? v : b;
+          ao[c] = take ? base + c : ao[c];
+        }
+      }
+    }
+  }
+  if (first)
+    for (int c = 0; c < C; ++c) {
+      yo[c] = -std::numeric_limits<float>::infinity();
+      ao[c] = -1;
+    }
+}
+
+}  // namespace
+
 void maxpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
-  const int P = d.p(), Q = d.q(), C = d.c;
-  const size_t work = static_cast<size_t>(d.n) * d.h * d.w * C;
-  // Channels innermost (contiguous in NHWC): each window tap is one vectorisable pass over C.
+  const int P = d.p(), Q = d.q();
+  const size_t work = static_cast<size_t>(d.n) * d.h * d.w * d.c;
   parallel_for(threads, work, static_cast<long long>(d.n) * P, [&](long long np) {
     const int n = static_cast<int>(np / P), p = static_cast<int>(np % P);
     for (int q = 0; q < Q; ++q) {
-      const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * C;
-      float* yo = y + o;
-      int32_t* ao = argmax + o;
-      bool first = true;
-      for (int r = 0; r < d.r; ++r) {
-        const int h = p * d.stride - d.pad + r;
-        if (h < 0 || h >= d.h) continue;
-        for (int s = 0; s < d.s; ++s) {
-          const int w = q * d.stride - d.pad + s;
-          if (w < 0 || w >= d.w) continue;
-          const int32_t base = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + h) * d.w + w) * C);
-          const float* xi = x + base;
-          if (first) {
-            for (int c = 0; c < C; ++c) {
-              yo[c] = xi[c];
-              ao[c] = base + c;
-            }
-            first = false;
-          } else {
-            // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
-            for (int c = 0; c < C; ++c) {
-              const float v = xi[c];
-              const bool take = !(v <= yo[c]);
-              yo[c] = take ? v : yo[c];
-              ao[c] = take ? base + c : ao[c];
-            }
-          }
-        }
-      }
-      if (first)
-        for (int c = 0; c < C; ++c) {
-          yo[c] = -std::numeric_limits<float>::infinity();
-          ao[c] = -1;
-        }
+      const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * d.c;
+      pool_pixel(d, x, n, p, q, y + o, argmax + o);
     }
   });
 }
