@@ -30,10 +30,15 @@ struct Arg {
 }  // namespace
 
 struct DnnlOps::Impl {
-  explicit Impl(int threads) : threads(threads), eng(dnnl::engine::kind::cpu, 0), strm(eng) {}
+  explicit Impl(int threads) : threads(threads), eng(dnnl::engine::kind::cpu, 0), strm(eng) {
+    if (const char* e = std::getenv("CNNTRAIN_MIN_PARALLEL_MFLOP")) min_parallel_flops = std::atof(e) * 1e6;
+  }
   ~Impl() { std::free(scratch); }
 
   int threads;
+  // Ops below this many FLOPs run on one thread: a parallel region costs a wake-up and a barrier, and on a
+  // loaded machine a descheduled team-mate stalls the whole op (measured in docs/perf.md).
+  double min_parallel_flops = 40e6;
   dnnl::engine eng;
   dnnl::stream strm;
   void* scratch = nullptr;
@@ -51,11 +56,13 @@ struct DnnlOps::Impl {
     Prim fwd, bwd_d, bwd_w, w_to_fwd, w_to_bwd, dw_from_bwd;
     memory x, y, dx, dy, w_user, dw_user, b, db;  // bound to caller pointers per call
     memory w_fwd, w_bwd, dw_blk, db_tmp;          // owned, oneDNN's layouts
-    bool fwd_reorder = false, bwd_reorder = false, dw_reorder = false;
+    bool fwd_reorder = false, bwd_reorder = false;
+    int nthr = 1;
   };
   struct Matmul {
     Prim p;
     memory a, b, bias, c;
+    int nthr = 1;
   };
 
   using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool>;
@@ -63,8 +70,10 @@ struct DnnlOps::Impl {
   std::map<ConvKey, Conv> convs;
   std::map<MmKey, Matmul> mms;
 
-  void set_threads() {
-    if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  // Threads of an op of `flops`; fixed per shape, so results stay deterministic for a given --threads.
+  int threads_for(double flops) const { return flops >= min_parallel_flops ? threads : 1; }
+  static void set_threads(int n) {
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
   }
 
   dnnl::primitive_attr attr() {
@@ -119,8 +128,9 @@ struct DnnlOps::Impl {
     ConvKey key{d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, bias};
     auto it = convs.find(key);
     if (it != convs.end()) return it->second;
-    set_threads();
     Conv& c = convs[key];
+    c.nthr = threads_for(2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c);
+    set_threads(c.nthr);
     const memory::dims src{d.n, d.c, d.h, d.w}, wei{d.k, d.c, d.r, d.s}, dst{d.n, d.k, d.p(), d.q()};
     const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
     // Padding on the far side so that the output size matches ConvDesc::p()/q() exactly.
@@ -150,7 +160,7 @@ struct DnnlOps::Impl {
 
   void conv_backward_prims(const ConvDesc& d, Conv& c, bool bias) {
     if (c.bwd_w.ok()) return;
-    set_threads();
+    set_threads(c.nthr);
     const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
     const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
                              (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
@@ -183,8 +193,9 @@ struct DnnlOps::Impl {
     MmKey key{m, k, n, which, bias};
     auto it = mms.find(key);
     if (it != mms.end()) return it->second;
-    set_threads();
     Matmul& mm = mms[key];
+    mm.nthr = threads_for(2.0 * m * k * n);
+    set_threads(mm.nthr);
     memory::desc bias_md = bias ? memory::desc({1, c_md.dims()[1]}, dt::f32, tag::ab) : memory::desc();
     dnnl::primitive_attr a = attr();
     if (accumulate) {
@@ -209,7 +220,7 @@ DnnlOps::~DnnlOps() = default;
 void DnnlOps::conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
   Impl& I = *p_;
   Impl::Conv& c = I.conv(d, b != nullptr);
-  I.set_threads();
+  Impl::set_threads(c.nthr);
   Impl::bind(c.x, x);
   Impl::bind(c.y, y);
   Impl::bind(c.w_user, w);
@@ -230,7 +241,7 @@ void DnnlOps::conv_backward_data(const ConvDesc& d, const float* dy, const float
   const bool bias = it != I.convs.end();
   Impl::Conv& c = I.conv(d, bias);
   I.conv_backward_prims(d, c, bias);
-  I.set_threads();
+  Impl::set_threads(c.nthr);
   Impl::bind(c.dy, dy);
   Impl::bind(c.dx, dx);
   Impl::bind(c.w_user, w);
@@ -243,7 +254,7 @@ void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const floa
   Impl& I = *p_;
   Impl::Conv& c = I.conv(d, db != nullptr);
   I.conv_backward_prims(d, c, db != nullptr);
-  I.set_threads();
+  Impl::set_threads(c.nthr);
   Impl::bind(c.x, x);
   Impl::bind(c.dy, dy);
   Impl::bind(c.dw_user, dw);
@@ -263,7 +274,7 @@ void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w
   // y[m,n] = x[m,k] * w^T, with w [n,k] row-major read as a column-major [k,n].
   Impl::Matmul& mm = I.matmul(0, m, k, n, b != nullptr, memory::desc({m, k}, dt::f32, tag::ab),
                               memory::desc({k, n}, dt::f32, tag::ba), memory::desc({m, n}, dt::f32, tag::ab), false);
-  I.set_threads();
+  Impl::set_threads(mm.nthr);
   Impl::bind(mm.a, x);
   Impl::bind(mm.b, w);
   Impl::bind(mm.c, y);
@@ -280,7 +291,7 @@ void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const f
   // dx[m,k] = dy[m,n] * w[n,k].
   Impl::Matmul& mm = I.matmul(1, m, k, n, false, memory::desc({m, n}, dt::f32, tag::ab),
                               memory::desc({n, k}, dt::f32, tag::ab), memory::desc({m, k}, dt::f32, tag::ab), false);
-  I.set_threads();
+  Impl::set_threads(mm.nthr);
   Impl::bind(mm.a, dy);
   Impl::bind(mm.b, w);
   Impl::bind(mm.c, dx);
@@ -292,7 +303,7 @@ void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const 
   // dw[n,k] += dy^T[n,m] * x[m,k], dy [m,n] row-major read as a column-major [n,m]; sum post-op accumulates.
   Impl::Matmul& mm = I.matmul(2, m, k, n, false, memory::desc({n, m}, dt::f32, tag::ba),
                               memory::desc({m, k}, dt::f32, tag::ab), memory::desc({n, k}, dt::f32, tag::ab), true);
-  I.set_threads();
+  Impl::set_threads(mm.nthr);
   Impl::bind(mm.a, dy);
   Impl::bind(mm.b, x);
   Impl::bind(mm.c, dw);

@@ -1,5 +1,6 @@
 // The fast CPU backend (oneDNN convolution/matmul, OpenMP element-wise ops) against the reference kernels, on
 // ragged shapes and several thread counts; run-to-run bit-exactness for a fixed thread count.
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/activation.h"
@@ -39,7 +40,12 @@ const std::vector<ConvDesc>& conv_cases() {
   return v;
 }
 
-class FastKernels : public ::testing::TestWithParam<int> {};
+class FastKernels : public ::testing::TestWithParam<int> {
+ protected:
+  // Small test shapes would otherwise run on one thread (kernels/dnnl_ops.cpp); exercise the parallel paths.
+  void SetUp() override { setenv("CNNTRAIN_MIN_PARALLEL_MFLOP", "0", 1); }
+  void TearDown() override { unsetenv("CNNTRAIN_MIN_PARALLEL_MFLOP"); }
+};
 
 TEST_P(FastKernels, ConvMatchesReference) {
   auto be = make_cpu_backend(GetParam(), CpuKernels::kFast);
