@@ -59,7 +59,7 @@ struct DnnlOps::Impl {
     memory x, y, dx, dy, w_user, dw_user, b, db;  // bound to caller pointers per call
     memory w_fwd, w_bwd, dw_blk, db_tmp;          // owned, oneDNN's layouts
     bool fwd_reorder = false, bwd_reorder = false;
-    int nthr = 1;
+    int nthr = 1, nthr_w = 1;  // threads of forward/backward-data, of backward-weights
     std::vector<float> w_flip;  // as the transposed convolution of a backward-data: filters flipped, in<->out
   };
   struct Matmul {
@@ -140,7 +140,11 @@ struct DnnlOps::Impl {
     auto it = convs.find(key);
     if (it != convs.end()) return it->second;
     Conv& c = convs[key];
-    c.nthr = threads_for(2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c);
+    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c;
+    c.nthr = threads_for(flops);
+    // oneDNN 2.6's backward-weights kernel partitions small problems badly: LeNet's 5x5 6->16 conv takes 12 ms
+    // on 2 threads and 0.6 ms on one (docs/perf.md). Below 5x the threshold it runs on one thread.
+    c.nthr_w = flops >= 5 * min_parallel_flops ? threads : 1;
     set_threads(c.nthr);
     const memory::dims src{d.n, d.c, d.h, d.w}, wei{d.k, d.c, d.r, d.s}, dst{d.n, d.k, d.p(), d.q()};
     const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
@@ -190,8 +194,10 @@ struct DnnlOps::Impl {
     const memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
     dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, x_md, w_any, b_md, y_md,
                                                  strides, pad_l, pad_r);
+    set_threads(c.nthr_w);
     dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, attr(), eng, c.fwd_pd);
     c.bwd_w = prim(dnnl::convolution_backward_weights(bw_pd), bw_pd.scratchpad_desc());
+    set_threads(c.nthr);
     // oneDNN overwrites diff_weights; the interface accumulates, so it lands in dw_blk and a reorder with a
     // sum post-op adds it to dw (same cost as the layout conversion alone).
     c.dw_blk = memory(bw_pd.diff_weights_desc(), eng);
