@@ -78,11 +78,43 @@ void pool_pixel(const PoolDesc& d, const float* __restrict x, int n, int p, int 
 
 }  // namespace
 
+// The common 2x2 window without padding: every tap exists, so no bounds checks and no first-tap branch per
+// pixel (with few channels, e.g. LeNet's 6, the generic loop spends its time on that bookkeeping).
+static void pool_row_2x2(const PoolDesc& d, const float* __restrict x, int n, int p, float* __restrict y,
+                  int32_t* __restrict a) {
+  const int C = d.c, Q = d.q();
+  const size_t row = static_cast<size_t>(d.w) * C;
+  for (int q = 0; q < Q; ++q) {
+    const int32_t b0 = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + p * d.stride) * d.w + q * d.stride) * C);
+    const int32_t taps[4] = {b0, b0 + C, static_cast<int32_t>(b0 + row), static_cast<int32_t>(b0 + row + C)};
+    float* __restrict yo = y + static_cast<size_t>(q) * C;
+    int32_t* __restrict ao = a + static_cast<size_t>(q) * C;
+    for (int c = 0; c < C; ++c) {
+      float best = x[taps[0] + c];
+      int32_t at = taps[0] + c;
+      for (int t = 1; t < 4; ++t) {
+        const float v = x[taps[t] + c];
+        const bool take = !(v <= best);  // first maximum wins ties, a NaN wins (as the reference)
+        best = take ? v : best;
+        at = take ? taps[t] + c : at;
+      }
+      yo[c] = best;
+      ao[c] = at;
+    }
+  }
+}
+
 void maxpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
   const int P = d.p(), Q = d.q();
   const size_t work = static_cast<size_t>(d.n) * d.h * d.w * d.c;
+  const bool fast2x2 = d.r == 2 && d.s == 2 && d.pad == 0;
   parallel_for(threads, work, static_cast<long long>(d.n) * P, [&](long long np) {
     const int n = static_cast<int>(np / P), p = static_cast<int>(np % P);
+    if (fast2x2) {
+      const size_t o = (static_cast<size_t>(n) * P + p) * Q * d.c;
+      pool_row_2x2(d, x, n, p, y + o, argmax + o);
+      return;
+    }
     for (int q = 0; q < Q; ++q) {
       const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * d.c;
       pool_pixel(d, x, n, p, q, y + o, argmax + o);
