@@ -1,4 +1,7 @@
-// CpuBackend: host memory and the CPU kernels of kernels/*_cpu.cpp.
+// CpuBackend: host memory; fast kernels (oneDNN convolution/matmul, OpenMP element-wise ops) or the reference
+// kernels of kernels/*_cpu.cpp.
+#include "kernels/cpu_backend.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -6,8 +9,10 @@
 #include "kernels/backend.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv2d.h"
+#include "kernels/dnnl_ops.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/fast_cpu.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
 #include "kernels/optimizer.h"
@@ -20,7 +25,9 @@ namespace {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads) : threads_(threads) {}
+  CpuBackend(int threads, CpuKernels k) : threads_(threads < 1 ? 1 : threads) {
+    if (k == CpuKernels::kFast) dnnl_ = std::make_unique<DnnlOps>(threads_);
+  }
   std::string name() const override { return "cpu"; }
 
   void* alloc(size_t bytes) override {
@@ -36,36 +43,49 @@ class CpuBackend : public Backend {
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void fill(float* x, size_t n, float v) override {
+    if (dnnl_) return fill_fast(threads_, x, n, v);
     for (size_t i = 0; i < n; ++i) x[i] = v;
   }
   void synchronize() override {}
 
   void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
+    if (dnnl_) return dnnl_->conv_forward(d, x, w, b, y);
     conv2d_forward_cpu(d, x, w, b, y);
   }
   void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
+    if (dnnl_) return dnnl_->conv_backward_data(d, dy, w, dx);
     conv2d_backward_data_cpu(d, dy, w, dx);
   }
   void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
+    if (dnnl_) return dnnl_->conv_backward_filter(d, x, dy, dw, db);
     conv2d_backward_filter_cpu(d, x, dy, dw, db);
   }
   void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
+    if (dnnl_) return dnnl_->linear_forward(m, k, n, x, w, b, y);
     linear_forward_cpu(m, k, n, x, w, b, y);
   }
   void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
+    if (dnnl_) return dnnl_->linear_backward_data(m, k, n, dy, w, dx);
     linear_backward_data_cpu(m, k, n, dy, w, dx);
   }
   void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
+    if (dnnl_) return dnnl_->linear_backward_weight(m, k, n, x, dy, dw, db);
     linear_backward_weight_cpu(m, k, n, x, dy, dw, db);
   }
-  void relu_forward(size_t n, const float* x, float* y) override { relu_forward_cpu(n, x, y); }
+  void relu_forward(size_t n, const float* x, float* y) override {
+    if (dnnl_) return relu_forward_fast(threads_, n, x, y);
+    relu_forward_cpu(n, x, y);
+  }
   void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
+    if (dnnl_) return relu_backward_fast(threads_, n, y, dy, dx);
     relu_backward_cpu(n, y, dy, dx);
   }
   void maxpool_forward(const PoolDesc& d, const float* x, float* y, int32_t* argmax) override {
+    if (dnnl_) return maxpool_forward_fast(threads_, d, x, y, argmax);
     maxpool_forward_cpu(d, x, y, argmax);
   }
   void maxpool_backward(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) override {
+    if (dnnl_) return maxpool_backward_fast(threads_, d, dy, argmax, dx);
     maxpool_backward_cpu(d, dy, argmax, dx);
   }
   void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
@@ -74,6 +94,7 @@ class CpuBackend : public Backend {
   }
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
+    if (dnnl_) return sgd_update_fast(threads_, n, w, g, v, lr, momentum, wd, nesterov);
     sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
   }
   void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
@@ -119,10 +140,19 @@ class CpuBackend : public Backend {
 
  private:
   int threads_;
+  std::unique_ptr<DnnlOps> dnnl_;  // null: reference kernels
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {
+  return std::make_unique<CpuBackend>(threads, kernels);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  const char* env = std::getenv("CNNTRAIN_CPU_KERNELS");
+  const bool ref = env && std::strcmp(env, "reference") == 0;
+  return make_cpu_backend(threads, ref ? CpuKernels::kReference : CpuKernels::kFast);
+}
 
 }  // namespace cnn

@@ -4,8 +4,21 @@ $(BENCH_DIR)/ckpt_bench: $(BUILD)/obj/tests/bench/ckpt_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-BENCH_TARGETS += bench-ckpt
-.PHONY: bench bench-ckpt
+TRAIN_BENCH_OBJS = $(patsubst %.cpp,$(BUILD)/obj/%.o,tests/bench/train_bench.cpp tests/bench/peak.cpp \
+                   tests/bench/alloc_count.cpp)
+$(BENCH_DIR)/train_bench: $(TRAIN_BENCH_OBJS) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+BENCH_TARGETS += bench-train bench-ckpt
+.PHONY: bench bench-ckpt bench-train
+# Training-step throughput vs PyTorch, per-layer breakdown, conv GFLOP/s (figures in docs/perf.md).
+# TRAIN_BENCH_ARGS e.g. "--models fmnist_cnn --threads 2 --reps 3". OpenMP threads (cnntrain's and PyTorch's)
+# sleep instead of spinning at barriers unless OMP_WAIT_POLICY says otherwise: on a shared machine a spinning
+# thread burns the time slice its descheduled team-mate needs (3-5x slower steps at 2 threads here).
+TRAIN_BENCH_ARGS ?=
+bench-train: $(BENCH_DIR)/train_bench
+	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BENCH_DIR)/train_bench $(TRAIN_BENCH_ARGS)
 # Checkpoint throughput, ResNet-50-sized, 1/2/4 ranks (CKPT_BENCH_DIR should be on the file system of interest).
 CKPT_BENCH_DIR ?= /tmp/cnntrain-ckpt-bench
 bench-ckpt: $(BENCH_DIR)/ckpt_bench

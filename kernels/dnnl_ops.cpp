@@ -1,0 +1,363 @@
+#include "kernels/dnnl_ops.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <dnnl.h>
+#include <dnnl.hpp>
+#include <initializer_list>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "src/error.h"
+
+namespace cnn {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+// Steady-state calls go through the C API with arguments on the stack: the C++ execute() builds a
+// std::unordered_map per call, i.e. allocates.
+struct Arg {
+  int kind;
+  const memory* mem;
+};
+
+}  // namespace
+
+struct DnnlOps::Impl {
+  explicit Impl(int threads) : threads(threads), eng(dnnl::engine::kind::cpu, 0), strm(eng) {
+    if (const char* e = std::getenv("CNNTRAIN_MIN_PARALLEL_MFLOP")) min_parallel_flops = std::atof(e) * 1e6;
+  }
+  ~Impl() { std::free(scratch); }
+
+  int threads;
+  // Ops below this many FLOPs run on one thread: a parallel region costs a wake-up and a barrier, and on a
+  // loaded machine a descheduled team-mate stalls the whole op (measured in docs/perf.md).
+  double min_parallel_flops = 40e6;
+  dnnl::engine eng;
+  dnnl::stream strm;
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;  // one scratch buffer for all primitives (ops run one at a time)
+
+  // A primitive with its scratchpad memory (rebound to the shared scratch buffer at every call).
+  struct Prim {
+    dnnl::primitive p;
+    memory scratch;
+    int nthr = 1;  // OpenMP threads it was created for and runs with
+    bool ok() const { return static_cast<bool>(p); }
+  };
+
+  struct Conv {
+    dnnl::convolution_forward::primitive_desc fwd_pd;
+    Prim fwd, bwd_d, bwd_w, w_to_fwd, w_to_bwd, dw_from_bwd;
+    memory x, y, dx, dy, w_user, dw_user, b, db;  // bound to caller pointers per call
+    memory w_fwd, w_bwd, dw_blk, db_tmp;          // owned, oneDNN's layouts
+    bool fwd_reorder = false, bwd_reorder = false;
+    int nthr = 1, nthr_w = 1;  // threads of forward/backward-data, of backward-weights
+    std::vector<float> w_flip;  // as the transposed convolution of a backward-data: filters flipped, in<->out
+  };
+  struct Matmul {
+    Prim p;
+    memory a, b, bias, c;
+    int nthr = 1;
+  };
+
+  using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool>;
+  using MmKey = std::tuple<int, int, int, int, bool>;  // m, k, n, which, bias
+  std::map<ConvKey, Conv> convs;
+  std::map<MmKey, Matmul> mms;
+
+  // Threads of an op of `flops`; fixed per shape, so results stay deterministic for a given --threads.
+  int threads_for(double flops) const { return flops >= min_parallel_flops ? threads : 1; }
+  static void set_threads(int n) {
+    if (omp_get_max_threads() != n) omp_set_num_threads(n);
+  }
+
+  dnnl::primitive_attr attr() {
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+  }
+
+  void reserve_scratch(const memory::desc& md) {
+    const size_t need = md.get_size();
+    if (need <= scratch_bytes) return;
+    std::free(scratch);
+    scratch_bytes = (need + 4095) / 4096 * 4096;
+    scratch = std::aligned_alloc(4096, scratch_bytes);
+    if (!scratch) raise(kExitFailure, "out of host memory allocating %.1f MiB of oneDNN scratch", need / 1048576.0);
+  }
+
+  // Call with the primitive's thread count already set (set_threads) when it was created.
+  Prim prim(dnnl::primitive p, const memory::desc& scratch_desc) {
+    reserve_scratch(scratch_desc);
+    return {std::move(p), memory(scratch_desc, eng, DNNL_MEMORY_NONE), omp_get_max_threads()};
+  }
+
+  // Filter reorders are small (<= a few hundred KiB): one thread. In parallel they cost more in wake-ups and
+  // barriers than they save (measured: 0.7 ms per reorder at 2 threads on a loaded machine).
+  Prim reorder(const memory& from, const memory& to, bool accumulate) {
+    const int keep = omp_get_max_threads();
+    set_threads(1);
+    dnnl::primitive_attr a = attr();
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.f);
+      a.set_post_ops(po);
+    }
+    dnnl::reorder::primitive_desc pd(eng, from.get_desc(), eng, to.get_desc(), a);
+    Prim r = prim(dnnl::reorder(pd), pd.scratchpad_desc());
+    set_threads(keep);
+    return r;
+  }
+
+  static void bind(const memory& m, const void* ptr) {
+    CNN_CHECK(dnnl_memory_set_data_handle_v2(m.get(), const_cast<void*>(ptr), nullptr) == dnnl_success,
+              "oneDNN set_data_handle");
+  }
+
+  void run(const Prim& p, std::initializer_list<Arg> args) {
+    set_threads(p.nthr);
+    dnnl_exec_arg_t a[8];
+    int n = 0;
+    for (const Arg& x : args) a[n++] = {x.kind, x.mem->get()};
+    if (p.scratch) {
+      bind(p.scratch, scratch);
+      a[n++] = {DNNL_ARG_SCRATCHPAD, p.scratch.get()};
+    }
+    dnnl_status_t s = dnnl_primitive_execute(p.p.get(), strm.get(), n, a);
+    CNN_CHECK(s == dnnl_success, "oneDNN execute failed (status %d)", static_cast<int>(s));
+  }
+
+  Conv& conv(const ConvDesc& d, bool bias) {
+    ConvKey key{d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, bias};
+    auto it = convs.find(key);
+    if (it != convs.end()) return it->second;
+    Conv& c = convs[key];
+    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c;
+    c.nthr = threads_for(flops);
+    // oneDNN 2.6's backward-weights kernel partitions small problems badly: LeNet's 5x5 6->16 conv takes 12 ms
+    // on 2 threads and 0.6 ms on one (docs/perf.md). Below 5x the threshold it runs on one thread.
+    c.nthr_w = flops >= 5 * min_parallel_flops ? threads : 1;
+    set_threads(c.nthr);
+    const memory::dims src{d.n, d.c, d.h, d.w}, wei{d.k, d.c, d.r, d.s}, dst{d.n, d.k, d.p(), d.q()};
+    const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
+    // Padding on the far side so that the output size matches ConvDesc::p()/q() exactly.
+    const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
+                             (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
+    memory::desc x_md(src, dt::f32, tag::nhwc), y_md(dst, dt::f32, tag::nhwc);
+    memory::desc w_any(wei, dt::f32, tag::any), w_md(wei, dt::f32, tag::ohwi);
+    memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
+    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_md,
+                                       w_any, b_md, y_md, strides, pad_l, pad_r);
+    c.fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr(), eng);
+    c.fwd = prim(dnnl::convolution_forward(c.fwd_pd), c.fwd_pd.scratchpad_desc());
+    c.x = memory(x_md, eng, DNNL_MEMORY_NONE);
+    c.y = memory(y_md, eng, DNNL_MEMORY_NONE);
+    c.dx = memory(x_md, eng, DNNL_MEMORY_NONE);
+    c.dy = memory(y_md, eng, DNNL_MEMORY_NONE);
+    c.w_user = memory(w_md, eng, DNNL_MEMORY_NONE);
+    c.dw_user = memory(w_md, eng, DNNL_MEMORY_NONE);
+    if (bias) c.b = memory(b_md, eng, DNNL_MEMORY_NONE);
+    c.fwd_reorder = c.fwd_pd.weights_desc() != w_md;
+    if (c.fwd_reorder) {
+      c.w_fwd = memory(c.fwd_pd.weights_desc(), eng);
+      c.w_to_fwd = reorder(c.w_user, c.w_fwd, false);
+    }
+    return c;
+  }
+
+  void conv_backward_prims(const ConvDesc& d, Conv& c, bool bias) {
+    if (c.bwd_w.ok()) return;
+    set_threads(c.nthr);
+    const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
+    const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
+                             (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
+    const memory::desc w_any({d.k, d.c, d.r, d.s}, dt::f32, tag::any);
+    const memory::desc w_md = c.w_user.get_desc();
+    const memory::desc x_md = c.x.get_desc(), y_md = c.y.get_desc();
+    dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, x_md, w_any, y_md, strides,
+                                              pad_l, pad_r);
+    dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, attr(), eng, c.fwd_pd);
+    c.bwd_d = prim(dnnl::convolution_backward_data(bd_pd), bd_pd.scratchpad_desc());
+    c.bwd_reorder = bd_pd.weights_desc() != w_md;
+    if (c.bwd_reorder) {
+      c.w_bwd = memory(bd_pd.weights_desc(), eng);
+      c.w_to_bwd = reorder(c.w_user, c.w_bwd, false);
+    }
+    const memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, x_md, w_any, b_md, y_md,
+                                                 strides, pad_l, pad_r);
+    set_threads(c.nthr_w);
+    dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, attr(), eng, c.fwd_pd);
+    c.bwd_w = prim(dnnl::convolution_backward_weights(bw_pd), bw_pd.scratchpad_desc());
+    set_threads(c.nthr);
+    // oneDNN overwrites diff_weights; the interface accumulates, so it lands in dw_blk and a reorder with a
+    // sum post-op adds it to dw (same cost as the layout conversion alone).
+    c.dw_blk = memory(bw_pd.diff_weights_desc(), eng);
+    c.dw_from_bwd = reorder(c.dw_blk, c.dw_user, true);
+    if (bias) c.db_tmp = memory(b_md, eng);
+  }
+
+  Matmul& matmul(int which, int m, int k, int n, bool bias, const memory::desc& a_md, const memory::desc& b_md,
+                 const memory::desc& c_md, bool accumulate) {
+    MmKey key{m, k, n, which, bias};
+    auto it = mms.find(key);
+    if (it != mms.end()) return it->second;
+    Matmul& mm = mms[key];
+    mm.nthr = threads_for(2.0 * m * k * n);
+    set_threads(mm.nthr);
+    memory::desc bias_md = bias ? memory::desc({1, c_md.dims()[1]}, dt::f32, tag::ab) : memory::desc();
+    dnnl::primitive_attr a = attr();
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.f);
+      a.set_post_ops(po);
+    }
+    dnnl::matmul::desc md(a_md, b_md, bias_md, c_md);
+    dnnl::matmul::primitive_desc pd(md, a, eng);
+    mm.p = prim(dnnl::matmul(pd), pd.scratchpad_desc());
+    mm.a = memory(a_md, eng, DNNL_MEMORY_NONE);
+    mm.b = memory(b_md, eng, DNNL_MEMORY_NONE);
+    mm.c = memory(c_md, eng, DNNL_MEMORY_NONE);
+    if (bias) mm.bias = memory(bias_md, eng, DNNL_MEMORY_NONE);
+    return mm;
+  }
+};
+
+DnnlOps::DnnlOps(int threads) : p_(std::make_unique<Impl>(threads)) {}
+DnnlOps::~DnnlOps() = default;
+
+void DnnlOps::conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+  Impl& I = *p_;
+  Impl::Conv& c = I.conv(d, b != nullptr);
+  Impl::bind(c.x, x);
+  Impl::bind(c.y, y);
+  Impl::bind(c.w_user, w);
+  if (c.fwd_reorder) I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &c.w_fwd}});
+  const memory& wm = c.fwd_reorder ? c.w_fwd : c.w_user;
+  if (b) {
+    Impl::bind(c.b, b);
+    I.run(c.fwd, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_BIAS, &c.b}, {DNNL_ARG_DST, &c.y}});
+  } else {
+    I.run(c.fwd, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y}});
+  }
+}
+
+void DnnlOps::conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) {
+  Impl& I = *p_;
+  if (d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
+    // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and
+    // in/out channels swapped, padded by r-1-pad ("same" padding stays "same"). oneDNN's forward (brgconv)
+    // is up to 2x faster on NHWC than its backward-data kernel, and the flip is filter-sized. Unpadded convs
+    // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive.
+    ConvDesc t;
+    t.n = d.n, t.h = d.p(), t.w = d.q(), t.c = d.k, t.k = d.c, t.r = d.r, t.s = d.s;
+    t.pad_h = d.r - 1 - d.pad_h, t.pad_w = d.s - 1 - d.pad_w;
+    Impl::Conv& ct = I.conv(t, false);
+    const size_t R = d.r, S = d.s, C = d.c, K = d.k;
+    ct.w_flip.resize(K * R * S * C);
+    float* wf = ct.w_flip.data();
+    for (size_t k = 0; k < K; ++k)
+      for (size_t r = 0; r < R; ++r)
+        for (size_t s = 0; s < S; ++s)
+          for (size_t c = 0; c < C; ++c)
+            wf[((c * R + (R - 1 - r)) * S + (S - 1 - s)) * K + k] = w[((k * R + r) * S + s) * C + c];
+    conv_forward(t, dy, wf, nullptr, dx);
+    return;
+  }
+  // The cache key includes the bias flag; backward-data does not use it, so look up the forward's entry.
+  auto it = I.convs.find({d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, true});
+  const bool bias = it != I.convs.end();
+  Impl::Conv& c = I.conv(d, bias);
+  I.conv_backward_prims(d, c, bias);
+  Impl::bind(c.dy, dy);
+  Impl::bind(c.dx, dx);
+  Impl::bind(c.w_user, w);
+  if (c.bwd_reorder) I.run(c.w_to_bwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &c.w_bwd}});
+  const memory& wm = c.bwd_reorder ? c.w_bwd : c.w_user;
+  I.run(c.bwd_d, {{DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DIFF_SRC, &c.dx}});
+}
+
+void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) {
+  Impl& I = *p_;
+  Impl::Conv& c = I.conv(d, db != nullptr);
+  I.conv_backward_prims(d, c, db != nullptr);
+  Impl::bind(c.x, x);
+  Impl::bind(c.dy, dy);
+  Impl::bind(c.dw_user, dw);
+  if (db) {
+    I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk},
+                    {DNNL_ARG_DIFF_BIAS, &c.db_tmp}});
+    const float* t = static_cast<const float*>(c.db_tmp.get_data_handle());
+    for (int k = 0; k < d.k; ++k) db[k] += t[k];
+  } else {
+    I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
+  }
+  I.run(c.dw_from_bwd, {{DNNL_ARG_FROM, &c.dw_blk}, {DNNL_ARG_TO, &c.dw_user}});
+}
+
+void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
+  Impl& I = *p_;
+  // y[m,n] = x[m,k] * w^T, with w [n,k] row-major read as a column-major [k,n].
+  Impl::Matmul& mm = I.matmul(0, m, k, n, b != nullptr, memory::desc({m, k}, dt::f32, tag::ab),
+                              memory::desc({k, n}, dt::f32, tag::ba), memory::desc({m, n}, dt::f32, tag::ab), false);
+  Impl::bind(mm.a, x);
+  Impl::bind(mm.b, w);
+  Impl::bind(mm.c, y);
+  if (b) {
+    Impl::bind(mm.bias, b);
+    I.run(mm.p, {{DNNL_ARG_SRC, &mm.a}, {DNNL_ARG_WEIGHTS, &mm.b}, {DNNL_ARG_BIAS, &mm.bias}, {DNNL_ARG_DST, &mm.c}});
+  } else {
+    I.run(mm.p, {{DNNL_ARG_SRC, &mm.a}, {DNNL_ARG_WEIGHTS, &mm.b}, {DNNL_ARG_DST, &mm.c}});
+  }
+}
+
+void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
+  Impl& I = *p_;
+  // dx[m,k] = dy[m,n] * w[n,k].
+  Impl::Matmul& mm = I.matmul(1, m, k, n, false, memory::desc({m, n}, dt::f32, tag::ab),
+                              memory::desc({n, k}, dt::f32, tag::ab), memory::desc({m, k}, dt::f32, tag::ab), false);
+  Impl::bind(mm.a, dy);
+  Impl::bind(mm.b, w);
+  Impl::bind(mm.c, dx);
+  I.run(mm.p, {{DNNL_ARG_SRC, &mm.a}, {DNNL_ARG_WEIGHTS, &mm.b}, {DNNL_ARG_DST, &mm.c}});
+}
+
+void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) {
+  Impl& I = *p_;
+  // dw[n,k] += dy^T[n,m] * x[m,k], dy [m,n] row-major read as a column-major [n,m]; sum post-op accumulates.
+  Impl::Matmul& mm = I.matmul(2, m, k, n, false, memory::desc({n, m}, dt::f32, tag::ba),
+                              memory::desc({m, k}, dt::f32, tag::ab), memory::desc({n, k}, dt::f32, tag::ab), true);
+  Impl::bind(mm.a, dy);
+  Impl::bind(mm.b, x);
+  Impl::bind(mm.c, dw);
+  I.run(mm.p, {{DNNL_ARG_SRC, &mm.a}, {DNNL_ARG_WEIGHTS, &mm.b}, {DNNL_ARG_DST, &mm.c}});
+  if (db)
+    for (int r = 0; r < m; ++r) {
+      const float* g = dy + static_cast<size_t>(r) * n;
+      for (int j = 0; j < n; ++j) db[j] += g[j];
+    }
+}
+
+std::string DnnlOps::conv_impl(const ConvDesc& d) {
+  Impl& I = *p_;
+  Impl::Conv& c = I.conv(d, true);
+  I.conv_backward_prims(d, c, true);
+  auto name = [](const Impl::Prim& p) {
+    const_dnnl_primitive_desc_t pd = nullptr;
+    dnnl_primitive_get_primitive_desc(p.p.get(), &pd);
+    const char* s = nullptr;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s);
+    return std::string(s ? s : "?");
+  };
+  return name(c.fwd) + " / " + name(c.bwd_d) + " / " + name(c.bwd_w);
+}
+
+}  // namespace cnn

@@ -1,0 +1,42 @@
+// Fast convolution and fully connected ops on oneDNN, used by the CPU backend (kernels/cpu_backend.cpp).
+// Same semantics and layouts as kernels/conv2d.h and kernels/linear.h: x [N,H,W,C] NHWC (oneDNN `nhwc`),
+// w [K,R,S,C] KRSC (`ohwi`), linear w [N,K]; parameter gradients accumulate, input gradients overwrite.
+// Primitives are created once per shape and cached; activations are used in place (no layout conversion).
+// oneDNN's fast kernels want blocked filter layouts, and each direction a different one (forward Acdb64a,
+// backward-data ABcd16a16b, backward-weights ABcd16b16a on AVX-512), so the filters stay KRSC in the flat
+// parameter buffer and are reordered per call (filter-sized, ~1% of the convolution's time); with KRSC filters
+// oneDNN 2.6 falls back to its reference convolution (100x slower). After the first call of a shape nothing
+// is allocated: memory objects are rebound with set_data_handle, scratch is one buffer owned by DnnlOps.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace cnn {
+
+class DnnlOps {
+ public:
+  // threads: OpenMP threads oneDNN's kernels use (set on the calling thread before every op).
+  explicit DnnlOps(int threads);
+  ~DnnlOps();
+  DnnlOps(const DnnlOps&) = delete;
+  DnnlOps& operator=(const DnnlOps&) = delete;
+
+  void conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
+  void conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx);
+  void conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db);
+
+  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
+  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx);
+  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db);
+
+  // Implementation names oneDNN chose for a convolution shape (fwd, bwd-data, bwd-weights), for the bench.
+  std::string conv_impl(const ConvDesc& d);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> p_;
+};
+
+}  // namespace cnn
