@@ -4,7 +4,7 @@
 # uninterrupted run.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
-STEPS=200
+STEPS=1000
 COMMON=(--config jobs/fashion_mnist.ini --data.test "" --train.batch 32 --train.max_steps $STEPS
         --log.every_steps 1000)
 ck() { echo "$1/checkpoints/ckpt-$(printf %010d "$2").h5"; }

@@ -13,7 +13,7 @@ STANDIN=$BUILD/tests/slurm/fake_trainer
 # The trainer command under test (binary and extra options; the batch script adds --config, --run-dir and
 # --resume auto): the real trainer on Fashion-MNIST, a few hundred small steps. The stand-in (same signal
 # contract) plays a failing trainer and the GPU jobs, which cannot run here.
-TRAINER=${SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 150 --log.every_steps 1}
+TRAINER=${SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 600 --log.every_steps 1}
 export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
 # Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's: every parameter
 # and optimizer-state dataset bit for bit (not the whole file: it also stores paths and the config).
