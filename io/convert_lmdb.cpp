@@ -69,42 +69,16 @@ int64_t write_lmdb_from_dataset(Dataset& src, const std::string& out_dir, bool o
 }
 
 DatasetInfo convert_idx_to_lmdb(const IdxConvertOptions& o) {
-  IdxImages im = read_idx_images(o.images);
-  std::vector<int32_t> labels = read_idx_labels(o.labels);
-  if (static_cast<int64_t>(labels.size()) != im.count)
-    raise(kExitData, "'%s' has %lld images but '%s' has %zu labels; they must match one to one",
-          o.images.c_str(), static_cast<long long>(im.count), o.labels.c_str(), labels.size());
-  if (im.count == 0) raise(kExitData, "'%s' holds no images", o.images.c_str());
-  DatasetInfo info;
-  info.count = im.count;
-  info.height = im.rows;
-  info.width = im.cols;
-  info.channels = 1;
-  const int maxl = *std::max_element(labels.begin(), labels.end());
-  info.num_classes = o.num_classes > 0 ? o.num_classes : maxl + 1;
-  if (maxl >= info.num_classes)
-    raise(kExitUsage, "--num-classes %d is too small: the labels in '%s' go up to %d", info.num_classes,
-          o.labels.c_str(), maxl);
-  info.class_names = o.class_names;
-  if (!info.class_names.empty() && static_cast<int>(info.class_names.size()) != info.num_classes)
-    raise(kExitUsage, "--class-names lists %zu names for %d classes", info.class_names.size(), info.num_classes);
-  if (!o.stats_from.empty()) {
-    auto ref = open_dataset(o.stats_from, "auto");
-    if (ref->info().channels != 1)
-      raise(kExitUsage, "--stats-from '%s' has %d channels, not 1", o.stats_from.c_str(), ref->info().channels);
-    info.mean = ref->info().mean;
-    info.std = ref->info().std;
-  } else {
-    compute_channel_stats(im.pixels.data(), im.count, im.rows * im.cols, 1, info.mean, info.std);
-  }
+  IdxData d = load_idx(o);
+  const DatasetInfo& info = d.info;
   LmdbWriter w(o.out);
   const size_t sb = info.sample_bytes();
-  for (int64_t i = 0; i < im.count; ++i) {
-    if (labels[i] < 0)
-      raise(kExitData, "'%s': label %d of image %lld is negative", o.labels.c_str(), labels[i],
+  for (int64_t i = 0; i < info.count; ++i) {
+    if (d.labels[i] < 0)
+      raise(kExitData, "'%s': label %d of image %lld is negative", o.labels.c_str(), d.labels[i],
             static_cast<long long>(i));
     w.put(strprintf("%08lld", static_cast<long long>(i)),
-          serialize_datum(make_raw_datum(im.pixels.data() + i * sb, im.rows, im.cols, 1, labels[i])));
+          serialize_datum(make_raw_datum(d.pixels.data() + i * sb, info.height, info.width, 1, d.labels[i])));
   }
   w.finish();
   write_lmdb_meta(lmdb_meta_path(o.out), meta_from(info));
