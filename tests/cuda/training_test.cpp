@@ -3,6 +3,7 @@
 // the CPU backend.
 #include <functional>
 
+#include "src/blocks.h"
 #include "src/step.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -11,16 +12,19 @@ namespace {
 
 constexpr int kH = 12, kW = 11, kC = 2, kClasses = 5, kBatch = 10, kSteps = 20;
 
-// The network under test, one layer factory per entry. Layers of the layer/zoo issue (batchnorm,
-// residual blocks, average pooling) go into this list as their Backend ops get CUDA kernels.
+// The network under test, one layer factory per entry: conv, batch norm, pooling (max and average), a
+// residual block with a projection shortcut and linear layers.
 std::vector<std::function<std::unique_ptr<Layer>()>> small_cnn() {
   return {
       [] { return make_conv2d("conv1", 8, {3, 1, 1, true}); },
       [] { return make_relu("relu1"); },
       [] { return make_maxpool("pool1", 2, 2); },
+      [] { return make_batchnorm("bn1"); },
+      [] { return make_basic_block("res1", 10, 1, Shortcut::kProjection); },
       [] { return make_conv2d("conv2", 12, {3, 2, 1, false}); },
       [] { return make_relu("relu2"); },
       [] { return make_maxpool("pool2", 3, 1, 1); },
+      [] { return make_avgpool("apool", 2, 1); },
       [] { return make_flatten("flat"); },
       [] { return make_linear("fc1", 24); },
       [] { return make_relu("relu3"); },
