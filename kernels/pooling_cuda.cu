@@ -46,23 +46,36 @@ __global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, 
   }
 }
 
+// The pooling windows (output rows p_lo..p_hi, columns q_lo..q_hi) that contain flat NHWC input element i,
+// i.e. p*stride - pad <= h <= p*stride - pad + r - 1; shared by the gathering backward kernels.
+struct Windows {
+  int n, c, p_lo, p_hi, q_lo, q_hi;
+};
+
+__device__ __forceinline__ Windows windows_of(const PoolGeom& g, size_t i) {
+  const size_t nhw = i / g.c;
+  const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
+  Windows win;
+  win.c = static_cast<int>(i % g.c);
+  win.n = static_cast<int>(nhw / g.w / g.h);
+  win.p_lo = max(0, (h + g.pad - g.r + g.stride) / g.stride);
+  win.p_hi = min(g.p - 1, (h + g.pad) / g.stride);
+  win.q_lo = max(0, (w + g.pad - g.s + g.stride) / g.stride);
+  win.q_hi = min(g.q - 1, (w + g.pad) / g.stride);
+  return win;
+}
+
 // dx[i] = sum of dy over the windows containing input i whose winner was i, in (p, q) order.
 __global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, const int32_t* __restrict__ argmax,
                                         float* __restrict__ dx) {
   const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % g.c);
-    const size_t nhw = i / g.c;
-    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
-    const int n = static_cast<int>(nhw / g.w / g.h);
-    // Windows p with p*stride - pad <= h <= p*stride - pad + r - 1.
-    const int p_lo = max(0, (h + g.pad - g.r + g.stride) / g.stride), p_hi = min(g.p - 1, (h + g.pad) / g.stride);
-    const int q_lo = max(0, (w + g.pad - g.s + g.stride) / g.stride), q_hi = min(g.q - 1, (w + g.pad) / g.stride);
+    const Windows win = windows_of(g, i);
     float acc = 0.f;
-    for (int p = p_lo; p <= p_hi; ++p)
-      for (int q = q_lo; q <= q_hi; ++q) {
-        const size_t o = ((static_cast<size_t>(n) * g.p + p) * g.q + q) * g.c + c;
+    for (int p = win.p_lo; p <= win.p_hi; ++p)
+      for (int q = win.q_lo; q <= win.q_hi; ++q) {
+        const size_t o = ((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c;
         if (argmax[o] == static_cast<int32_t>(i)) acc += dy[o];
       }
     dx[i] = acc;
@@ -107,16 +120,11 @@ __global__ void avgpool_backward_kernel(PoolGeom g, const float* __restrict__ dy
   const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % g.c);
-    const size_t nhw = i / g.c;
-    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
-    const int n = static_cast<int>(nhw / g.w / g.h);
-    const int p_lo = max(0, (h + g.pad - g.r + g.stride) / g.stride), p_hi = min(g.p - 1, (h + g.pad) / g.stride);
-    const int q_lo = max(0, (w + g.pad - g.s + g.stride) / g.stride), q_hi = min(g.q - 1, (w + g.pad) / g.stride);
+    const Windows win = windows_of(g, i);
     float acc = 0.f;
-    for (int p = p_lo; p <= p_hi; ++p)
-      for (int q = q_lo; q <= q_hi; ++q)
-        acc += dy[((static_cast<size_t>(n) * g.p + p) * g.q + q) * g.c + c] * (1.0f / window_taps(g, p, q));
+    for (int p = win.p_lo; p <= win.p_hi; ++p)
+      for (int q = win.q_lo; q <= win.q_hi; ++q)
+        acc += dy[((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c] * (1.0f / window_taps(g, p, q));
     dx[i] = acc;
   }
 }
