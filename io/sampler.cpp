@@ -16,7 +16,12 @@ Sampler::Sampler(int64_t count, int64_t global_batch, uint64_t seed)
   CNN_CHECK(global_batch > 0, "global batch %lld", (long long)global_batch);
 }
 
-const std::vector<int64_t>& Sampler::order(int64_t epoch) {
+std::vector<int64_t> Sampler::order(int64_t epoch) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cached_order(epoch);
+}
+
+const std::vector<int64_t>& Sampler::cached_order(int64_t epoch) {
   if (epoch == cached_epoch_) return order_;
   order_.resize(count_);
   std::iota(order_.begin(), order_.end(), int64_t{0});
@@ -34,7 +39,8 @@ std::vector<int64_t> Sampler::rank_slice(int64_t epoch, int64_t step, int rank, 
             world);
   CNN_CHECK(step >= 0 && step < steps_per_epoch(), "step %lld outside epoch of %lld steps", (long long)step,
             (long long)steps_per_epoch());
-  const auto& ord = order(epoch);
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto& ord = cached_order(epoch);
   int64_t local = global_batch_ / world;
   auto first = ord.begin() + step * global_batch_ + rank * local;
   return std::vector<int64_t>(first, first + local);

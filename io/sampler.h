@@ -5,6 +5,7 @@
 // is dropped each epoch; a different permutation next epoch drops different samples.
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -16,12 +17,16 @@ class Sampler {
   int64_t count() const { return count_; }
   int64_t global_batch() const { return global_batch_; }
   int64_t steps_per_epoch() const { return count_ / global_batch_; }
-  // The epoch's permutation of [0, count); cached for the last epoch asked.
-  const std::vector<int64_t>& order(int64_t epoch);
+  // The epoch's permutation of [0, count) (a copy; the sampler caches the last epoch asked).
+  std::vector<int64_t> order(int64_t epoch);
   // Rank `rank`'s slice of global batch `step` of `epoch` (global_batch must be divisible by world).
+  // Thread-safe: loaders on several threads may share one sampler.
   std::vector<int64_t> rank_slice(int64_t epoch, int64_t step, int rank, int world);
 
  private:
+  const std::vector<int64_t>& cached_order(int64_t epoch);  // callers hold mu_
+
+  std::mutex mu_;
   int64_t count_, global_batch_;
   uint64_t seed_;
   int64_t cached_epoch_ = -1;

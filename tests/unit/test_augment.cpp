@@ -137,8 +137,8 @@ std::vector<Batch> batches(Dataset& ds, int world, const AugmentConfig& a, int64
 }
 
 TEST(Augment, SameGlobalBatchesForOneAndThreeRanks) {
-  // The loaders of all ranks share a sampler only in this test (each rank owns one in a real run), so each
-  // world gets its own dataset and sampler.
+  // The loaders of all ranks of a world share one sampler from several threads (a real run has one per
+  // rank); each world gets its own dataset and sampler.
   MemoryDataset a(50, 7, 9, 3), b(50, 7, 9, 3);
   AugmentConfig aug;
   aug.crop_pad = 3;
