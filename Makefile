@@ -51,7 +51,7 @@ include $(sort $(wildcard */*.mk */*/*.mk))
 
 # The version string names the commit (rebuild config.o, e.g. `make clean`, to refresh it).
 GIT_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
-$(BUILD)/obj/src/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VERSION)"'
+$(BUILD)/obj/src/train/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VERSION)"'
 
 .PHONY: all deps data run test test-unit test-mpi test-e2e clean print-%
 all: $(BINS)

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "io/hdf5_dataset.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -5,7 +5,7 @@
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
 #include "io/idx.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

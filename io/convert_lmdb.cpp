@@ -13,7 +13,7 @@
 #include "io/lmdb_datum.h"
 #include "io/lmdb_env.h"
 #include "io/lmdb_meta.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace fs = std::filesystem;
 

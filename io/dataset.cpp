@@ -3,7 +3,7 @@
 #include "io/hdf5_dataset.h"
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

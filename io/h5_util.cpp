@@ -1,6 +1,6 @@
 #include "io/h5_util.h"
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

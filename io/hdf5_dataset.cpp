@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include "io/h5_util.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

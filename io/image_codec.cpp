@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -9,8 +9,8 @@
 #include "io/lmdb_datum.h"
 #include "io/lmdb_env.h"
 #include "io/lmdb_meta.h"
-#include "src/comm.h"
-#include "src/error.h"
+#include "src/comm/comm.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "io/datum.pb.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

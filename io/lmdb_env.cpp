@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

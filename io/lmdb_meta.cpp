@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

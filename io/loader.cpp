@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

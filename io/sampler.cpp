@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "kernels/rng.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

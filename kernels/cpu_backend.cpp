@@ -17,7 +17,7 @@
 #include "kernels/loss.h"
 #include "kernels/optimizer.h"
 #include "kernels/pooling.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -33,10 +33,10 @@ EXTRA_LDLIBS += $(CUDA_SIMT_LIB)
 # file holds the setting.
 CUDA_STAMP := $(BUILD)/cuda-enabled.stamp
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_ON)" ] || echo $(CUDA_ON) > $(CUDA_STAMP))
-$(BUILD)/obj/src/trainer.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp)): $(CUDA_STAMP)
+$(BUILD)/obj/src/train/trainer.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp)): $(CUDA_STAMP)
 ifeq ($(CUDA_ON),1)
 $(LIB): $(CUDA_GPU_OBJS)
-$(BUILD)/obj/src/trainer.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
+$(BUILD)/obj/src/train/trainer.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 $(BUILD)/obj/tests/cuda/%.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 EXTRA_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 endif

@@ -1,6 +1,6 @@
 #include "kernels/cuda_arena.h"
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 namespace CNN_CUDA_NS {

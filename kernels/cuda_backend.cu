@@ -6,7 +6,7 @@
 #include "kernels/cuda_arena.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_ops.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 namespace CNN_CUDA_NS {

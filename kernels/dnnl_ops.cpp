@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -3,11 +3,11 @@
 #include <exception>
 #include <new>
 
-#include "src/comm.h"
-#include "src/config.h"
-#include "src/error.h"
-#include "src/signals.h"
-#include "src/trainer.h"
+#include "src/comm/comm.h"
+#include "src/train/config.h"
+#include "src/base/error.h"
+#include "src/train/signals.h"
+#include "src/train/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace cnn;

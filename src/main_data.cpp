@@ -11,9 +11,9 @@
 #include "io/lmdb_dataset.h"
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
-#include "src/export.h"
-#include "src/config.h"
-#include "src/error.h"
+#include "src/checkpoint/export.h"
+#include "src/train/config.h"
+#include "src/base/error.h"
 
 namespace po = boost::program_options;
 using namespace cnn;

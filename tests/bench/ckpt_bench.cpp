@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "src/checkpoint.h"
-#include "src/comm.h"
-#include "src/error.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/comm/comm.h"
+#include "src/base/error.h"
 
 using namespace cnn;
 

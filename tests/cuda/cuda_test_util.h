@@ -9,7 +9,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/simt/simt.h"
-#include "src/error.h"
+#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn::test {

@@ -3,8 +3,8 @@
 // the CPU backend.
 #include <functional>
 
-#include "src/blocks.h"
-#include "src/step.h"
+#include "src/model/blocks.h"
+#include "src/train/step.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace cnn::test {

@@ -18,7 +18,7 @@
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_datum.h"
 #include "io/lmdb_env.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // any rank fails the job's exit code.
 #include <gtest/gtest.h>
 
-#include "src/comm.h"
+#include "src/comm/comm.h"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -1,8 +1,8 @@
 // The MPI layer with inputs that make reductions exact (small integers).
 #include <numeric>
 
-#include "src/comm.h"
-#include "src/grad_sync.h"
+#include "src/comm/comm.h"
+#include "src/comm/grad_sync.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

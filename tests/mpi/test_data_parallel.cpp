@@ -4,9 +4,9 @@
 
 #include "io/loader.h"
 #include "io/sampler.h"
-#include "src/comm.h"
-#include "src/models/zoo.h"
-#include "src/step.h"
+#include "src/comm/comm.h"
+#include "src/model/zoo.h"
+#include "src/train/step.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

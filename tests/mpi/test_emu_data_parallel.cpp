@@ -5,8 +5,8 @@
 
 #include "io/sampler.h"
 #include "kernels/cuda_backend.h"
-#include "src/comm.h"
-#include "src/step.h"
+#include "src/comm/comm.h"
+#include "src/train/step.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

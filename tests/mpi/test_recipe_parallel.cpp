@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "io/sampler.h"
-#include "src/comm.h"
-#include "src/step.h"
+#include "src/comm/comm.h"
+#include "src/train/step.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

@@ -3,7 +3,7 @@
 
 #include "io/convert_cifar.h"
 #include "io/hdf5_dataset.h"
-#include "src/error.h"
+#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

@@ -1,8 +1,8 @@
 // Option parsing: INI + command-line overrides, validation messages and the resolved-config round trip.
 #include <fstream>
 
-#include "src/config.h"
-#include "src/error.h"
+#include "src/train/config.h"
+#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

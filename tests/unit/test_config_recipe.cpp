@@ -1,7 +1,7 @@
 // Options of the layer set / recipe (issue 3): values reach Config, bad ones are usage errors (exit 2).
-#include "src/config.h"
-#include "src/recipe.h"
-#include "src/error.h"
+#include "src/train/config.h"
+#include "src/train/recipe.h"
+#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

@@ -9,7 +9,7 @@
 #include "io/hdf5_dataset.h"
 #include "io/h5_util.h"
 #include "io/loader.h"
-#include "src/error.h"
+#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

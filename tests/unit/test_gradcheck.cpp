@@ -4,8 +4,8 @@
 
 #include "kernels/backend.h"
 #include "kernels/conv2d.h"
-#include "src/layers.h"
-#include "src/net.h"
+#include "src/model/layers.h"
+#include "src/model/net.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

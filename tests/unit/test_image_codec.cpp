@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/image_codec.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 namespace {

@@ -7,8 +7,8 @@
 #include "kernels/backend.h"
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
-#include "src/blocks.h"
-#include "src/layers.h"
+#include "src/model/blocks.h"
+#include "src/model/layers.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

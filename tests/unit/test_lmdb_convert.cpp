@@ -15,7 +15,7 @@
 #include "io/image_codec.h"
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 namespace {

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "kernels/optimizer.h"
-#include "src/schedule.h"
+#include "src/train/schedule.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

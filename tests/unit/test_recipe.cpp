@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "kernels/optimizer.h"
-#include "src/models/zoo.h"
-#include "src/schedule.h"
-#include "src/step.h"
+#include "src/model/zoo.h"
+#include "src/train/schedule.h"
+#include "src/train/step.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

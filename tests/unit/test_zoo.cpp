@@ -1,7 +1,7 @@
 // The model zoo: published parameter counts, shapes for the datasets' input sizes, and a forward/backward
 // pass through a CIFAR ResNet.
-#include "src/error.h"
-#include "src/models/zoo.h"
+#include "src/base/error.h"
+#include "src/model/zoo.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
-#include "src/grad_sync.h"
-#include "src/net.h"
-#include "src/optimizer.h"
+#include "src/comm/grad_sync.h"
+#include "src/model/net.h"
+#include "src/train/optimizer.h"
 
 namespace cnn {
 

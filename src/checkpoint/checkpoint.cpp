@@ -1,5 +1,5 @@
 // MPI-IO code: includes mpi.h through parallel HDF5's hdf5.h.
-#include "src/checkpoint.h"
+#include "src/checkpoint/checkpoint.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "io/h5_util.h"
-#include "src/comm.h"
-#include "src/error.h"
+#include "src/comm/comm.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "kernels/rng.h"
-#include "src/error.h"
-#include "src/layers.h"
+#include "src/base/error.h"
+#include "src/model/layers.h"
 
 namespace cnn {
 

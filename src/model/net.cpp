@@ -1,10 +1,10 @@
-#include "src/net.h"
+#include "src/model/net.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/rng.h"
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

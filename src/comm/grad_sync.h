@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "src/comm.h"
+#include "src/comm/comm.h"
 
 namespace cnn {
 

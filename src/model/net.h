@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "src/layers.h"
+#include "src/model/layers.h"
 
 namespace cnn {
 

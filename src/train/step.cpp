@@ -1,9 +1,9 @@
-#include "src/step.h"
+#include "src/train/step.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -6,12 +6,12 @@
 
 #include "io/augment.h"
 #include "kernels/backend.h"
-#include "src/config.h"
-#include "src/models/zoo.h"
-#include "src/net.h"
-#include "src/optimizer.h"
-#include "src/schedule.h"
-#include "src/step.h"
+#include "src/train/config.h"
+#include "src/model/zoo.h"
+#include "src/model/net.h"
+#include "src/train/optimizer.h"
+#include "src/train/schedule.h"
+#include "src/train/step.h"
 
 namespace cnn {
 

@@ -1,4 +1,4 @@
-#include "src/config.h"
+#include "src/train/config.h"
 
 #include <boost/program_options.hpp>
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include <map>
 #include <sstream>
 
-#include "src/error.h"
-#include "src/models/zoo.h"
+#include "src/base/error.h"
+#include "src/model/zoo.h"
 
 namespace po = boost::program_options;
 

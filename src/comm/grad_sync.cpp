@@ -1,4 +1,4 @@
-#include "src/grad_sync.h"
+#include "src/comm/grad_sync.h"
 
 #include <algorithm>
 #include <chrono>

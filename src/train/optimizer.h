@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "src/net.h"
+#include "src/model/net.h"
 
 namespace cnn {
 

@@ -1,4 +1,4 @@
-#include "src/export.h"
+#include "src/checkpoint/export.h"
 
 #include <zlib.h>
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "io/h5_util.h"
-#include "src/checkpoint.h"
-#include "src/error.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

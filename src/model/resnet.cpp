@@ -1,9 +1,9 @@
 #include <string>
 #include <vector>
 
-#include "src/blocks.h"
-#include "src/error.h"
-#include "src/models/zoo.h"
+#include "src/model/blocks.h"
+#include "src/base/error.h"
+#include "src/model/zoo.h"
 
 namespace cnn {
 

@@ -1,9 +1,9 @@
-#include "src/optimizer.h"
+#include "src/train/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

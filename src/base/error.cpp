@@ -1,4 +1,4 @@
-#include "src/error.h"
+#include "src/base/error.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "src/comm.h"
+#include "src/comm/comm.h"
 
 namespace cnn {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/layers.h"
+#include "src/model/layers.h"
 
 namespace cnn {
 

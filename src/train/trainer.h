@@ -1,6 +1,6 @@
 // The training run: setup (datasets, model, run directory), the step loop, evaluation and logs.
 #pragma once
-#include "src/config.h"
+#include "src/train/config.h"
 
 namespace cnn {
 

@@ -1,4 +1,4 @@
-#include "src/trainer.h"
+#include "src/train/trainer.h"
 
 #include <sys/stat.h>
 
@@ -20,18 +20,18 @@
 #include "io/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/cuda_backend.h"
-#include "src/checkpoint.h"
-#include "src/comm.h"
-#include "src/error.h"
-#include "src/grad_sync.h"
-#include "src/models/zoo.h"
-#include "src/net.h"
-#include "src/optimizer.h"
-#include "src/recipe.h"
-#include "src/runlog.h"
-#include "src/schedule.h"
-#include "src/signals.h"
-#include "src/step.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/comm/comm.h"
+#include "src/base/error.h"
+#include "src/comm/grad_sync.h"
+#include "src/model/zoo.h"
+#include "src/model/net.h"
+#include "src/train/optimizer.h"
+#include "src/train/recipe.h"
+#include "src/train/runlog.h"
+#include "src/train/schedule.h"
+#include "src/train/signals.h"
+#include "src/train/step.h"
 
 namespace cnn {
 

@@ -1,6 +1,6 @@
-#include "src/layers.h"
+#include "src/model/layers.h"
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -1,8 +1,8 @@
-#include "src/blocks.h"
+#include "src/model/blocks.h"
 
 #include <algorithm>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -1,4 +1,4 @@
-#include "src/comm.h"
+#include "src/comm/comm.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 #define MPI_CHECK(call)                                                      \
   do {                                                                       \

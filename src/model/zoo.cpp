@@ -1,9 +1,9 @@
-#include "src/models/zoo.h"
+#include "src/model/zoo.h"
 
 #include <functional>
 #include <map>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "src/layers.h"
-#include "src/net.h"
+#include "src/model/layers.h"
+#include "src/model/net.h"
 
 namespace cnn {
 

@@ -1,4 +1,4 @@
-#include "src/runlog.h"
+#include "src/train/runlog.h"
 
 #include <cerrno>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "src/error.h"
+#include "src/base/error.h"
 
 namespace cnn {
 

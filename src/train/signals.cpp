@@ -1,4 +1,4 @@
-#include "src/signals.h"
+#include "src/train/signals.h"
 
 #include <csignal>
 

@@ -1,10 +1,10 @@
-#include "src/recipe.h"
+#include "src/train/recipe.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "src/comm.h"
+#include "src/comm/comm.h"
 
 namespace cnn {
 
