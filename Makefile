@@ -28,12 +28,23 @@ CXXFLAGS  = -std=c++17 $(OPT) $(ARCH) -g -pthread -Wall -Wextra -Wno-unused-para
 LDFLAGS   = -pthread -Wl,-z,now $(EXTRA_LDFLAGS)
 LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
 
-# Everything under src/, kernels/ and io/ goes into one static library; src/main*.cpp are the programs.
-# Subsystems add their own rules in */*.mk fragments (included below) instead of editing this file.
-LIB_SRCS  = $(filter-out src/main%.cpp,$(wildcard src/*.cpp src/*/*.cpp kernels/*.cpp io/*.cpp)) $(EXTRA_LIB_SRCS)
-LIB_OBJS  = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(patsubst %.cc,$(BUILD)/obj/%.o,$(LIB_SRCS)))
-LIB       = $(BUILD)/libcnntrain.a
-BINS      = $(BUILD)/cnntrain $(BUILD)/cnntrain-data
+# One static library per layer; src/main*.cpp are the programs. From the bottom: base (src/base: errors and
+# messages; the SIMT emulator's libsimt.a sits beside it), kernels (the ops and backends) and io (datasets),
+# then train (the rest of src/). $(LIB) lists them in link order. A lower layer that uses a higher one fails
+# the build (tests/layers/check_layers.sh). Subsystems add their own rules in */*.mk fragments (included
+# below) instead of editing this file; sources a fragment generates join a layer through EXTRA_IO_SRCS.
+BASE_SRCS    = $(wildcard src/base/*.cpp)
+KERNELS_SRCS = $(wildcard kernels/*.cpp)
+IO_SRCS      = $(wildcard io/*.cpp) $(EXTRA_IO_SRCS)
+TRAIN_SRCS   = $(filter-out src/main%.cpp src/base/%,$(wildcard src/*/*.cpp))
+objs_of      = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(patsubst %.cc,$(BUILD)/obj/%.o,$(1)))
+BASE_LIB     = $(BUILD)/libcnnbase.a
+KERNELS_LIB  = $(BUILD)/libcnnkernels.a
+IO_LIB       = $(BUILD)/libcnnio.a
+TRAIN_LIB    = $(BUILD)/libcnntrain.a
+LIB          = $(TRAIN_LIB) $(IO_LIB) $(KERNELS_LIB) $(BASE_LIB)
+LAYERS_OK    = $(BUILD)/layers.ok
+BINS         = $(BUILD)/cnntrain $(BUILD)/cnntrain-data
 
 TEST_COMMON_SRCS = $(wildcard tests/common/*.cpp)
 UNIT_SRCS = $(wildcard tests/unit/*.cpp) $(TEST_COMMON_SRCS)
@@ -77,10 +88,23 @@ $(BUILD)/obj/%.o: %.cc
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+$(BASE_LIB): $(call objs_of,$(BASE_SRCS))
+$(KERNELS_LIB): $(call objs_of,$(KERNELS_SRCS))
+$(IO_LIB): $(call objs_of,$(IO_SRCS))
+$(TRAIN_LIB): $(call objs_of,$(TRAIN_SRCS))
+$(LIB):
 	@mkdir -p $(@D)
 	@rm -f $@
 	ar rcs $@ $^
+
+# Layer order, checked whenever a library changes; the programs wait for it (order-only: not linked).
+.PHONY: check-layers
+check-layers: $(LAYERS_OK)
+$(LAYERS_OK): $(LIB) $(SIMT_LIB) tests/layers/check_layers.sh
+	bash tests/layers/check_layers.sh "base:$(BASE_LIB) $(SIMT_LIB)" "kernels:$(KERNELS_LIB)" "io:$(IO_LIB)" \
+	  "train:$(TRAIN_LIB)"
+	@touch $@
+$(BINS) $(UNIT_TEST) $(MPI_TEST): | $(LAYERS_OK)
 
 $(BUILD)/cnntrain: $(BUILD)/obj/src/main.o $(LIB)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)

@@ -2,7 +2,7 @@
 DEB_PACKAGES += liblmdb-dev libprotobuf-dev protobuf-compiler libjpeg62-turbo-dev libpng-dev
 
 LMDB_GEN := $(BUILD)/gen
-EXTRA_LIB_SRCS += $(LMDB_GEN)/io/datum.pb.cc
+EXTRA_IO_SRCS += $(LMDB_GEN)/io/datum.pb.cc
 EXTRA_CPPFLAGS += -I$(LMDB_GEN)
 EXTRA_LDLIBS += -llmdb -lprotobuf -ljpeg -lpng
 

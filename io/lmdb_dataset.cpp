@@ -9,7 +9,6 @@
 #include "io/lmdb_datum.h"
 #include "io/lmdb_env.h"
 #include "io/lmdb_meta.h"
-#include "src/comm/comm.h"
 #include "src/base/error.h"
 
 namespace cnn {
@@ -23,9 +22,7 @@ std::string printable(const std::string& key) {
   return s.size() > 200 ? s.substr(0, 200) + "..." : s;
 }
 
-// Every rank opens the same database; one copy of each warning is enough.
-bool should_log() { return !comm_initialized() || world_rank() == 0; }
-
+// Every rank opens the same database; one copy of each warning (is_log_rank()) is enough.
 constexpr int64_t kMaxLoggedSkips = 10;
 constexpr int kMaxConsecutiveBad = 100;
 
@@ -79,7 +76,7 @@ void LmdbDataset::bad_at_open(const std::string& key, const std::string& why) {
     raise(kExitData, "LMDB %s: record with key '%s': %s; fix or rebuild the database, or set "
           "--data.on_bad_sample skip to leave such records out", path_.c_str(), printable(key).c_str(),
           why.c_str());
-  if (skipped_open_++ < kMaxLoggedSkips && should_log())
+  if (skipped_open_++ < kMaxLoggedSkips && is_log_rank())
     std::fprintf(stderr, "cnntrain: warning: LMDB %s: skipping record with key '%s': %s\n", path_.c_str(),
                  printable(key).c_str(), why.c_str());
 }
@@ -198,7 +195,7 @@ void LmdbDataset::build_index() {
     if (static_cast<int>(meta.mean.size()) == info_.channels && meta.std.size() == meta.mean.size())
       info_.mean = meta.mean, info_.std = meta.std;
   }
-  if (skipped_open_ > 0 && should_log())
+  if (skipped_open_ > 0 && is_log_rank())
     std::fprintf(stderr, "cnntrain: warning: LMDB %s: skipped %lld bad records of %llu\n", path_.c_str(),
                  static_cast<long long>(skipped_open_), static_cast<unsigned long long>(entries));
 }
@@ -333,7 +330,7 @@ void LmdbDataset::read_range(const int64_t* ids, size_t k, uint8_t* images, int3
         raise(kExitData, "LMDB %s: sample %lld (key '%s'): %s; fix or remove the record, or set "
               "--data.on_bad_sample skip", path_.c_str(), static_cast<long long>(id), printable(k).c_str(),
               why.c_str());
-      if (skipped_read_.fetch_add(1) < kMaxLoggedSkips && should_log())
+      if (skipped_read_.fetch_add(1) < kMaxLoggedSkips && is_log_rank())
         std::fprintf(stderr, "cnntrain: warning: LMDB %s: sample %lld (key '%s'): %s; using the next record\n",
                      path_.c_str(), static_cast<long long>(id), printable(k).c_str(), why.c_str());
       if (attempt + 1 >= kMaxConsecutiveBad)

@@ -25,7 +25,7 @@ CUDA_TEST     := $(BUILD)/tests/cuda_tests
 CUDA_TEST_OBJS = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp) $(TEST_COMMON_SRCS))
 
 # The emulated backend is part of every build; everything linking libcnntrain also links the emulator.
-$(LIB): $(CUDA_EMU_OBJS)
+$(KERNELS_LIB): $(CUDA_EMU_OBJS)
 $(BINS) $(UNIT_TEST) $(MPI_TEST): $(CUDA_SIMT_LIB)
 EXTRA_LDLIBS += $(CUDA_SIMT_LIB)
 
@@ -35,7 +35,7 @@ CUDA_STAMP := $(BUILD)/cuda-enabled.stamp
 $(shell mkdir -p $(BUILD); [ "$$(cat $(CUDA_STAMP) 2>/dev/null)" = "$(CUDA_ON)" ] || echo $(CUDA_ON) > $(CUDA_STAMP))
 $(BUILD)/obj/src/train/trainer.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp)): $(CUDA_STAMP)
 ifeq ($(CUDA_ON),1)
-$(LIB): $(CUDA_GPU_OBJS)
+$(KERNELS_LIB): $(CUDA_GPU_OBJS)
 $(BUILD)/obj/src/train/trainer.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 $(BUILD)/obj/tests/cuda/%.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 EXTRA_LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart

@@ -7,13 +7,21 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "src/comm/comm.h"
 
 namespace cnn {
 
 namespace {
 std::mutex g_log_mu;
 std::string g_log_path;
+bool g_have_identity = false;
+int g_rank = 0, g_size = 1;
+std::string g_host;
+
+[[noreturn]] void exit_now(int code) {
+  std::fflush(nullptr);
+  _exit(code);  // another thread may be inside a library: leave without running destructors
+}
+AbortHandler g_abort = exit_now;
 }  // namespace
 
 std::string vstrprintf(const char* fmt, va_list ap) {
@@ -47,9 +55,22 @@ void set_error_log_path(const std::string& path) {
   g_log_path = path;
 }
 
+void set_process_identity(int rank, int size, const std::string& host) {
+  g_rank = rank;
+  g_size = size;
+  g_host = host;
+  g_have_identity = true;
+}
+
+void clear_process_identity() { g_have_identity = false; }
+
+void set_abort_handler(AbortHandler handler) { g_abort = handler ? handler : exit_now; }
+
+bool is_log_rank() { return !g_have_identity || g_rank == 0; }
+
 std::string rank_tag() {
-  if (!comm_initialized()) return "";
-  return strprintf("[rank %d/%d on %s]", world_rank(), world_size(), host_name().c_str());
+  if (!g_have_identity) return "";
+  return strprintf("[rank %d/%d on %s]", g_rank, g_size, g_host.c_str());
 }
 
 void fatal(int code, const std::string& msg) {
@@ -69,7 +90,8 @@ void fatal(int code, const std::string& msg) {
       }
     }
   }
-  comm_abort(code);
+  g_abort(code);
+  exit_now(code);  // a handler that returned
 }
 
 void check_failed(const char* expr, const char* file, int line, const char* fmt, ...) {

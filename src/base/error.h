@@ -1,4 +1,4 @@
-// Errors and exit codes. User-facing problems are thrown as cnn::Error carrying the process exit code; the
+// Errors and exit codes: the lowest layer, used by kernels/, io/ and src/ alike. User-facing problems are thrown as cnn::Error carrying the process exit code; the
 // program's top level turns them into one message and an exit (or a job-wide abort once ranks may be inside
 // collectives). Internal invariants use CNN_CHECK, which ends the whole job at once.
 #pragma once
@@ -39,8 +39,18 @@ std::string vstrprintf(const char* fmt, va_list ap);
 // Where fatal() also appends its message (set once the run directory exists); empty = nowhere.
 void set_error_log_path(const std::string& path);
 
-// Prefix used in every message: "[rank R/W on HOST]" (or "" before MPI is up).
+// Prefix used in every message: "[rank R/W on HOST]" (or "" before the comm layer has set the identity).
 std::string rank_tag();
+
+// The base layer knows nothing of MPI: the comm layer tells it who this process is and how to end the job.
+// Until then messages carry no rank tag, every process counts as the logging one, and fatal() exits.
+void set_process_identity(int rank, int size, const std::string& host);
+void clear_process_identity();
+// Called by fatal() after the message is out; must not return (MPI_Abort once ranks exist).
+using AbortHandler = void (*)(int code);
+void set_abort_handler(AbortHandler handler);
+// Whether this process prints job-wide warnings: rank 0, or a process without ranks (tools, tests).
+bool is_log_rank();
 
 [[noreturn]] void check_failed(const char* expr, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -52,6 +52,8 @@ void comm_init(int* argc, char*** argv) {
   MPI_CHECK(MPI_Comm_free(&local));
   int leader = g_local_rank == 0 ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(&leader, &g_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  set_process_identity(g_rank, g_size, g_host);
+  set_abort_handler(comm_abort);
 }
 
 void comm_finalize() {
@@ -60,6 +62,8 @@ void comm_finalize() {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
   g_init = false;
+  clear_process_identity();
+  set_abort_handler(nullptr);
 }
 
 bool comm_initialized() { return g_init; }

@@ -1,0 +1,21 @@
+# The layer check (tests/layers/check_layers.sh) on the real libraries runs with every build ($(LAYERS_OK));
+# `make test-layers` also shows that it catches a dependency in the wrong direction: a copy of the base
+# library with one object calling into the comm layer must fail it.
+LAYERS_PLANTED := $(BUILD)/tests/layers/base_with_violation.a
+
+$(LAYERS_PLANTED): $(BASE_LIB) $(BUILD)/obj/tests/layers/planted_violation.o
+	@mkdir -p $(@D)
+	@rm -f $@
+	cp $(BASE_LIB) $@
+	ar rs $@ $(BUILD)/obj/tests/layers/planted_violation.o
+
+.PHONY: test-layers
+test-layers: $(LAYERS_OK) $(LAYERS_PLANTED)
+	@if bash tests/layers/check_layers.sh "base:$(LAYERS_PLANTED) $(SIMT_LIB)" "kernels:$(KERNELS_LIB)" \
+	    "io:$(IO_LIB)" "train:$(TRAIN_LIB)" 2>$(BUILD)/tests/layers/planted.log; then \
+	  echo "test-layers: the planted base -> comm dependency was not detected" >&2; exit 1; fi; \
+	grep -q 'world_rank' $(BUILD)/tests/layers/planted.log || { cat $(BUILD)/tests/layers/planted.log; exit 1; }; \
+	echo "test-layers: layer order holds; a planted base -> comm call is rejected"
+
+TEST_BUILDS += $(LAYERS_PLANTED)
+TEST_RUNS += test-layers
