@@ -1,4 +1,4 @@
-# LMDB datasets (issue 7): Caffe Datum records parsed with protobuf; JPEG/PNG through libjpeg-turbo/libpng.
+# LMDB datasets: Caffe Datum records parsed with protobuf; JPEG/PNG through libjpeg-turbo/libpng.
 DEB_PACKAGES += liblmdb-dev libprotobuf-dev protobuf-compiler libjpeg62-turbo-dev libpng-dev
 
 LMDB_GEN := $(BUILD)/gen

@@ -78,7 +78,8 @@ class Backend {
   virtual void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                           bool nesterov) = 0;
 
-  // --- Layer set of issue 3 (kernels/batchnorm.h, dropout.h, pooling.h, elementwise.h, optimizer.h) ---
+  // --- Normalisation, regularisation, pooling, residual joins, AdamW (kernels/batchnorm.h, dropout.h,
+  // pooling.h, elementwise.h, optimizer.h) ---
 
   // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC). Training uses the batch
   // statistics (biased variance), saves mean/invstd [c] for backward and updates the running statistics:

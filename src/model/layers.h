@@ -83,7 +83,7 @@ std::unique_ptr<Layer> make_relu(const std::string& name);
 std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad = 0);
 std::unique_ptr<Layer> make_flatten(const std::string& name);
 
-// Layers of src/layers_extra.cpp.
+// Normalisation, regularisation and average pooling.
 struct BnOptions {
   float momentum = 0.1f;  // running = (1-momentum) running + momentum * batch
   float eps = 1e-5f;

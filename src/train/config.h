@@ -31,7 +31,7 @@ struct Config {
   bool nesterov = false;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
-  // Recipe options of issue 3 (README "Options").
+  // Training-recipe options (docs: the options table).
   std::string milestones;  // multistep: epochs, comma separated, e.g. "80,120"
   double gamma = 0.1;      // step/multistep decay factor
   double step_epochs = 30;  // step: decay every this many epochs

@@ -44,7 +44,7 @@ void free_step_buffers(Backend& be, StepBuffers& b);
 // x/labels (and ids) of the n local samples must already be in `buf`. `sync` may be null (single process).
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
                 const StepConfig& sc, double lr, StepStats& stats);
-// The skeleton's form: one micro-batch, no clipping, no sample ids.
+// The short form: one micro-batch, no clipping, no sample ids.
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
                 int64_t global_batch, float label_smoothing, double lr, StepStats& stats);
 

@@ -29,7 +29,7 @@ test-lmdb-fuzz: $(FUZZ_DATUM)
 
 -include $(shell find $(BUILD)/asan -name '*.d' 2>/dev/null)
 
-# Fashion-MNIST trained from LMDB must give exactly the HDF5 run's loss sequence (issue 7).
+# Fashion-MNIST trained from LMDB must give exactly the HDF5 run's loss sequence.
 TEST_RUNS   += test-lmdb-e2e
 
 .PHONY: test-lmdb-e2e

@@ -1,4 +1,4 @@
-// Options of the layer set / recipe (issue 3): values reach Config, bad ones are usage errors (exit 2).
+// Options of the layer set / recipe: values reach Config, bad ones are usage errors (exit 2).
 #include "src/train/config.h"
 #include "src/train/recipe.h"
 #include "src/base/error.h"

@@ -1,4 +1,4 @@
-// The layer set of issue 3: finite-difference gradient checks of batch norm, dropout, average pooling,
+// The layers beyond conv/linear/relu/maxpool: finite-difference gradient checks of batch norm, dropout, average pooling,
 // global average pooling and the residual blocks (every shortcut kind), batch norm train-vs-eval behaviour,
 // dropout masks keyed by global sample id, and the kernels against straightforward loops.
 #include <cmath>

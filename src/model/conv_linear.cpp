@@ -1,6 +1,6 @@
-#include "src/model/layers.h"
-
+// Convolution and fully connected layers (weights He-normal, optional bias).
 #include "src/base/error.h"
+#include "src/model/layers.h"
 
 namespace cnn {
 
@@ -89,74 +89,6 @@ class Linear : public Layer {
   float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
 };
 
-class Relu : public Layer {
- public:
-  using Layer::Layer;
-  std::string describe() const override { return "relu"; }
-  Dims setup(const Dims& in) override {
-    size_ = in.size();
-    return in;
-  }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override { be.relu_forward(size_ * n, x, y); }
-  void backward(Backend& be, const float*, const float* y, const float* dy, float* dx, int n) override {
-    if (dx) be.relu_backward(size_ * n, y, dy, dx);
-  }
-
- private:
-  size_t size_ = 0;
-};
-
-class MaxPool : public Layer {
- public:
-  MaxPool(const std::string& name, int k, int stride, int pad) : Layer(name) {
-    d_.r = d_.s = k;
-    d_.stride = stride;
-    d_.pad = pad;
-  }
-  ~MaxPool() override {
-    if (be_) be_->release(argmax_);
-  }
-  std::string describe() const override {
-    return strprintf("maxpool %dx%d stride %d pad %d", d_.r, d_.s, d_.stride, d_.pad);
-  }
-  Dims setup(const Dims& in) override {
-    d_.h = in.h;
-    d_.w = in.w;
-    d_.c = in.c;
-    if (in.h + 2 * d_.pad < d_.r || in.w + 2 * d_.pad < d_.s || d_.pad * 2 > d_.r)
-      raise(kExitUsage, "layer %s: a %dx%d pooling window (padding %d) does not fit a %dx%d input", name_.c_str(),
-            d_.r, d_.s, d_.pad, in.h, in.w);
-    return {d_.p(), d_.q(), in.c};
-  }
-  void allocate(Backend& be, int max_n) override {
-    be_ = &be;
-    argmax_ = static_cast<int32_t*>(be.alloc(sizeof(int32_t) * max_n * d_.p() * d_.q() * d_.c));
-  }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override {
-    d_.n = n;
-    be.maxpool_forward(d_, x, y, argmax_);
-  }
-  void backward(Backend& be, const float*, const float*, const float* dy, float* dx, int n) override {
-    d_.n = n;
-    if (dx) be.maxpool_backward(d_, dy, argmax_, dx);
-  }
-
- private:
-  PoolDesc d_;
-  Backend* be_ = nullptr;
-  int32_t* argmax_ = nullptr;
-};
-
-class Flatten : public Layer {
- public:
-  using Layer::Layer;
-  std::string describe() const override { return "flatten"; }
-  Dims setup(const Dims& in) override { return {1, 1, static_cast<int>(in.size())}; }
-  bool is_view() const override { return true; }
-  void forward(Backend&, const float*, float*, int, bool) override {}
-  void backward(Backend&, const float*, const float*, const float*, float*, int) override {}
-};
-
 }  // namespace
 
 std::unique_ptr<Layer> make_conv2d(const std::string& name, int out_channels, const ConvOptions& opt) {
@@ -165,10 +97,5 @@ std::unique_ptr<Layer> make_conv2d(const std::string& name, int out_channels, co
 std::unique_ptr<Layer> make_linear(const std::string& name, int out_features, bool bias) {
   return std::make_unique<Linear>(name, out_features, bias);
 }
-std::unique_ptr<Layer> make_relu(const std::string& name) { return std::make_unique<Relu>(name); }
-std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad) {
-  return std::make_unique<MaxPool>(name, kernel, stride, pad);
-}
-std::unique_ptr<Layer> make_flatten(const std::string& name) { return std::make_unique<Flatten>(name); }
 
 }  // namespace cnn

@@ -1,0 +1,108 @@
+// Per-element and reshaping layers: ReLU, dropout, flatten.
+#include <numeric>
+#include <vector>
+
+#include "kernels/rng.h"
+#include "src/base/error.h"
+#include "src/model/layers.h"
+
+namespace cnn {
+
+namespace {
+
+class Relu : public Layer {
+ public:
+  using Layer::Layer;
+  std::string describe() const override { return "relu"; }
+  Dims setup(const Dims& in) override {
+    size_ = in.size();
+    return in;
+  }
+  void forward(Backend& be, const float* x, float* y, int n, bool) override { be.relu_forward(size_ * n, x, y); }
+  void backward(Backend& be, const float*, const float* y, const float* dy, float* dx, int n) override {
+    if (dx) be.relu_backward(size_ * n, y, dy, dx);
+  }
+
+ private:
+  size_t size_ = 0;
+};
+
+const uint64_t kDropoutStream = 0x44524f50ull;  // "DROP": keeps masks apart from other RNG uses of the seed
+
+// FNV-1a: a layer's dropout stream must not depend on std::hash, which differs between libraries.
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+class Dropout : public Layer {
+ public:
+  Dropout(const std::string& name, float p) : Layer(name), p_(p) {
+    if (!(p >= 0.f && p < 1.f))
+      raise(kExitUsage, "layer %s: dropout probability %g must be in [0, 1)", name.c_str(), p);
+  }
+  ~Dropout() override {
+    if (be_) {
+      be_->release(mask_);
+      be_->release(iota_);
+    }
+  }
+  std::string describe() const override { return strprintf("dropout p=%g", p_); }
+  Dims setup(const Dims& in) override {
+    size_ = in.size();
+    return in;
+  }
+  void allocate(Backend& be, int max_n) override {
+    be_ = &be;
+    mask_ = static_cast<uint8_t*>(be.alloc(size_ * max_n));
+    std::vector<int64_t> ids(max_n);
+    std::iota(ids.begin(), ids.end(), int64_t{0});
+    iota_ = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * max_n));
+    be.upload(iota_, ids.data(), sizeof(int64_t) * max_n);
+  }
+  void set_batch(const BatchContext& ctx) override { ctx_ = ctx; }
+  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+    train_ = train;
+    if (!train || p_ == 0.f) {
+      be.copy(y, x, sizeof(float) * size_ * n);
+      return;
+    }
+    const uint64_t key = hash_key(ctx_.seed ^ kDropoutStream, static_cast<uint64_t>(ctx_.step), name_hash(name_));
+    be.dropout_forward(n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
+  }
+  void backward(Backend& be, const float*, const float*, const float* dy, float* dx, int n) override {
+    if (!dx) return;
+    if (!train_ || p_ == 0.f)
+      be.copy(dx, dy, sizeof(float) * size_ * n);
+    else
+      be.dropout_backward(size_ * n, p_, dy, mask_, dx);
+  }
+
+ private:
+  float p_;
+  size_t size_ = 0;
+  bool train_ = true;
+  BatchContext ctx_;
+  Backend* be_ = nullptr;
+  uint8_t* mask_ = nullptr;
+  int64_t* iota_ = nullptr;
+};
+
+class Flatten : public Layer {
+ public:
+  using Layer::Layer;
+  std::string describe() const override { return "flatten"; }
+  Dims setup(const Dims& in) override { return {1, 1, static_cast<int>(in.size())}; }
+  bool is_view() const override { return true; }
+  void forward(Backend&, const float*, float*, int, bool) override {}
+  void backward(Backend&, const float*, const float*, const float*, float*, int) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_relu(const std::string& name) { return std::make_unique<Relu>(name); }
+std::unique_ptr<Layer> make_flatten(const std::string& name) { return std::make_unique<Flatten>(name); }
+std::unique_ptr<Layer> make_dropout(const std::string& name, float p) { return std::make_unique<Dropout>(name, p); }
+
+}  // namespace cnn
