@@ -1,0 +1,134 @@
+#include "src/train/run_checkpoints.h"
+
+#include <algorithm>
+
+#include "src/base/error.h"
+#include "src/comm/comm.h"
+#include "src/train/recipe.h"
+
+namespace cnn {
+
+RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, RunLog& log,
+                               std::string dir)
+    : cfg_(cfg), be_(be), net_(net), opt_(opt), log_(log), dir_(std::move(dir)) {
+  host_params_.resize(net_.num_params());
+  host_buffers_.resize(net_.num_buffers());
+  host_state_.resize(opt_.state().size(), std::vector<float>(net_.num_params()));
+}
+
+std::vector<CheckpointArray> RunCheckpoints::arrays() {
+  std::vector<CheckpointArray> v;
+  for (const ParamInfo& p : net_.param_table())
+    v.push_back({"params/" + p.name, p.shape, host_params_.data() + p.offset});
+  for (const ParamInfo& b : net_.buffer_table())
+    v.push_back({"buffers/" + b.name, b.shape, host_buffers_.data() + b.offset});
+  const auto states = opt_.state();
+  for (size_t k = 0; k < states.size(); ++k)
+    for (const ParamInfo& p : net_.param_table())
+      v.push_back({"optimizer/" + states[k].first + "/" + p.name, p.shape, host_state_[k].data() + p.offset});
+  return v;
+}
+
+void RunCheckpoints::download_state() {
+  be_.download(host_params_.data(), net_.params(), sizeof(float) * net_.num_params());
+  be_.download(host_buffers_.data(), net_.buffers(), sizeof(float) * net_.num_buffers());
+  const auto states = opt_.state();
+  for (size_t k = 0; k < states.size(); ++k)
+    be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
+}
+
+void RunCheckpoints::upload_state() {
+  be_.upload(net_.params(), host_params_.data(), sizeof(float) * net_.num_params());
+  be_.upload(net_.buffers(), host_buffers_.data(), sizeof(float) * net_.num_buffers());
+  const auto states = opt_.state();
+  for (size_t k = 0; k < states.size(); ++k)
+    be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
+}
+
+void RunCheckpoints::save(const Cursor& next) {
+  // Batch-norm running statistics differ per rank (local batches): save their mean, and keep using it, so a
+  // resumed run continues from exactly the state the uninterrupted run has.
+  average_buffers(be_, net_);
+  download_state();
+  CheckpointMeta m;
+  m.step = next.step;
+  m.epoch = next.epoch;
+  m.step_in_epoch = next.step_in_epoch;
+  m.global_batch = cfg_.batch;
+  m.samples_seen = next.step * cfg_.batch;
+  m.seed = cfg_.seed;
+  m.world_size = world_size();
+  m.model = cfg_.model;
+  m.optimizer = cfg_.optimizer;
+  m.config = config_to_ini(cfg_);
+  m.version = version_string();
+  const std::string path = dir_ + "/" + checkpoint_name(next.step);
+  CheckpointWriteStats st = write_checkpoint(path, arrays(), m);
+  last_step_ = next.step;
+  std::vector<std::string> pruned;
+  if (world_rank() == 0) pruned = prune_checkpoints(dir_, cfg_.ckpt_keep);
+  log_.info("checkpoint %s: %.1f MB in %.2f s (%.0f MB/s)%s", path.c_str(), st.bytes / 1e6, st.seconds,
+            st.bytes / 1e6 / std::max(st.seconds, 1e-9),
+            pruned.empty() ? "" : strprintf(", removed %zu old", pruned.size()).c_str());
+  Json j;
+  j.add("event", "checkpoint").add("step", next.step).add("path", path).add("bytes", static_cast<int64_t>(st.bytes))
+      .add("seconds", st.seconds);
+  log_.event(j);
+}
+
+Cursor RunCheckpoints::resume() {
+  Cursor c;
+  if (cfg_.resume == "none") return c;
+  const bool explicit_path = cfg_.resume != "auto";
+  std::string listing;
+  if (world_rank() == 0) {
+    if (explicit_path) {
+      listing = cfg_.resume;
+    } else {
+      for (const auto& p : list_checkpoints(dir_)) listing += p + "\n";
+    }
+  }
+  broadcast(listing, 0);  // one rank's view of the directory decides, so all try the same files
+  std::vector<std::string> candidates;
+  for (size_t a = 0, b; a < listing.size(); a = b + 1) {
+    b = listing.find('\n', a);
+    if (b == std::string::npos) b = listing.size();
+    if (b > a) candidates.push_back(listing.substr(a, b - a));
+  }
+  if (candidates.empty()) {
+    log_.info("resume auto: no checkpoint in %s, starting from scratch", dir_.c_str());
+    return c;
+  }
+  const auto views = arrays();
+  for (const auto& path : candidates) {
+    CheckpointMeta m;
+    std::string err;
+    const bool ok = read_checkpoint(path, views, m, err);
+    if (ok && m.global_batch != cfg_.batch) {
+      // Same verdict everywhere; a different batch changes the global batch sequence, so no exact continuation.
+      agree_or_exit(kExitCheckpoint, strprintf("checkpoint '%s' was written with global batch %lld; resume with "
+                    "--train.batch %lld (the rank count may differ)", path.c_str(), (long long)m.global_batch,
+                    (long long)m.global_batch));
+    }
+    if (ok) {
+      upload_state();
+      opt_.set_steps(m.step);  // one update per optimizer step: AdamW's bias correction continues exactly
+      c.step = m.step;
+      c.epoch = m.epoch;
+      c.step_in_epoch = m.step_in_epoch;
+      last_step_ = m.step;
+      if (m.seed != cfg_.seed)
+        log_.warn("checkpoint %s was written with seed %llu, this run uses %llu: the data order changes",
+                  path.c_str(), (unsigned long long)m.seed, (unsigned long long)cfg_.seed);
+      log_.info("resumed from %s: step %lld, epoch %lld, written by %d rank%s (now %d)", path.c_str(),
+                (long long)m.step, (long long)m.epoch + 1, m.world_size, m.world_size == 1 ? "" : "s", world_size());
+      return c;
+    }
+    if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
+    log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
+  }
+  log_.warn("no checkpoint in %s verifies; starting from scratch", dir_.c_str());
+  return c;
+}
+
+}  // namespace cnn

@@ -1,0 +1,50 @@
+// The run's side of checkpoints: what a checkpoint of this run holds (parameters, buffers, optimizer state,
+// position in the global batch sequence), written through host copies, and `--resume` (auto, a path or
+// none). The file format and its collective I/O are src/checkpoint/checkpoint.h.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/model/net.h"
+#include "src/train/config.h"
+#include "src/train/optimizer.h"
+#include "src/train/runlog.h"
+
+namespace cnn {
+
+// Position of the next global batch: optimizer steps done, and the epoch and step within it.
+struct Cursor {
+  int64_t step = 0, epoch = 0, step_in_epoch = 0;
+};
+
+class RunCheckpoints {
+ public:
+  RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, RunLog& log, std::string dir);
+  // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes old ones.
+  void save(const Cursor& next);
+  // Collective: applies --resume; returns where training continues (step 0 when starting from scratch).
+  Cursor resume();
+  // Step of the newest checkpoint written or resumed from in this process; -1 when none.
+  int64_t last_step() const { return last_step_; }
+
+ private:
+  // Named views of the host copies below, in the order the checkpoint stores them.
+  std::vector<CheckpointArray> arrays();
+  void download_state();
+  void upload_state();
+
+  const Config& cfg_;
+  Backend& be_;
+  Net& net_;
+  Optimizer& opt_;
+  RunLog& log_;
+  std::string dir_;
+  std::vector<float> host_params_, host_buffers_;
+  std::vector<std::vector<float>> host_state_;
+  int64_t last_step_ = -1;
+};
+
+}  // namespace cnn

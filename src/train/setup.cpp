@@ -1,0 +1,115 @@
+#include "src/train/setup.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "io/hdf5_dataset.h"
+#include "io/lmdb_dataset.h"
+#include "io/lmdb_env.h"
+#include "kernels/cuda_backend.h"
+#include "src/base/error.h"
+#include "src/comm/comm.h"
+#include "src/model/zoo.h"
+#include "src/train/recipe.h"
+
+namespace cnn {
+
+namespace {
+
+std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, bool train) {
+  if (cfg.data_format == "hdf5" || (cfg.data_format == "auto" && !looks_like_lmdb(path))) {
+    Hdf5ReadOptions o;
+    o.chunk_cache_mb = static_cast<size_t>(cfg.data_cache_mb);
+    return open_hdf5_dataset(path, o);
+  }
+  LmdbOptions o;
+  o.on_bad_sample = cfg.data_on_bad_sample;
+  o.read_threads = cfg.data_read_threads;
+  if (!cfg.data_image_size.empty()) {
+    std::sscanf(cfg.data_image_size.c_str(), "%dx%d", &o.transform.height, &o.transform.width);
+    o.transform.mode = train ? ResizeMode::kRandomResizedCrop : ResizeMode::kCenterCrop;
+    o.transform.seed = cfg.seed;
+  }
+  return open_lmdb_dataset(path, o);
+}
+
+std::unique_ptr<Backend> make_backend(const Config& cfg) {
+  if (cfg.device == "cpu") return make_cpu_backend(cfg.threads);
+  if (cfg.device == "emu") return make_emu_backend();
+#ifdef CNN_WITH_CUDA
+  if (cfg.device == "cuda") {
+    // GradSync hands gradient buffers to MPI; device pointers need the NCCL path, which is not written yet.
+    if (world_size() > 1)
+      raise(kExitUsage, "option --device cuda: multi-rank GPU training needs NCCL gradient averaging, which this "
+            "version lacks; run one rank, or use --device cpu or emu");
+    return make_cuda_backend(local_rank());
+  }
+#endif
+  raise(kExitUsage, "option --device: '%s' is not available in this build (built without CUDA: USE_CUDA=0 or no "
+        "nvcc); use --device cpu or emu", cfg.device.c_str());
+}
+
+}  // namespace
+
+void mkdir_p(const std::string& path) {
+  std::string cur;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)
+        raise(kExitUsage, "cannot create run directory '%s': %s (check --run-dir)", cur.c_str(),
+              std::strerror(errno));
+    }
+    if (i < path.size()) cur += path[i];
+  }
+}
+
+Setup local_setup(const Config& cfg) {
+  Setup s;
+  const int world = world_size();
+  if (cfg.batch % world != 0)
+    raise(kExitUsage, "option --train.batch: the global batch %lld is not divisible by the %d ranks; choose a "
+          "multiple of %d", (long long)cfg.batch, world, world);
+  s.local_batch = static_cast<int>(cfg.batch / world);
+  if (s.local_batch % cfg.accum_steps != 0)
+    raise(kExitUsage, "option --train.accum_steps: the per-rank batch %d (%lld / %d ranks) is not divisible by %d "
+          "micro-batches", s.local_batch, (long long)cfg.batch, world, cfg.accum_steps);
+  const int micro = s.local_batch / cfg.accum_steps;
+  if (cfg.bn_group > 0 && micro % cfg.bn_group != 0)
+    raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
+          micro, cfg.bn_group);
+  s.train = open_data(cfg, cfg.data_train, true);
+  const DatasetInfo& ti = s.train->info();
+  if (ti.count < cfg.batch)
+    raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
+          "--train.batch", cfg.data_train.c_str(), (long long)ti.count, (long long)cfg.batch);
+  if (!cfg.data_test.empty()) {
+    s.test = open_data(cfg, cfg.data_test, false);
+    const DatasetInfo& e = s.test->info();
+    if (e.height != ti.height || e.width != ti.width || e.channels != ti.channels)
+      raise(kExitData, "test set '%s' has %dx%dx%d images but the training set '%s' has %dx%dx%d",
+            cfg.data_test.c_str(), e.height, e.width, e.channels, cfg.data_train.c_str(), ti.height, ti.width,
+            ti.channels);
+    if (e.num_classes > ti.num_classes)
+      raise(kExitData, "test set '%s' has %d classes but the training set has %d", cfg.data_test.c_str(),
+            e.num_classes, ti.num_classes);
+  }
+  s.be = make_backend(cfg);
+  s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
+  build_model(cfg.model, *s.net, make_model_options(cfg));
+  s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
+  return s;
+}
+
+std::string default_run_dir(const Config& cfg) {
+  char ts[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return "runs/" + cfg.model + "-" + ts;
+}
+
+}  // namespace cnn

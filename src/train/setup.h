@@ -1,0 +1,32 @@
+// What each rank sets up on its own before the first collective of a run: datasets, backend and model. Every
+// failure here is a cnn::Error with its exit code, so the ranks can agree on it (agree_or_exit) instead of
+// one rank leaving the others waiting in a collective.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "io/dataset.h"
+#include "kernels/backend.h"
+#include "src/model/net.h"
+#include "src/train/config.h"
+
+namespace cnn {
+
+struct Setup {
+  std::unique_ptr<Dataset> train, test;
+  std::unique_ptr<Backend> be;
+  std::unique_ptr<Net> net;
+  int local_batch = 0;  // this rank's share of the global batch
+};
+
+// Checks the batch arithmetic against the rank count, opens the datasets, creates the backend of
+// --device and builds the model for the data's shape. Throws cnn::Error.
+Setup local_setup(const Config& cfg);
+
+// mkdir -p with mode 0700; throws Error(kExitUsage) naming the directory.
+void mkdir_p(const std::string& path);
+
+// runs/<model>-<date>-<time> by this process's clock (rank 0 decides it for everyone).
+std::string default_run_dir(const Config& cfg);
+
+}  // namespace cnn
