@@ -1,10 +1,11 @@
 # CUDA backend (kernels/*.cu). Always built against the SIMT emulator for --device emu (g++ only); with
 # USE_CUDA on (auto: when nvcc is found) also by nvcc for sm_80 and sm_90 for --device cuda, linked with
 # libcudart (never libcuda: the binary must start, and run --device cpu, without a GPU driver).
-#   make test-cuda        kernel tests under the emulator (default + 3 seeded schedules) and emu-vs-cpu training
+#   make test-cuda        emu-vs-reference training (the kernels themselves: the backend sweep, tests/backend/)
 #   make cuda-nvcc-check  nvcc build of every kernels/*.cu; ptxas reports in $(BUILD)/nvcc/kernels/*.ptxas.txt
-#   make gpu-test         the same test binary on a machine with a GPU (GPU-only tests skip elsewhere)
-#   make test-cuda-asan   test-cuda built with AddressSanitizer (out-of-bounds accesses in kernels), on demand
+#   make gpu-test         the sweep's and the training test's GPU instances (skipped without a GPU)
+#   make test-cuda-asan   test-cuda and the backend sweep built with AddressSanitizer (out-of-bounds accesses
+#                         in kernels), on demand
 
 NVCC ?= nvcc
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
@@ -60,10 +61,13 @@ test-cuda: $(CUDA_TEST)
 # rebuilds the whole library.
 test-cuda-asan:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan OPT=-O1 USE_CUDA=0 EXTRA_CXXFLAGS=-fsanitize=address \
-	  EXTRA_LDFLAGS=-fsanitize=address test-cuda
+	  EXTRA_LDFLAGS=-fsanitize=address test-cuda test-backends
 
+# Every Backend op and the training test on the real GPU ($(BACKEND_TEST): tests/backend/backend.mk, which
+# adds it to the prerequisites).
 gpu-test: $(CUDA_TEST)
-	$(CUDA_TEST) --gtest_filter='*/gpu'  # the kernel and training tests on the real GPU
+	$(BACKEND_TEST) --gtest_filter='*__cuda:*/cuda'
+	$(CUDA_TEST) --gtest_filter='*/cuda'
 
 # Compiles every kernels/*.cu with nvcc (whether or not USE_CUDA links them in) and summarises the ptxas
 # reports: a kernel that spills registers fails the check.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,7 +30,11 @@ template <class A, class B>
   for (size_t i = 0; i < got.size(); ++i) {
     double g = got[i], r = ref[i];
     if (!(std::fabs(g - r) <= atol + rtol * std::fabs(r))) {
-      if (bad < 5) msg += "\n  [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(r);
+      if (bad < 5) {
+        char line[128];
+        std::snprintf(line, sizeof line, "\n  [%zu] got %.9g want %.9g (diff %.3g)", i, g, r, g - r);
+        msg += line;
+      }
       ++bad;
     }
   }

@@ -1,11 +1,12 @@
 // Training through the Net/step API: 20 steps of a small CNN with the emulated CUDA backend (and on a real
 // GPU where there is one) give the same per-step losses (within 1e-4 relative) and nearly the same weights as
-// the CPU backend.
+// the reference CPU kernels.
 #include <functional>
 
 #include "src/model/blocks.h"
 #include "src/train/step.h"
-#include "tests/cuda/cuda_test_util.h"
+#include "tests/common/backend_targets.h"
+#include "tests/common/test_util.h"
 
 namespace cnn::test {
 namespace {
@@ -67,11 +68,14 @@ TrainRun train(Backend& be, bool nesterov) {
   return run;
 }
 
-using Training = DeviceTest;
+class Training : public ::testing::TestWithParam<BackendTarget> {};
 
-TEST_P(Training, TwentyStepsMatchCpu) {
+TEST_P(Training, TwentyStepsMatchReference) {
+  TargetBackend dev(GetParam());
+  if (!dev.skip_reason().empty()) GTEST_SKIP() << dev.skip_reason();
+  auto ref = make_reference_backend();
   for (bool nesterov : {false, true}) {
-    TrainRun cpu = train(*cpu_, nesterov), emu = train(*dev_, nesterov);
+    TrainRun cpu = train(*ref, nesterov), emu = train(*dev.get(), nesterov);
     EXPECT_TRUE(all_close(emu.losses, cpu.losses, 0, 1e-4, nesterov ? "nesterov losses" : "losses"));
     EXPECT_TRUE(all_close(emu.weights, cpu.weights, 1e-4, 1e-3, "weights after 20 steps"));
     EXPECT_LT(cpu.losses.back(), cpu.losses.front()) << "the loss did not decrease: the test learns nothing";
@@ -79,8 +83,11 @@ TEST_P(Training, TwentyStepsMatchCpu) {
 }
 
 // Training steps are slow under the emulator: the default schedule and one seeded reordering, and the GPU.
-INSTANTIATE_TEST_SUITE_P(Targets, Training, ::testing::Values(Target{false, 0}, Target{false, 404}, Target{true, 0}),
-                         target_name);
+INSTANTIATE_TEST_SUITE_P(Targets, Training,
+                         ::testing::Values(BackendTarget{"emu_default", TargetKind::kEmu, 1, 0},
+                                           BackendTarget{"emu_seed404", TargetKind::kEmu, 1, 404},
+                                           BackendTarget{"cuda", TargetKind::kGpu}),
+                         target_param_name);
 
 }  // namespace
 }  // namespace cnn::test

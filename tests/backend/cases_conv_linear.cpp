@@ -1,0 +1,117 @@
+// Sweep cases: convolution and fully connected layers. Shapes are ragged against the CUDA kernels' 64x64x16
+// GEMM tiles and oneDNN's vector widths; some reductions are long enough for split-K paths.
+#include "tests/backend/sweep.h"
+
+namespace cnn::sweep {
+
+namespace {
+
+ConvDesc conv(int n, int h, int w, int c, int k, int r, int s, int sh, int sw, int ph, int pw) {
+  ConvDesc d;
+  d.n = n, d.h = h, d.w = w, d.c = c, d.k = k, d.r = r, d.s = s;
+  d.stride_h = sh, d.stride_w = sw, d.pad_h = ph, d.pad_w = pw;
+  return d;
+}
+
+std::string describe(const ConvDesc& d) {
+  return "n" + std::to_string(d.n) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " c" +
+         std::to_string(d.c) + " k" + std::to_string(d.k) + " " + std::to_string(d.r) + "x" + std::to_string(d.s) +
+         " stride " + std::to_string(d.stride_h) + "," + std::to_string(d.stride_w) + " pad " +
+         std::to_string(d.pad_h) + "," + std::to_string(d.pad_w);
+}
+
+size_t in_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
+size_t out_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.k; }
+size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
+
+// Sums of up to a few thousand products of values in [-1, 1]: float rounding grows with the reduction, so the
+// absolute part of the tolerance is 1e-4 (the results are of order 10).
+constexpr Tol kReduction{1e-4, 1e-4};
+
+const ConvDesc kConvCases[] = {
+    conv(3, 9, 7, 3, 5, 3, 3, 1, 1, 1, 1),     // 3x3 same, ragged everything
+    conv(2, 11, 10, 5, 70, 3, 2, 2, 1, 1, 0),  // K over one N tile, rectangular filter, unequal strides
+    conv(2, 7, 7, 67, 6, 1, 1, 2, 2, 0, 0),    // 1x1 stride 2, RSC over one K tile
+    conv(2, 13, 12, 3, 9, 5, 5, 3, 3, 2, 2),   // 5x5 stride 3 pad 2
+    conv(5, 12, 12, 2, 7, 3, 3, 1, 1, 1, 1),   // long N*P*Q: splits the filter gradient's reduction
+    conv(2, 28, 28, 1, 16, 3, 3, 1, 1, 1, 1),  // fmnist_cnn conv1
+    conv(3, 14, 14, 6, 16, 5, 5, 1, 1, 0, 0),  // lenet5 conv2
+    conv(1, 8, 8, 64, 64, 3, 3, 1, 1, 1, 1),   // 64 channels: oneDNN's blocked layouts
+    conv(3, 10, 7, 16, 32, 1, 1, 2, 2, 0, 0),  // 1x1 projection shortcut
+};
+
+struct LinearCase {
+  int m, k, n;
+};
+// Ragged everything; n over one tile; a batch long enough to split the weight gradient's reduction; the
+// fmnist_cnn and lenet5 classifier shapes; the degenerate 1x1x1.
+const LinearCase kLinearCases[] = {{37, 70, 13}, {5, 200, 66},    {130, 17, 3},  {1, 1, 1},
+                                   {64, 1568, 128}, {33, 400, 120}, {5, 84, 10}};
+
+std::string describe(const LinearCase& c) {
+  return "m" + std::to_string(c.m) + " k" + std::to_string(c.k) + " n" + std::to_string(c.n);
+}
+
+}  // namespace
+
+CNN_SWEEP_CASES(conv_linear) {
+  uint64_t seed = 100;
+  for (const ConvDesc& d : kConvCases) {
+    for (bool bias : {true, false}) {
+      const std::string shape = describe(d) + (bias ? " bias" : "");
+      const uint64_t s = seed += 10;
+      add_case({"conv2d_forward", shape, {}, [d, bias, s](Run& r) {
+        float* d_y = r.garbage(out_size(d));
+        r.be.conv2d_forward(d, r.upload(random_vec(in_size(d), s)), r.upload(random_vec(filter_size(d), s + 1)),
+                            bias ? r.upload(random_vec(d.k, s + 2)) : nullptr, d_y);
+        r.output("y", d_y, out_size(d), kReduction);
+      }});
+      // Parameter gradients accumulate onto what is there.
+      add_case({"conv2d_backward_filter", shape, {}, [d, bias, s](Run& r) {
+        float* d_dw = r.upload(random_vec(filter_size(d), s + 3));
+        float* d_db = r.upload(random_vec(d.k, s + 4));
+        r.be.conv2d_backward_filter(d, r.upload(random_vec(in_size(d), s)), r.upload(random_vec(out_size(d), s + 5)),
+                                    d_dw, bias ? d_db : nullptr);
+        r.output("dw", d_dw, filter_size(d), kReduction);
+        r.output("db", d_db, d.k, kReduction);  // unchanged without bias
+      }});
+    }
+    const uint64_t s = seed += 10;
+    add_case({"conv2d_backward_data", describe(d), {}, [d, s](Run& r) {
+      float* d_dx = r.garbage(in_size(d));  // overwritten, not accumulated
+      r.be.conv2d_backward_data(d, r.upload(random_vec(out_size(d), s)), r.upload(random_vec(filter_size(d), s + 1)),
+                                d_dx);
+      r.output("dx", d_dx, in_size(d), kReduction);
+    }});
+  }
+  for (const LinearCase& c : kLinearCases) {
+    const size_t xs = static_cast<size_t>(c.m) * c.k, ws = static_cast<size_t>(c.n) * c.k,
+                 ys = static_cast<size_t>(c.m) * c.n;
+    for (bool bias : {true, false}) {
+      const uint64_t s = seed += 10;
+      const std::string shape = describe(c) + (bias ? " bias" : "");
+      add_case({"linear_forward", shape, {}, [=](Run& r) {
+        float* d_y = r.garbage(ys);
+        r.be.linear_forward(c.m, c.k, c.n, r.upload(random_vec(xs, s)), r.upload(random_vec(ws, s + 1)),
+                            bias ? r.upload(random_vec(c.n, s + 2)) : nullptr, d_y);
+        r.output("y", d_y, ys, kReduction);
+      }});
+      add_case({"linear_backward_weight", shape, {}, [=](Run& r) {
+        float* d_dw = r.upload(random_vec(ws, s + 3));
+        float* d_db = r.upload(random_vec(c.n, s + 4));
+        r.be.linear_backward_weight(c.m, c.k, c.n, r.upload(random_vec(xs, s)), r.upload(random_vec(ys, s + 5)),
+                                    d_dw, bias ? d_db : nullptr);
+        r.output("dw", d_dw, ws, kReduction);
+        r.output("db", d_db, c.n, kReduction);
+      }});
+    }
+    const uint64_t s = seed += 10;
+    add_case({"linear_backward_data", describe(c), {}, [=](Run& r) {
+      float* d_dx = r.garbage(xs);
+      r.be.linear_backward_data(c.m, c.k, c.n, r.upload(random_vec(ys, s)), r.upload(random_vec(ws, s + 1)), d_dx);
+      r.output("dx", d_dx, xs, kReduction);
+    }});
+  }
+}
+
+}  // namespace cnn::sweep

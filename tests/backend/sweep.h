@@ -1,0 +1,122 @@
+// The backend sweep (in the manner of ggml's test-backend-ops): every op of the Backend interface
+// (kernels/backend.h) runs on every available backend over ragged shapes, and each output is compared with
+// the same case run on the reference kernels (CpuKernels::kReference, the oracle) under one rule,
+// |got - ref| <= atol + rtol * |ref|, printing the first mismatches.
+//
+// The sweep reads the Backend class out of kernels/backend.h (embedded into the binary at build time) and
+// fails when a virtual op has no case, or when a case names an op the header lacks. So a new op is not done
+// until it has a case here.
+//
+// ADDING A CASE FOR A NEW OP
+//   1. In the tests/backend/cases_*.cpp file of its family (or a new cases_<family>.cpp: the Makefile picks it
+//      up), register it with CNN_SWEEP_CASES:
+//
+//        CNN_SWEEP_CASES(my_family) {
+//          for (int n : {1, 37, 70001}) {                      // ragged sizes: tails of blocks, warps, vectors
+//            add_case({"my_op", "n=" + std::to_string(n), {}, [n](Run& r) {
+//              const float* d_x = r.upload(random_vec(n, 1));  // explicit seeds: same inputs on every backend
+//              float* d_y = r.garbage(n);                      // NaN-filled: an output must be written
+//              r.be.my_op(n, d_x, d_y);
+//              r.output("y", d_y, n, kDefault);                // downloaded, compared with the oracle's
+//            }});
+//          }
+//        }
+//
+//   2. Inputs come from explicit seeds (random_vec, in [-1, 1] unless the op needs otherwise), so every
+//      backend sees the same data. Upload through r.upload()/r.zeros()/r.garbage(); the run frees them.
+//   3. Record every result with r.output(name, device_ptr, count, tolerance): exact (kExact) for ops that only
+//      move or select values (relu, pooling's max, masks, copies), kDefault for arithmetic, or a documented
+//      looser Tol for long reductions. Results that come back on the host (a loss sum) go through
+//      r.output_host(). Accumulating outputs (+=) start from random values so the accumulation is checked.
+//   4. A case covers its op; list in `also` the further ops it calls whose results it checks (e.g. the
+//      backward of a forward op run in the same case).
+//   5. Build and run: make test-backends, or build/tests/backend_tests --gtest_filter='*my_op*'.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "tests/common/test_util.h"
+
+namespace cnn::sweep {
+
+// |got - ref| <= atol + rtol * |ref|, element by element.
+struct Tol {
+  double atol, rtol;
+};
+constexpr Tol kExact{0, 0};
+constexpr Tol kDefault{1e-5, 1e-4};
+
+// One output of one run, on the host, as doubles (integers and bytes convert exactly).
+struct Output {
+  std::string name;
+  std::vector<double> values;
+  Tol tol;
+};
+
+// One run of a case on one backend: device buffers it allocates are released when the run ends.
+class Run {
+ public:
+  explicit Run(Backend& be) : be(be) {}
+  ~Run();
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  template <class T>
+  T* upload(const std::vector<T>& host) {
+    T* d = static_cast<T*>(hold(be.alloc(sizeof(T) * (host.empty() ? 1 : host.size()))));
+    be.upload(d, host.data(), sizeof(T) * host.size());
+    return d;
+  }
+  float* zeros(size_t n) { return upload(std::vector<float>(n, 0.f)); }
+  // Filled with NaN, so an output the op fails to write shows up as a mismatch.
+  float* garbage(size_t n);
+  template <class T>
+  std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> host(n);
+    be.download(host.data(), d, sizeof(T) * n);
+    return host;
+  }
+
+  void output(const std::string& name, const float* d, size_t n, Tol tol);
+  void output(const std::string& name, const int32_t* d, size_t n);  // exact
+  void output(const std::string& name, const uint8_t* d, size_t n);  // exact
+  void output_host(const std::string& name, std::vector<double> values, Tol tol);
+
+  Backend& be;
+  std::vector<Output> outputs;
+
+ private:
+  void* hold(void* p) {
+    held_.push_back(p);
+    return p;
+  }
+  std::vector<void*> held_;
+};
+
+struct Case {
+  std::string op;                 // the Backend op under test, as named in kernels/backend.h
+  std::string shape;              // what distinguishes this case (printed with mismatches)
+  std::vector<std::string> also;  // further ops whose results the case checks
+  std::function<void(Run&)> body;
+};
+
+void add_case(Case c);
+const std::vector<Case>& all_cases();
+
+// Virtual member functions of class Backend in kernels/backend.h, in declaration order (the header's text
+// is compiled into the binary, so the sweep also runs where the sources are not, e.g. a GPU bundle).
+std::vector<std::string> backend_ops();
+// The parser behind backend_ops(), exposed for its own test.
+std::vector<std::string> parse_virtual_methods(const std::string& header, const std::string& class_name);
+
+using test::random_vec;
+
+}  // namespace cnn::sweep
+
+#define CNN_SWEEP_CASES(family)                                                       \
+  static void cnn_sweep_cases_##family();                                             \
+  static const bool cnn_sweep_registered_##family = (cnn_sweep_cases_##family(), true); \
+  static void cnn_sweep_cases_##family()

@@ -1,0 +1,123 @@
+// The backend sweep's driver (see tests/backend/sweep.h): one test per (op, backend) runs the op's cases on
+// the backend and on the reference kernels and compares every output; one test checks that every virtual op
+// of kernels/backend.h has a case.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "tests/backend/sweep.h"
+#include "tests/common/backend_targets.h"
+
+namespace cnn::sweep {
+namespace {
+
+using test::BackendTarget;
+using test::TargetBackend;
+
+// Interface members that compute nothing to compare, with the reason.
+const std::map<std::string, std::string> kNotOps = {
+    {"name", "identifies the backend in messages; no result to compare"},
+};
+
+TEST(BackendSweep, EveryOpHasACase) {
+  const std::vector<std::string> ops = backend_ops();
+  // Guards the parser: if it found nothing (or lost the first ops) the checks below would prove nothing.
+  ASSERT_GE(ops.size(), 20u) << "parsed too few virtual ops from kernels/backend.h";
+  ASSERT_NE(std::find(ops.begin(), ops.end(), "conv2d_forward"), ops.end());
+  std::set<std::string> covered;
+  for (const Case& c : all_cases()) {
+    covered.insert(c.op);
+    covered.insert(c.also.begin(), c.also.end());
+  }
+  std::string missing, unknown;
+  for (const auto& op : ops)
+    if (!covered.count(op) && !kNotOps.count(op)) missing += " " + op;
+  const std::set<std::string> declared(ops.begin(), ops.end());
+  for (const auto& op : covered)
+    if (!declared.count(op)) unknown += " " + op;
+  EXPECT_EQ(missing, "") << "Backend ops without a case in tests/backend/cases_*.cpp (see tests/backend/sweep.h)";
+  EXPECT_EQ(unknown, "") << "cases name ops that kernels/backend.h does not declare";
+}
+
+TEST(BackendSweep, HeaderParserFindsEveryVirtualMember) {
+  const std::string header = R"(
+    // class Backend { virtual void in_a_comment() = 0; };
+    struct Desc { virtual int not_this_class(); };
+    class Backend : public Base {
+     public:
+      virtual ~Backend() = default;
+      virtual std::string name() const = 0;
+      /* virtual void commented_out(int) = 0; */
+      virtual void multi_line(int a,
+                              const float* b) = 0;
+      virtual double with_default(int n, const Ctx& c = {}) { return 0; }
+      void not_virtual(int);
+      struct Nested { virtual void nested_member(); };
+      virtual void
+          name_on_next_line(float* x) = 0;
+    };
+    class Other { virtual void other_member() = 0; };
+  )";
+  EXPECT_EQ(parse_virtual_methods(header, "Backend"),
+            (std::vector<std::string>{"name", "multi_line", "with_default", "name_on_next_line"}));
+}
+
+// The oracle's outputs, computed once per case.
+const std::vector<Output>& oracle_outputs(size_t index) {
+  static std::map<size_t, std::vector<Output>> cache;
+  auto it = cache.find(index);
+  if (it != cache.end()) return it->second;
+  static std::unique_ptr<Backend> ref = test::make_reference_backend();
+  Run run(*ref);
+  all_cases()[index].body(run);
+  return cache.emplace(index, std::move(run.outputs)).first->second;
+}
+
+struct SweepParam {
+  BackendTarget target;
+  std::string op;
+};
+
+std::vector<SweepParam> sweep_params() {
+  std::set<std::string> ops;
+  for (const Case& c : all_cases()) ops.insert(c.op);
+  std::vector<SweepParam> v;
+  for (const auto& op : ops)
+    for (const auto& t : test::backend_targets()) v.push_back({t, op});
+  return v;
+}
+
+class Sweep : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(Sweep, MatchesReference) {
+  TargetBackend tb(GetParam().target);
+  if (!tb.skip_reason().empty()) GTEST_SKIP() << tb.skip_reason();
+  int ran = 0;
+  for (size_t i = 0; i < all_cases().size(); ++i) {
+    const Case& c = all_cases()[i];
+    if (c.op != GetParam().op) continue;
+    ++ran;
+    const std::vector<Output>& want = oracle_outputs(i);
+    std::vector<Output> got;
+    {
+      sweep::Run run(*tb.get());
+      c.body(run);
+      got = std::move(run.outputs);
+    }
+    ASSERT_EQ(got.size(), want.size()) << c.op << " " << c.shape;
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_EQ(got[k].name, want[k].name);
+      EXPECT_TRUE(test::all_close(got[k].values, want[k].values, want[k].tol.atol, want[k].tol.rtol,
+                                  c.op + " " + c.shape + ": " + want[k].name));
+    }
+  }
+  EXPECT_GT(ran, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Sweep, ::testing::ValuesIn(sweep_params()),
+                         [](const ::testing::TestParamInfo<SweepParam>& i) {
+                           return i.param.op + "__" + i.param.target.name;
+                         });
+
+}  // namespace
+}  // namespace cnn::sweep

@@ -1,0 +1,64 @@
+#include "tests/common/backend_targets.h"
+
+#include <cstdlib>
+
+#include "kernels/cpu_backend.h"
+#include "kernels/cuda_backend.h"
+#include "kernels/simt/simt.h"
+#include "src/base/error.h"
+
+namespace cnn::test {
+
+namespace {
+const uint64_t kSchedules[] = {0, 101, 202, 303};
+}  // namespace
+
+std::vector<BackendTarget> backend_targets(size_t emu_schedules) {
+  std::vector<BackendTarget> v;
+  v.push_back({"cpu_t1", TargetKind::kCpu, 1});
+  v.push_back({"cpu_t3", TargetKind::kCpu, 3});
+  for (size_t i = 0; i < emu_schedules && i < std::size(kSchedules); ++i)
+    v.push_back({kSchedules[i] == 0 ? "emu_default" : "emu_seed" + std::to_string(kSchedules[i]), TargetKind::kEmu,
+                 1, kSchedules[i]});
+  v.push_back({"cuda", TargetKind::kGpu});
+  return v;
+}
+
+std::unique_ptr<Backend> make_reference_backend() { return make_cpu_backend(1, CpuKernels::kReference); }
+
+TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
+  switch (t.kind) {
+    case TargetKind::kCpu:
+      // Test shapes are small; without this the fast backend would run them all on one thread
+      // (kernels/dnnl_ops.cpp) and the parallel paths would go untested.
+      setenv("CNNTRAIN_MIN_PARALLEL_MFLOP", "0", 1);
+      be_ = make_cpu_backend(t.threads, CpuKernels::kFast);
+      unsetenv("CNNTRAIN_MIN_PARALLEL_MFLOP");
+      break;
+    case TargetKind::kEmu:
+      simt::set_schedule_seed(t.simt_seed);
+      emu_bytes_before_ = simt::device_bytes_in_use();
+      be_ = make_emu_backend();
+      break;
+    case TargetKind::kGpu:
+#ifdef CNN_WITH_CUDA
+      try {
+        be_ = make_cuda_backend(0);
+      } catch (const Error& e) {
+        skip_ = std::string("no GPU: ") + e.what();
+      }
+#else
+      skip_ = "built without CUDA (USE_CUDA=0 or no nvcc)";
+#endif
+      break;
+  }
+}
+
+TargetBackend::~TargetBackend() {
+  be_.reset();
+  if (t_.kind != TargetKind::kEmu) return;
+  EXPECT_EQ(simt::device_bytes_in_use(), emu_bytes_before_) << "the emulated backend leaked device memory";
+  simt::set_schedule_seed(0);
+}
+
+}  // namespace cnn::test

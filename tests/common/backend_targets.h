@@ -1,0 +1,56 @@
+// The backends a test can run on, for suites that compare them with the reference kernels (the oracle) or
+// check each one alone: the fast CPU backend (oneDNN + OpenMP) at 1 and 3 threads, the CUDA backend on the
+// SIMT emulator under the default schedule and three seeded reorderings, and the CUDA backend on a real GPU
+// (skipped where there is none, or in a build without CUDA).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace cnn::test {
+
+enum class TargetKind { kCpu, kEmu, kGpu };
+
+struct BackendTarget {
+  std::string name;  // usable in a test name: "cpu_t3", "emu_seed101", "cuda"
+  TargetKind kind;
+  int threads = 1;         // kCpu
+  uint64_t simt_seed = 0;  // kEmu: SIMT schedule (0 = thread-index order)
+};
+
+// Every backend compared with the oracle. `emu_schedules` limits the emulated targets to the first N
+// schedules (a slow suite may take fewer).
+std::vector<BackendTarget> backend_targets(size_t emu_schedules = 4);
+
+// The oracle: the single-threaded reference kernels of kernels/*_cpu.cpp.
+std::unique_ptr<Backend> make_reference_backend();
+
+// Creates a target's backend for the duration of a test: sets the emulator's schedule, and on destruction
+// fails the test if the emulated device leaked memory. skip_reason() is non-empty when the target cannot
+// run here (no GPU); the caller then GTEST_SKIP()s with it.
+class TargetBackend {
+ public:
+  explicit TargetBackend(const BackendTarget& t);
+  ~TargetBackend();
+  TargetBackend(const TargetBackend&) = delete;
+  TargetBackend& operator=(const TargetBackend&) = delete;
+  Backend* get() { return be_.get(); }
+  const std::string& skip_reason() const { return skip_; }
+
+ private:
+  BackendTarget t_;
+  std::unique_ptr<Backend> be_;
+  std::string skip_;
+  size_t emu_bytes_before_ = 0;
+};
+
+inline std::string target_param_name(const ::testing::TestParamInfo<BackendTarget>& info) {
+  return info.param.name;
+}
+
+}  // namespace cnn::test

@@ -1,0 +1,208 @@
+// The reference kernels are the oracle of the backend sweep (tests/backend/): here they are checked on their
+// own, against straightforward double-precision loops of the semantics kernels/*.h document (batch norm,
+// dropout's keyed masks, average pooling, the residual element-wise ops, sum of squares, the option-A
+// shortcut, AdamW). Convolution, linear, max pooling and the loss have their checks in test_gradcheck.cpp.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/batchnorm.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+#include "kernels/optimizer.h"
+#include "kernels/pooling.h"
+#include "kernels/rng.h"
+#include "tests/common/test_util.h"
+
+namespace cnn::test {
+namespace {
+
+TEST(ReferenceKernels, BatchNormTrainInferBackward) {
+  for (int rows : {2, 37, 1100})
+    for (int c : {3, 45}) {
+      auto x = random_vec(static_cast<size_t>(rows) * c, rows + c);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * static_cast<float>(i % c);  // large channel means
+      auto gamma = random_vec(c, 1), beta = random_vec(c, 2), rm = random_vec(c, 3), rv = random_vec(c, 4, 0.5f, 2.f);
+      auto dy = random_vec(x.size(), 5), dgamma = random_vec(c, 6), dbeta = random_vec(c, 7);
+      const float eps = 1e-5f, mom = 0.1f;
+      // Reference in double.
+      std::vector<double> mean(c), var(c), y(x.size()), yi(x.size()), dx(x.size()), want_rm(c), want_rv(c);
+      std::vector<double> want_dg(dgamma.begin(), dgamma.end()), want_db(dbeta.begin(), dbeta.end()), invstd(c);
+      for (int j = 0; j < c; ++j) {
+        for (int r = 0; r < rows; ++r) mean[j] += x[r * c + j];
+        mean[j] /= rows;
+        for (int r = 0; r < rows; ++r) var[j] += (x[r * c + j] - mean[j]) * (x[r * c + j] - mean[j]);
+        invstd[j] = 1.0 / std::sqrt(var[j] / rows + eps);
+        want_rm[j] = (1 - mom) * rm[j] + mom * mean[j];
+        want_rv[j] = (1 - mom) * rv[j] + mom * (rows > 1 ? var[j] / (rows - 1) : var[j] / rows);
+        double sdy = 0, sdyx = 0;
+        for (int r = 0; r < rows; ++r) {
+          const size_t i = static_cast<size_t>(r) * c + j;
+          const double xhat = (x[i] - mean[j]) * invstd[j];
+          y[i] = gamma[j] * xhat + beta[j];
+          yi[i] = gamma[j] * (x[i] - rm[j]) / std::sqrt(rv[j] + eps) + beta[j];
+          sdy += dy[i];
+          sdyx += dy[i] * xhat;
+        }
+        want_dg[j] += sdyx;
+        want_db[j] += sdy;
+        for (int r = 0; r < rows; ++r) {
+          const size_t i = static_cast<size_t>(r) * c + j;
+          dx[i] = gamma[j] * invstd[j] * (dy[i] - sdy / rows - (x[i] - mean[j]) * invstd[j] * sdyx / rows);
+        }
+      }
+      std::vector<float> got_y(x.size()), got_yi(x.size()), got_dx(x.size()), got_mean(c), got_inv(c);
+      batchnorm_forward_infer_cpu(rows, c, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), eps,
+                                  got_yi.data());
+      batchnorm_forward_train_cpu(rows, c, x.data(), gamma.data(), beta.data(), eps, mom, got_y.data(),
+                                  got_mean.data(), got_inv.data(), rm.data(), rv.data());
+      batchnorm_backward_cpu(rows, c, x.data(), dy.data(), gamma.data(), got_mean.data(), got_inv.data(),
+                             got_dx.data(), dgamma.data(), dbeta.data());
+      const std::string what = " rows=" + std::to_string(rows) + " c=" + std::to_string(c);
+      // Float outputs of inputs up to ~230 (the channel offsets): y = x*scale + shift rounds at |x| ulp.
+      EXPECT_TRUE(all_close(got_yi, yi, 1e-4, 1e-4, "bn infer y" + what));
+      EXPECT_TRUE(all_close(got_mean, mean, 1e-5, 1e-6, "bn mean" + what));
+      EXPECT_TRUE(all_close(got_inv, invstd, 1e-6, 1e-6, "bn invstd" + what));
+      EXPECT_TRUE(all_close(rm, want_rm, 1e-5, 1e-6, "bn running mean" + what));
+      EXPECT_TRUE(all_close(rv, want_rv, 1e-5, 1e-6, "bn running var" + what));
+      EXPECT_TRUE(all_close(got_y, y, 1e-4, 1e-3, "bn train y" + what));
+      EXPECT_TRUE(all_close(dgamma, want_dg, 1e-3, 1e-4, "bn dgamma" + what));
+      EXPECT_TRUE(all_close(dbeta, want_db, 1e-3, 1e-4, "bn dbeta" + what));
+      EXPECT_TRUE(all_close(got_dx, dx, 1e-3, 1e-3, "bn dx" + what));
+    }
+}
+
+TEST(ReferenceKernels, DropoutMasksAreTheReferenceHash) {
+  const int n = 5;
+  const size_t per = 1001;
+  const float p = 0.3f;
+  const uint64_t key = 0x5eed;
+  auto x = random_vec(n * per, 11), dy = random_vec(n * per, 12);
+  std::vector<int64_t> ids = {7, 123456789, 0, 42, 99};
+  std::vector<float> y(x.size()), dx(x.size());
+  std::vector<uint8_t> mask(x.size());
+  size_t kept = 0;
+  for (int s = 0; s < n; ++s)
+    for (size_t j = 0; j < per; ++j) {
+      const size_t i = s * per + j;
+      mask[i] = uniform01(mix64(hash_key(key, static_cast<uint64_t>(ids[s])) ^ mix64(j))) >= p;
+      y[i] = mask[i] ? x[i] * (1.0f / (1.0f - p)) : 0.f;
+      dx[i] = mask[i] ? dy[i] * (1.0f / (1.0f - p)) : 0.f;
+      kept += mask[i];
+    }
+  EXPECT_NEAR(static_cast<double>(kept) / x.size(), 1 - p, 0.03);
+  std::vector<float> got_y(x.size()), got_dx(x.size());
+  std::vector<uint8_t> got_mask(x.size());
+  dropout_forward_cpu(n, per, x.data(), p, key, ids.data(), got_y.data(), got_mask.data());
+  dropout_backward_cpu(x.size(), p, dy.data(), got_mask.data(), got_dx.data());
+  EXPECT_EQ(got_mask, mask);
+  EXPECT_TRUE(all_close(got_y, y, 0, 0, "dropout y"));
+  EXPECT_TRUE(all_close(got_dx, dx, 0, 0, "dropout dx"));
+}
+
+TEST(ReferenceKernels, AvgPoolIncludingGlobal) {
+  struct Case {
+    int n, h, w, c, k, stride, pad;
+  };
+  for (const Case& t : {Case{2, 7, 9, 5, 2, 2, 0}, Case{2, 9, 8, 33, 3, 2, 1}, Case{3, 5, 6, 7, 5, 1, 0},
+                        Case{2, 8, 8, 40, 8, 1, 0}}) {  // the last: global average pooling
+    PoolDesc d;
+    d.n = t.n, d.h = t.h, d.w = t.w, d.c = t.c, d.r = d.s = t.k, d.stride = t.stride, d.pad = t.pad;
+    const int P = d.p(), Q = d.q();
+    auto x = random_vec(static_cast<size_t>(t.n) * t.h * t.w * t.c, 20 + t.k);
+    auto dy = random_vec(static_cast<size_t>(t.n) * P * Q * t.c, 30 + t.k);
+    std::vector<double> y(dy.size()), dx(x.size());
+    for (int n = 0; n < t.n; ++n)
+      for (int p = 0; p < P; ++p)
+        for (int q = 0; q < Q; ++q) {
+          int taps = 0;
+          for (int pass = 0; pass < 2; ++pass)  // count the taps, then spread
+            for (int r = 0; r < t.k; ++r)
+              for (int s = 0; s < t.k; ++s) {
+                const int h = p * t.stride - t.pad + r, w = q * t.stride - t.pad + s;
+                if (h < 0 || h >= t.h || w < 0 || w >= t.w) continue;
+                if (pass == 0) {
+                  ++taps;
+                  continue;
+                }
+                for (int c = 0; c < t.c; ++c) {
+                  const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * t.c + c;
+                  const size_t i = ((static_cast<size_t>(n) * t.h + h) * t.w + w) * t.c + c;
+                  y[o] += x[i] / taps;
+                  dx[i] += dy[o] / taps;
+                }
+              }
+        }
+    std::vector<float> got_y(y.size()), got_dx(x.size(), 7.f);  // dx is overwritten
+    avgpool_forward_cpu(d, x.data(), got_y.data());
+    avgpool_backward_cpu(d, dy.data(), got_dx.data());
+    EXPECT_TRUE(all_close(got_y, y, 1e-6, 1e-5, "avgpool y k=" + std::to_string(t.k)));
+    EXPECT_TRUE(all_close(got_dx, dx, 1e-6, 1e-5, "avgpool dx k=" + std::to_string(t.k)));
+  }
+}
+
+TEST(ReferenceKernels, ElementwiseAndSumOfSquares) {
+  const size_t n = 70001;  // wraps the grid-stride loops
+  auto a = random_vec(n, 40), b = random_vec(n, 41);
+  std::vector<double> relu(n), axpy(n), scaled(n);
+  double ss = 0.25;
+  for (size_t i = 0; i < n; ++i) {
+    relu[i] = std::max(0.f, a[i] + b[i]);
+    axpy[i] = b[i] + 0.5 * a[i];
+    scaled[i] = -3.0 * a[i];
+    ss += static_cast<double>(a[i]) * a[i];
+  }
+  std::vector<float> y(n);
+  add_relu_forward_cpu(n, a.data(), b.data(), y.data());
+  EXPECT_TRUE(all_close(y, relu, 0, 0, "add_relu"));
+  EXPECT_NEAR(0.25 + sum_squares_cpu(n, a.data()), ss, 1e-9 * ss);
+  axpy_cpu(n, 0.5f, a.data(), b.data());
+  EXPECT_TRUE(all_close(b, axpy, 1e-6, 1e-6, "axpy"));
+  scale_cpu(n, -3.f, a.data());
+  EXPECT_TRUE(all_close(a, scaled, 1e-6, 1e-6, "scale"));
+}
+
+TEST(ReferenceKernels, ShortcutPad) {
+  for (int stride : {1, 2})
+    for (int h : {7, 8}) {
+      const int n = 2, w = h + 1, c = 3, k = 8, P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
+      auto x = random_vec(static_cast<size_t>(n) * h * w * c, 50 + h);
+      auto dy = random_vec(static_cast<size_t>(n) * P * Q * k, 60 + h);
+      std::vector<float> y(dy.size(), 0.f), dx(x.size(), 0.f);
+      for (int i = 0; i < n; ++i)
+        for (int p = 0; p < P; ++p)
+          for (int q = 0; q < Q; ++q)
+            for (int ch = 0; ch < c; ++ch) {
+              const size_t o = ((static_cast<size_t>(i) * P + p) * Q + q) * k + ch;
+              const size_t s = ((static_cast<size_t>(i) * h + p * stride) * w + q * stride) * c + ch;
+              y[o] = x[s];
+              dx[s] = dy[o];
+            }
+      std::vector<float> got_y(y.size(), 7.f), got_dx = random_vec(x.size(), 70);  // both overwritten
+      shortcut_pad_forward_cpu(n, h, w, c, stride, k, x.data(), got_y.data());
+      shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy.data(), got_dx.data());
+      EXPECT_TRUE(all_close(got_y, y, 0, 0, "shortcut pad y"));
+      EXPECT_TRUE(all_close(got_dx, dx, 0, 0, "shortcut pad dx"));
+    }
+}
+
+TEST(ReferenceKernels, AdamWTwoSteps) {
+  const size_t n = 5003;
+  auto w = random_vec(n, 80), g = random_vec(n, 81), m = random_vec(n, 82), v = random_vec(n, 83, 0.f, 1.f);
+  std::vector<double> want_w(w.begin(), w.end()), want_m(m.begin(), m.end()), want_v(v.begin(), v.end());
+  const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
+  for (int t = 1; t <= 2; ++t) {
+    const float bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+    for (size_t i = 0; i < n; ++i) {
+      want_m[i] = b1 * want_m[i] + (1.0 - b1) * g[i];
+      want_v[i] = b2 * want_v[i] + (1.0 - b2) * g[i] * g[i];
+      want_w[i] -= lr * (wd * want_w[i] + (want_m[i] / bc1) / (std::sqrt(want_v[i] / bc2) + eps));
+    }
+    adamw_update_cpu(n, w.data(), g.data(), m.data(), v.data(), lr, b1, b2, eps, wd, bc1, bc2);
+  }
+  EXPECT_TRUE(all_close(w, want_w, 1e-6, 1e-5, "adamw w"));
+  EXPECT_TRUE(all_close(m, want_m, 1e-7, 1e-5, "adamw m"));
+  EXPECT_TRUE(all_close(v, want_v, 1e-7, 1e-5, "adamw v"));
+}
+
+}  // namespace
+}  // namespace cnn::test
