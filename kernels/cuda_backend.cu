@@ -22,14 +22,25 @@ void cuda_failed(const char* expr, cudaError_t err, const char* file, int line) 
 }
 
 int multiprocessor_count() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
+  // Per device (ranks may bind different GPUs; the emulator's count can change between tests), looked up once.
+  static thread_local int cached_for = -1, count = 0;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev != cached_for || CNN_SIMT_EMULATED) {
+    int n = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n > 0 ? n : 1;
-  }();
+    count = n > 0 ? n : 1;
+    cached_for = dev;
+  }
   return count;
 }
+
+namespace {
+bool g_deterministic = false;
+}  // namespace
+
+void set_deterministic_reductions(bool on) { g_deterministic = on; }
+bool deterministic_reductions() { return g_deterministic; }
 
 namespace {
 
