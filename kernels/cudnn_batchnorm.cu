@@ -11,12 +11,14 @@ const float kOne = 1.f, kZero = 0.f;
 
 struct CudnnBatchNorm::Plan {
   cudnnTensorDescriptor_t x = nullptr, stats = nullptr;
+  double train_eps = -1.0;  // of the last forward_train; negative: none yet
   ~Plan() {
     cudnnDestroyTensorDescriptor(x);
     cudnnDestroyTensorDescriptor(stats);
   }
 };
 
+CudnnBatchNorm::CudnnBatchNorm(VendorContext& ctx, cudnnHandle_t handle) : ctx_(ctx), handle_(handle) {}
 CudnnBatchNorm::~CudnnBatchNorm() = default;
 
 CudnnBatchNorm::Plan& CudnnBatchNorm::plan(int rows, int c) {
@@ -47,6 +49,7 @@ bool CudnnBatchNorm::forward_train(int rows, int c, const float* x, const float*
                                    float* running_mean, float* running_var) {
   if (eps < CUDNN_BN_MIN_EPSILON) return false;
   Plan& p = plan(rows, c);
+  p.train_eps = eps;
   return ok(cudnnBatchNormalizationForwardTraining(handle_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, &kOne, &kZero, p.x, x,
                                                    p.x, y, p.stats, gamma, beta, momentum, running_mean, running_var,
                                                    eps, save_mean, save_invstd),
@@ -65,9 +68,11 @@ bool CudnnBatchNorm::forward_infer(int rows, int c, const float* x, const float*
 
 bool CudnnBatchNorm::backward(int rows, int c, const float* x, const float* dy, const float* gamma,
                               const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                              float* dbeta, float eps) {
-  if (eps < CUDNN_BN_MIN_EPSILON || !dx) return false;
+                              float* dbeta) {
+  if (!dx) return false;
   Plan& p = plan(rows, c);
+  const double eps = p.train_eps;
+  if (eps < 0) return false;
   // Data gradient overwritten (beta 0), parameter gradients accumulated (beta 1).
   return ok(cudnnBatchNormalizationBackward(handle_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, &kOne, &kZero, &kOne, &kOne,
                                             p.x, x, p.x, dy, p.x, dx, p.stats, gamma, dgamma, dbeta, eps, save_mean,

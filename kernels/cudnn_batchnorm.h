@@ -16,7 +16,7 @@ namespace gpu {
 
 class CudnnBatchNorm {
  public:
-  CudnnBatchNorm(VendorContext& ctx, cudnnHandle_t handle) : ctx_(ctx), handle_(handle) {}
+  CudnnBatchNorm(VendorContext& ctx, cudnnHandle_t handle);
   ~CudnnBatchNorm();
   CudnnBatchNorm(const CudnnBatchNorm&) = delete;
   CudnnBatchNorm& operator=(const CudnnBatchNorm&) = delete;
@@ -26,9 +26,10 @@ class CudnnBatchNorm {
                      float* running_var);
   bool forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
                      const float* running_mean, const float* running_var, float eps, float* y);
-  // dx must not be null (the custom kernel serves the variant without an input gradient).
+  // dx must not be null (the custom kernel serves the variant without an input gradient). cuDNN wants the
+  // forward's epsilon: the last forward_train of this shape's is used (none yet: false).
   bool backward(int rows, int c, const float* x, const float* dy, const float* gamma, const float* save_mean,
-                const float* save_invstd, float* dx, float* dgamma, float* dbeta, float eps);
+                const float* save_invstd, float* dx, float* dgamma, float* dbeta);
 
  private:
   struct Plan;

@@ -20,7 +20,7 @@ struct VendorContext {
   bool search = false;       // timed search instead of heuristics (cuDNN)
   bool tf32 = true;          // TF32 tensor cores for fp32 problems (Ampere and newer)
   FallbackLog* fallbacks = nullptr;
-  std::string layer;         // the layer now running (Backend::set_label), for the fallback log
+  const char* layer = "";    // the layer now running (Backend::set_label), for the fallback log
 
   // Scratch for one library call, at most policy.workspace_cap bytes (contents not kept between calls);
   // grows on demand, like the backend's own workspace. Kernels run in stream order, so one buffer serves.
