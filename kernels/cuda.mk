@@ -82,6 +82,11 @@ $(CUDA_TEST): $(CUDA_TEST_OBJS) $(CUDA_TEST_GPU) $(LIB) $(CUDA_SIMT_LIB)
 .PHONY: test-cuda test-cuda-asan cuda-nvcc-check gpu-test
 test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_brief=1
+	@# Without a GPU, CNN_REQUIRE_GPU=1 must turn the GPU tests' skips into failures.
+	@if ! nvidia-smi -L >/dev/null 2>&1; then \
+	  if CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='Targets/Kernels.ReluAndFill/gpu' >/dev/null 2>&1; then \
+	    echo "test-cuda: CNN_REQUIRE_GPU=1 passed without a GPU" >&2; exit 1; fi; \
+	  echo "test-cuda: CNN_REQUIRE_GPU=1 fails the GPU tests on this GPU-less machine, as it must"; fi
 
 # The same tests built with AddressSanitizer in $(BUILD)/asan (the arena then gives every tensor its own
 # allocation): kernels reading or writing past a tensor are reported by source line. On demand only; it
