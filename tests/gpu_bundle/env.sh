@@ -30,6 +30,7 @@ LD_LIBRARY_PATH="$CNN_BUNDLE/lib${CNN_NVIDIA_DIRS:+:$CNN_NVIDIA_DIRS}${LD_LIBRAR
 OPAL_PREFIX=$CNN_BUNDLE
 OPAL_EXEC_PREFIX=$CNN_BUNDLE
 OPAL_LIBDIR=$CNN_BUNDLE/lib
+OPAL_BINDIR=$CNN_BUNDLE/libexec  # orted, which a process started without mpirun forks
 OPAL_PKGLIBDIR=$(ls -d "$CNN_BUNDLE"/lib/*/openmpi/lib/openmpi3 2>/dev/null | head -1)
 OPAL_DATADIR=$CNN_BUNDLE/share
 OPAL_PKGDATADIR=$CNN_BUNDLE/share/openmpi
@@ -37,5 +38,10 @@ OPAL_SYSCONFDIR=$CNN_BUNDLE/etc/openmpi
 PMIX_MCA_mca_base_component_path=$CNN_BUNDLE/lib/pmix
 PMIX_INSTALL_PREFIX=$CNN_BUNDLE
 PATH=$CNN_BUNDLE/bin:$PATH
-export LD_LIBRARY_PATH OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
+export LD_LIBRARY_PATH OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
   OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNN_BUNDLE CNN_NVIDIA_DIRS
+# Open MPI insists on finding ssh or rsh even for processes on this node only; a machine without either
+# (containers, minimal images) gets a stand-in that is never run for local launches.
+if [ -z "${OMPI_MCA_plm_rsh_agent:-}" ] && ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
+  export OMPI_MCA_plm_rsh_agent=false
+fi
