@@ -54,6 +54,11 @@ all: $(CUDA_PLUGIN)
 TEST_BUILDS += $(CUDA_PLUGIN)
 CUDA_TEST_GPU := $(CUDA_GPU_LIB)
 CUDA_TEST_LINK := $(CUDA_LINK)
+# The shared test helpers (tests/common/backend_targets.cpp) make the GPU backend directly: every test binary
+# that links them links the GPU library too (after the layers it uses).
+CUDA_TEST_EXTRA_LIBS := $(CUDA_GPU_LIB) $(KERNELS_LIB) $(BASE_LIB) $(CUDA_LINK)
+$(UNIT_TEST) $(MPI_TEST): $(CUDA_GPU_LIB)
+$(UNIT_TEST) $(MPI_TEST): EXTRA_LDLIBS += $(CUDA_TEST_EXTRA_LIBS)
 endif
 
 # nvcc objects; the ptxas report (registers, spills per kernel and arch) is kept next to each object.
@@ -84,7 +89,7 @@ test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_brief=1
 	@# Without a GPU, CNN_REQUIRE_GPU=1 must turn the GPU tests' skips into failures.
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
-	  if CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='Targets/Kernels.ReluAndFill/gpu' >/dev/null 2>&1; then \
+	  if CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='Targets/Training.*/cuda' >/dev/null 2>&1; then \
 	    echo "test-cuda: CNN_REQUIRE_GPU=1 passed without a GPU" >&2; exit 1; fi; \
 	  echo "test-cuda: CNN_REQUIRE_GPU=1 fails the GPU tests on this GPU-less machine, as it must"; fi
 

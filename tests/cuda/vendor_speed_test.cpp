@@ -2,10 +2,13 @@
 // results agree (TF32 off), and the time of each direction is printed with the custom kernels' share of
 // cuDNN's rate (run-gpu-checks.sh puts the table in its report). Skips without a GPU (fails under
 // CNN_REQUIRE_GPU=1).
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 
-#include "tests/cuda/cuda_test_util.h"
+#include "tests/common/backend_targets.h"
+#include "tests/common/test_util.h"
 
 namespace cnn::test {
 namespace {
@@ -27,6 +30,34 @@ const Shape kResNet50[] = {
     {"l4 1x1 512>2048", 7, 512, 2048, 1, 1}, {"l4 1x1 2048>512", 7, 2048, 512, 1, 1},
 };
 
+// Device copies of host vectors on one backend, released with the holder.
+class Buffers {
+ public:
+  explicit Buffers(Backend& be) : be_(be) {}
+  ~Buffers() {
+    for (void* p : held_) be_.release(p);
+  }
+  float* upload(const std::vector<float>& h) {
+    float* d = zeros(h.size());
+    be_.upload(d, h.data(), sizeof(float) * h.size());
+    return d;
+  }
+  float* zeros(size_t n) {
+    held_.push_back(be_.alloc(sizeof(float) * n));
+    be_.fill(static_cast<float*>(held_.back()), n, 0.f);
+    return static_cast<float*>(held_.back());
+  }
+  std::vector<float> download(const float* d, size_t n) {
+    std::vector<float> h(n);
+    be_.download(h.data(), d, sizeof(float) * n);
+    return h;
+  }
+
+ private:
+  Backend& be_;
+  std::vector<void*> held_;
+};
+
 // Milliseconds per call of f, after one warm-up call (algorithm choice, plan creation).
 template <class F>
 double time_ms(Backend& be, F f) {
@@ -41,12 +72,12 @@ double time_ms(Backend& be, F f) {
 
 TEST(VendorSpeed, ResNet50LayersCustomVsCudnn) {
   std::string reason;
-  auto custom = gpu_backend_or_reason(false, &reason);
+  auto custom = make_gpu_test_backend(false, &reason);
   if (!custom) {
     if (gpu_required()) FAIL() << "CNN_REQUIRE_GPU=1: " << reason;
     GTEST_SKIP() << reason;
   }
-  auto vendor = gpu_backend_or_reason(true, &reason);
+  auto vendor = make_gpu_test_backend(true, &reason);
   ASSERT_TRUE(vendor) << reason;
   std::printf("%-18s %9s %9s %6s %9s %9s %6s %9s %9s %6s\n", "layer (batch 32)", "fwd cust", "cudnn", "%", "bwdD cust",
               "cudnn", "%", "bwdF cust", "cudnn", "%");
@@ -63,7 +94,7 @@ TEST(VendorSpeed, ResNet50LayersCustomVsCudnn) {
     Backend* bes[2] = {custom.get(), vendor.get()};
     for (int v = 0; v < 2; ++v) {
       Backend& be = *bes[v];
-      DeviceBuffers dev(be);
+      Buffers dev(be);
       const float *d_x = dev.upload(x), *d_w = dev.upload(w), *d_dy = dev.upload(dy);
       float *d_y = dev.zeros(ys), *d_dx = dev.zeros(xs), *d_dw = dev.zeros(ws);
       t[v][0] = time_ms(be, [&] { be.conv2d_forward(d, d_x, d_w, nullptr, d_y); });
