@@ -9,7 +9,7 @@ GPU_BUNDLE := $(BUILD)/cnntrain-gpu.tar.gz
 
 .PHONY: gpu-bundle test-gpu-bundle
 gpu-bundle: $(GPU_BUNDLE)
-$(GPU_BUNDLE): $(BINS) $(CUDA_TEST) $(CUDA_PLUGIN) $(wildcard tests/gpu_bundle/*) tests/bench/torch_resnet50.py \
+$(GPU_BUNDLE): $(BINS) $(CUDA_TEST) $(BACKEND_TEST) $(CUDA_PLUGIN) $(wildcard tests/gpu_bundle/*) tests/bench/torch_resnet50.py \
                | data
 	@[ "$(CUDA_ON)" = 1 ] || { echo "gpu-bundle: needs the CUDA build (nvcc on PATH, USE_CUDA=auto|1)" >&2; exit 1; }
 	bash tests/gpu_bundle/make_bundle.sh $(BUILD) $@

@@ -15,7 +15,7 @@ rm -rf "$work"
 mkdir -p "$stage"/{bin,libexec,lib,etc,share,data,jobs}
 
 die() { echo "make_bundle.sh: $*" >&2; exit 1; }
-[[ -f $build/libcnntrain-cuda.so && -f $build/tests/cuda_tests ]] ||
+[[ -f $build/libcnntrain-cuda.so && -f $build/tests/cuda_tests && -f $build/tests/backend_tests ]] ||
   die "$build/libcnntrain-cuda.so or the GPU test binary is missing: the bundle needs a CUDA build (nvcc, USE_CUDA=1)"
 
 # Open MPI's own directories, read from its configuration (Debian: /usr/lib/x86_64-linux-gnu/openmpi/...).
@@ -28,7 +28,8 @@ ompi_sysconfdir=$(ompi_path sysconfdir)
 rel() { echo "${1#"$ompi_prefix"/}"; }
 orterun=$(readlink -f "$(command -v mpirun)")
 
-install -m 755 "$build/cnntrain" "$build/cnntrain-data" "$build/tests/cuda_tests" "$stage/libexec/"
+install -m 755 "$build/cnntrain" "$build/cnntrain-data" "$build/tests/cuda_tests" "$build/tests/backend_tests" \
+  "$stage/libexec/"
 install -m 755 "$orterun" "$stage/libexec/mpirun"
 [[ -x $(dirname "$orterun")/orted ]] && install -m 755 "$(dirname "$orterun")/orted" "$stage/libexec/"
 install -m 644 "$build/libcnntrain-cuda.so" "$stage/lib/"

@@ -65,7 +65,8 @@ done
 say "plugin: $(ldd "$CNN_BUNDLE/lib/libcnntrain-cuda.so" | grep -E 'cudnn|cublas|not found' | tr -s ' \t' ' ')"
 
 section "GPU kernel tests (custom kernels and cuDNN/cuBLASLt vs the CPU reference)"
-run kernel-tests 240 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='*/gpu*:Vendor*' --gtest_brief=1
+run backend-sweep 240 "$CNN_BUNDLE/libexec/backend_tests" --gtest_filter='*__cuda*' --gtest_brief=1
+run gpu-tests 240 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='*/cuda*' --gtest_brief=1
 
 section "compute-sanitizer over the custom kernel tests"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
@@ -73,8 +74,8 @@ if [[ -z $sanitizer ]]; then
   say "compute-sanitizer: not installed here (skipped)"
 else
   for tool in memcheck racecheck synccheck; do
-    run "sanitizer-$tool" 120 "$sanitizer" --tool "$tool" --error-exitcode 9 "$CNN_BUNDLE/libexec/cuda_tests" \
-      --gtest_filter='Targets/Kernels.*/gpu:Targets/LayerOps.*/gpu' --gtest_brief=1
+    run "sanitizer-$tool" 120 "$sanitizer" --tool "$tool" --error-exitcode 9 "$CNN_BUNDLE/libexec/backend_tests" \
+      --gtest_filter='*__cuda' --gtest_brief=1
   done
 fi
 
