@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/backend.h"
+
 namespace cnn {
 
 struct AugmentConfig {
@@ -26,5 +28,9 @@ void augment_geometric(const AugmentConfig& a, int64_t epoch, int64_t id, int h,
                        uint8_t* dst);
 // Random erasing of one normalised float HWC image, in place.
 void augment_erase(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int c, float* img);
+
+// The same draws as one record, for the device input path (Backend::upload_images), whose pixel work
+// reproduces augment_geometric, normalisation and augment_erase exactly.
+ImageAug draw_augment(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w);
 
 }  // namespace cnn

@@ -27,9 +27,9 @@ void normalize_images(const uint8_t* src, size_t pixels, int channels, const std
 }
 
 Loader::Loader(Dataset& ds, Sampler& sampler, int rank, int world, int prefetch, int64_t first_epoch,
-               int64_t first_step, int64_t total_steps, const AugmentConfig& aug)
+               int64_t first_step, int64_t total_steps, const AugmentConfig& aug, LoaderOutput output)
     : ds_(ds), sampler_(sampler), rank_(rank), world_(world), depth_(prefetch < 1 ? 1 : prefetch),
-      epoch0_(first_epoch), step0_(first_step), total_(total_steps), aug_(aug) {
+      epoch0_(first_epoch), step0_(first_step), total_(total_steps), aug_(aug), output_(output) {
   for (size_t i = 0; i < depth_ + 1; ++i) free_.push_back(std::make_unique<Batch>());
   thread_ = std::thread(&Loader::run, this);
 }
@@ -50,10 +50,18 @@ void Loader::produce(Batch& b, int64_t epoch, int64_t step) {
   b.ids = sampler_.rank_slice(epoch, step, rank_, world_);
   b.n = static_cast<int>(b.ids.size());
   const size_t sb = info.sample_bytes();
-  raw_.resize(b.n * sb);
   b.labels.resize(b.n);
-  b.images.resize(b.n * sb);
   ds_.set_epoch(epoch);
+  if (output_ == LoaderOutput::kDevice) {
+    b.pixels.resize(b.n * sb);
+    ds_.read(b.ids.data(), b.ids.size(), b.pixels.data(), b.labels.data());
+    b.aug.clear();
+    if (aug_.any())
+      for (int i = 0; i < b.n; ++i) b.aug.push_back(draw_augment(aug_, epoch, b.ids[i], info.height, info.width));
+    return;
+  }
+  raw_.resize(b.n * sb);
+  b.images.resize(b.n * sb);
   ds_.read(b.ids.data(), b.ids.size(), raw_.data(), b.labels.data());
   const uint8_t* pixels = raw_.data();
   if (aug_.geometric()) {

@@ -22,9 +22,17 @@ struct Batch {
   int64_t epoch = 0, step = 0;  // position in the global batch sequence
   int n = 0;
   std::vector<int64_t> ids;     // global sample ids (augmentation and dropout keys, tracing)
-  std::vector<float> images;    // n * H * W * C, NHWC, (x - mean) / std
+  std::vector<float> images;    // n * H * W * C, NHWC, (x - mean) / std (host-prepared batches)
   std::vector<int32_t> labels;  // n
+  // Device-prepared batches (LoaderOutput::kDevice): the dataset's uint8 pixels and each sample's
+  // augmentation draws; Backend::upload_images does the pixel work. `images` stays empty.
+  std::vector<uint8_t> pixels;
+  std::vector<ImageAug> aug;    // n, or empty without augmentation
 };
+
+// Where a batch's pixel work happens: on the loader thread (float images, the CPU backend's path) or on the
+// device after the upload of the uint8 bytes (4x fewer bytes to copy; the GPU does the conversion).
+enum class LoaderOutput { kHost, kDevice };
 
 // Converts uint8 NHWC pixels to float with per-channel (x - mean) / std.
 void normalize_images(const uint8_t* src, size_t pixels, int channels, const std::vector<float>& mean,
@@ -35,7 +43,8 @@ class Loader {
   // Produces batches (epoch, step) from `first_epoch`/`first_step` on, in order, for rank `rank` of `world`,
   // stopping after `total_steps` batches, augmented as `aug` says (nothing by default).
   Loader(Dataset& ds, Sampler& sampler, int rank, int world, int prefetch, int64_t first_epoch,
-         int64_t first_step, int64_t total_steps, const AugmentConfig& aug = {});
+         int64_t first_step, int64_t total_steps, const AugmentConfig& aug = {},
+         LoaderOutput output = LoaderOutput::kHost);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -54,6 +63,7 @@ class Loader {
   size_t depth_;
   int64_t epoch0_, step0_, total_;
   AugmentConfig aug_;
+  LoaderOutput output_;
   std::vector<uint8_t> raw_, aug_raw_;
 
   std::mutex mu_;

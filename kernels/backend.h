@@ -29,6 +29,27 @@ struct PoolDesc {
   int q() const { return (w + 2 * pad - s) / stride + 1; }
 };
 
+// --- The device input path (upload_images) ---
+// Per-sample augmentation of one image as io/augment.h draws it from (seed, epoch, sample id); the draws
+// stay on the host, the pixel work runs where the backend computes.
+struct ImageAug {
+  int32_t dy = 0, dx = 0;  // crop: output (y, x) reads input (y + dy, x' + dx); zero outside the image
+  int32_t flip = 0;        // mirror first: x' = w - 1 - x
+  int32_t erase_y = 0, erase_x = 0, erase_h = 0, erase_w = 0;  // set to 0 after normalisation; erase_h 0: none
+};
+
+// One batch of uint8 images on the host, NHWC, with what upload_images needs to turn it into the network's
+// float input. Host pointers; aug and ids may be null.
+struct ImageBatch {
+  int n = 0, h = 0, w = 0, c = 0;
+  const uint8_t* pixels = nullptr;  // [n, h, w, c]
+  const ImageAug* aug = nullptr;    // [n]
+  const float* mean = nullptr;      // [c], 0..255 units
+  const float* std = nullptr;       // [c]
+  const int32_t* labels = nullptr;  // [n]
+  const int64_t* ids = nullptr;     // [n] global sample ids
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -120,6 +141,18 @@ class Backend {
   // w -= lr * (m/bc1) / (sqrt(v/bc2) + eps), bc1 = 1-b1^t and bc2 = 1-b2^t for step t >= 1.
   virtual void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
                             float beta2, float eps, float wd, float bc1, float bc2) = 0;
+
+  // --- Vendor-library dispatch and the device input path (kernels/image_prep.h) ---
+
+  // Names the layer whose ops follow, for the CUDA backend's one log line when an op falls back from
+  // cuDNN/cuBLASLt to the custom kernel. The pointer must stay valid until the next call; no effect elsewhere.
+  virtual void set_label(const char* layer) { (void)layer; }
+
+  // x [n, h, w, c] = (augment(pixels) - mean) / std, then the erase rectangle set to 0; labels and ids (may
+  // be null) copied to device memory. Ordered after the work already queued, but the transfer of the uint8
+  // bytes does not wait for that work: on a GPU it overlaps the previous step. The host buffers may be
+  // reused as soon as the call returns.
+  virtual void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

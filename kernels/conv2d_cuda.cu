@@ -11,57 +11,120 @@ namespace CNN_CUDA_NS {
 
 namespace {
 
-// ConvDesc's members as plain ints (its p()/q() are host functions).
+// ConvDesc's members as plain ints plus the divisors of the index math (its p()/q() are host functions).
 struct ConvGeom {
   int n, h, w, c, k, r, s, stride_h, stride_w, pad_h, pad_w, p, q;
+  FastDiv div_q, div_p, div_c, div_s, div_w, div_h, div_k, div_sh, div_sw;
 };
 
 ConvGeom geom(const ConvDesc& d) {
-  return {d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.p(), d.q()};
+  ConvGeom g{d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.p(), d.q(), {}, {}, {},
+             {}, {}, {}, {}, {}, {}};
+  g.div_q = FastDiv(g.q), g.div_p = FastDiv(g.p), g.div_c = FastDiv(g.c), g.div_s = FastDiv(g.s);
+  g.div_w = FastDiv(g.w), g.div_h = FastDiv(g.h), g.div_k = FastDiv(g.k);
+  g.div_sh = FastDiv(g.stride_h), g.div_sw = FastDiv(g.stride_w);
+  return g;
 }
 
-// x[n, h, w, c] for output pixel m = (n, p, q) and filter tap j = (r, s, c); zero in the padding.
-__device__ __forceinline__ float patch(const ConvGeom& g, const float* x, int m, int j) {
-  const int q = m % g.q, np = m / g.q;
-  const int p = np % g.p, n = np / g.p;
-  const int c = j % g.c, rs = j / g.c;
-  const int s = rs % g.s, r = rs / g.s;
-  const int h = p * g.stride_h - g.pad_h + r, w = q * g.stride_w - g.pad_w + s;
-  if (h < 0 || h >= g.h || w < 0 || w >= g.w) return 0.f;
-  return x[((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c];
+// An output pixel m = (n, p, q) as the corner of its receptive field: offset of x[n, h0, w0, 0] (negative
+// in the padding) and h0 = p*sh - ph, w0 = q*sw - pw.
+struct Pixel {
+  int off, h0, w0;
+};
+// A filter tap j = (r, s, c): its offset from the corner, and r, s for the bounds check.
+struct Tap {
+  int off, r, s;
+};
+
+__device__ __forceinline__ Pixel pixel(const ConvGeom& g, int m) {
+  int q, p;
+  const int np = g.div_q.divmod(m, q);
+  const int n = g.div_p.divmod(np, p);
+  const int h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
+  return {((n * g.h + h0) * g.w + w0) * g.c, h0, w0};
+}
+__device__ __forceinline__ Tap tap(const ConvGeom& g, int j) {
+  int c, s;
+  const int rs = g.div_c.divmod(j, c);
+  const int r = g.div_s.divmod(rs, s);
+  return {(r * g.w + s) * g.c + c, r, s};
+}
+// x at tap t of pixel px; zero in the padding (the unsigned compares also reject negative coordinates).
+__device__ __forceinline__ float patch_at(const ConvGeom& g, const float* x, const Pixel& px, const Tap& t) {
+  const bool in = static_cast<unsigned>(px.h0 + t.r) < static_cast<unsigned>(g.h) &&
+                  static_cast<unsigned>(px.w0 + t.s) < static_cast<unsigned>(g.w);
+  return in ? x[px.off + t.off] : 0.f;
 }
 
-// The im2col matrix [npq, rsc]: A of the forward GEMM, B of the filter-gradient GEMM.
-struct Patches {
+// The im2col matrix [npq, rsc] with the output pixel outer: A of the forward GEMM.
+struct PatchesByPixel {
   ConvGeom g;
   const float* x;
-  __device__ float operator()(int m, int j) const { return patch(g, x, m, j); }
+  using Outer = Pixel;
+  using Inner = Tap;
+  __device__ Outer outer(int m) const { return pixel(g, m); }
+  __device__ Inner inner(int j) const { return tap(g, j); }
+  __device__ float at(const Pixel& px, const Tap& t) const { return patch_at(g, x, px, t); }
+};
+// The same matrix with the tap outer and the pixel as the reduction index: B of the filter-gradient GEMM.
+struct PatchesByTap {
+  ConvGeom g;
+  const float* x;
+  using Outer = Tap;
+  using Inner = Pixel;
+  __device__ Outer outer(int j) const { return tap(g, j); }
+  __device__ Inner inner(int m) const { return pixel(g, m); }
+  __device__ float at(const Tap& t, const Pixel& px) const { return patch_at(g, x, px, t); }
 };
 
-// Backward-data reduction index j = (r, s, k), k fastest so that dy reads are contiguous.
-struct DataGradRows {  // A(m = nhw, j = rsk) = dy[n, p, q, k] where input (h, w) is tap (r, s) of output (p, q)
+// Backward data, A(m = nhw, j = rsk) = dy[n, p, q, k] where input (h, w) is tap (r, s) of output (p, q); the
+// reduction index runs k fastest so that dy reads are contiguous.
+struct InputPixel {  // offset of dy[n, 0, 0, 0] and h + ph, w + pw
+  int off, hp, wp;
+};
+struct TapChannel {  // r, s and k of j = (r, s, k)
+  int r, s, k;
+};
+struct DataGradRows {
   ConvGeom g;
   const float* dy;
-  __device__ float operator()(int m, int j) const {
-    const int k = j % g.k, rs = j / g.k;
-    const int s = rs % g.s, r = rs / g.s;
-    const int w = m % g.w, nh = m / g.w;
-    const int h = nh % g.h, n = nh / g.h;
-    const int ph = h + g.pad_h - r, qw = w + g.pad_w - s;
-    if (ph < 0 || qw < 0 || ph % g.stride_h != 0 || qw % g.stride_w != 0) return 0.f;
-    const int p = ph / g.stride_h, q = qw / g.stride_w;
-    if (p >= g.p || q >= g.q) return 0.f;
-    return dy[((static_cast<size_t>(n) * g.p + p) * g.q + q) * g.k + k];
+  using Outer = InputPixel;
+  using Inner = TapChannel;
+  __device__ Outer outer(int m) const {
+    int w, h;
+    const int nh = g.div_w.divmod(m, w);
+    const int n = g.div_h.divmod(nh, h);
+    return {n * g.p * g.q * g.k, h + g.pad_h, w + g.pad_w};
+  }
+  __device__ Inner inner(int j) const {
+    int k, s;
+    const int rs = g.div_k.divmod(j, k);
+    const int r = g.div_s.divmod(rs, s);
+    return {r, s, k};
+  }
+  __device__ float at(const InputPixel& px, const TapChannel& t) const {
+    const int ph = px.hp - t.r, qw = px.wp - t.s;
+    if (ph < 0 || qw < 0) return 0.f;
+    int rem_h, rem_w;
+    const int p = g.div_sh.divmod(ph, rem_h), q = g.div_sw.divmod(qw, rem_w);
+    if (rem_h != 0 || rem_w != 0 || p >= g.p || q >= g.q) return 0.f;
+    return dy[px.off + (p * g.q + q) * g.k + t.k];
   }
 };
 
-struct DataGradFilters {  // B(j = rsk, c) = w[k, r, s, c]
+// Backward data, B(j = rsk, c) = w[k, r, s, c].
+struct DataGradFilters {
   ConvGeom g;
   const float* w;
-  __device__ float operator()(int j, int c) const {
-    const int k = j % g.k, rs = j / g.k;
-    return w[(static_cast<size_t>(k) * g.r * g.s + rs) * g.c + c];
+  using Outer = int;  // c
+  using Inner = int;  // offset of w[k, r, s, 0]
+  __device__ Outer outer(int c) const { return c; }
+  __device__ Inner inner(int j) const {
+    int k;
+    const int rs = g.div_k.divmod(j, k);
+    return (k * g.r * g.s + rs) * g.c;
   }
+  __device__ float at(int c, int off) const { return w[off + c]; }
 };
 
 }  // namespace
@@ -70,7 +133,7 @@ cudaError_t conv2d_forward_cuda(const ConvDesc& d, const float* d_x, const float
                                 cudaStream_t stream) {
   const ConvGeom g = geom(d);
   const int rsc = g.r * g.s * g.c;
-  return launch_gemm_tile(g.n * g.p * g.q, g.k, rsc, false, Patches{g, d_x}, Transposed{d_w, rsc},
+  return launch_gemm_tile(g.n * g.p * g.q, g.k, rsc, false, PatchesByPixel{g, d_x}, MatRows{d_w, rsc},
                           StoreBias{d_y, g.k, d_b}, stream);
 }
 
@@ -85,7 +148,7 @@ cudaError_t conv2d_backward_filter_cuda(const ConvDesc& d, const float* d_x, con
                                         float* d_db, cudaStream_t stream) {
   const ConvGeom g = geom(d);
   const int rsc = g.r * g.s * g.c, npq = g.n * g.p * g.q;
-  cudaError_t err = launch_gemm_tile(g.k, rsc, npq, true, Transposed{d_dy, g.k}, Patches{g, d_x},
+  cudaError_t err = launch_gemm_tile(g.k, rsc, npq, true, MatCols{d_dy, g.k}, PatchesByTap{g, d_x},
                                      StoreAccumulate{d_dw, rsc}, stream);
   if (err == cudaSuccess && d_db) err = column_sum_cuda(npq, g.k, d_dy, d_db, stream);
   return err;

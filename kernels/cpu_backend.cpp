@@ -12,6 +12,7 @@
 #include "kernels/dnnl_ops.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/image_prep.h"
 #include "kernels/fast_cpu.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
@@ -136,6 +137,11 @@ class CpuBackend : public Backend {
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {
     adamw_update_cpu(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
+  }
+  void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
+    prepare_images_cpu(b, x);
+    std::memcpy(labels, b.labels, sizeof(int32_t) * b.n);
+    if (ids && b.ids) std::memcpy(ids, b.ids, sizeof(int64_t) * b.n);
   }
 
  private:

@@ -1,12 +1,18 @@
-// CudaBackend: the Backend interface on one CUDA device (or the SIMT emulator), custom kernels only.
-// Kernels run in order on one compute stream; host->device uploads are staged through two pinned buffers
-// and copied on a second stream, so a batch upload overlaps kernels still running from earlier work.
+// CudaBackend: the Backend interface on one CUDA device (or the SIMT emulator). Kernels run in order on one
+// compute stream; host->device uploads are staged through pinned buffers and copied on a second stream, so a
+// batch upload overlaps kernels still running from earlier work. On a GPU, convolutions, batch norm and
+// linear layers go to cuDNN/cuBLASLt first (kernels/vendor_libs.h) and to the custom kernels when the
+// library has no algorithm for the problem or --conv.impl custom asks for them.
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/cuda_arena.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_ops.h"
 #include "src/base/error.h"
+#if !CNN_SIMT_EMULATED
+#include "kernels/vendor_libs.h"
+#endif
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -22,14 +28,25 @@ void cuda_failed(const char* expr, cudaError_t err, const char* file, int line) 
 }
 
 int multiprocessor_count() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
+  // Per device (ranks may bind different GPUs; the emulator's count can change between tests), looked up once.
+  static thread_local int cached_for = -1, count = 0;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev != cached_for || CNN_SIMT_EMULATED) {
+    int n = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n > 0 ? n : 1;
-  }();
+    count = n > 0 ? n : 1;
+    cached_for = dev;
+  }
   return count;
 }
+
+namespace {
+bool g_deterministic = false;
+}  // namespace
+
+void set_deterministic_reductions(bool on) { g_deterministic = on; }
+bool deterministic_reductions() { return g_deterministic; }
 
 namespace {
 
@@ -42,9 +59,56 @@ struct LossTotals {
   unsigned long long correct;
 };
 
+// One slot of the input path: the batch's bytes (normalisation constants, labels, ids, augmentation, pixels)
+// in pinned host memory and in device memory. Two slots alternate, so batch k+1's copy never waits for the
+// kernels that still read batch k's slot... only for those that read batch k-1's.
+struct InputSlot {
+  char* host = nullptr;  // pinned
+  char* dev = nullptr;   // arena
+  size_t bytes = 0;
+  cudaEvent_t copied = nullptr;    // the H2D copy out of `host` finished
+  cudaEvent_t consumed = nullptr;  // the kernels reading `dev` finished
+};
+
+// Offsets of the parts of an input slot, each 256-byte aligned.
+struct InputLayout {
+  size_t scale_shift, labels, ids, aug, pixels, total;
+  explicit InputLayout(const ImageBatch& b) {
+    auto up = [](size_t x) { return (x + 255) / 256 * 256; };
+    scale_shift = 0;
+    labels = up(scale_shift + sizeof(float) * 2 * b.c);
+    ids = up(labels + sizeof(int32_t) * b.n);
+    aug = up(ids + sizeof(int64_t) * b.n);
+    pixels = up(aug + sizeof(ImageAug) * b.n);
+    total = up(pixels + static_cast<size_t>(b.n) * b.h * b.w * b.c);
+  }
+};
+
+// VENDOR(call): the vendor-library call on this backend's libraries, false when there are none (or it
+// declined the problem). VENDOR_FIRST(call): return from the op when the library served it.
+#if !CNN_SIMT_EMULATED
+#define VENDOR(call) (vendor_ && vendor_->call)
+#else
+#define VENDOR(call) false
+#endif
+#define VENDOR_FIRST(call) \
+  do {                     \
+    if (VENDOR(call)) return; \
+  } while (0)
+
+#if !CNN_SIMT_EMULATED
+void log_to_stderr(const std::string& line) {
+  if (is_log_rank()) std::fprintf(stderr, "cnntrain: note%s: %s\n", rank_tag().c_str(), line.c_str());
+}
+#endif
+
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(std::string name) : name_(std::move(name)), arena_(kArenaChunkBytes) {
+  CudaBackend(std::string name, const GpuOptions& opts, bool have_libraries)
+      : name_(std::move(name)), arena_(kArenaChunkBytes) {
+    // First: refusing --conv.impl cudnn must happen before any resource exists.
+    const bool vendor = use_vendor_libraries(opts.conv_impl, have_libraries, name_);
+    set_deterministic_reductions(opts.deterministic);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
@@ -55,14 +119,38 @@ class CudaBackend final : public Backend {
     }
     CUDA_CHECK(cudaMallocHost(&h_totals_, sizeof(LossTotals)));
     d_totals_ = static_cast<LossTotals*>(arena_.alloc(sizeof(LossTotals)));
+    for (InputSlot& slot : input_) {
+      CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&slot.consumed, cudaEventDisableTiming));
+    }
+#if !CNN_SIMT_EMULATED
+    if (vendor) {
+      AlgoPolicy policy;
+      policy.workspace_cap = opts.workspace_bytes;
+      policy.deterministic = opts.deterministic;
+      vendor_ = std::make_unique<gpu::VendorLibs>(stream_, arena_, policy, opts.algo_search, opts.tf32,
+                                                  opts.log ? opts.log : log_to_stderr);
+    }
+#else
+    (void)vendor;  // the emulator has no vendor libraries: use_vendor_libraries refused cudnn already
+#endif
   }
 
   ~CudaBackend() override {
     // Best effort: after a fault the device may refuse; the process is ending anyway.
     cudaStreamSynchronize(stream_);
     cudaStreamSynchronize(copy_stream_);
+#if !CNN_SIMT_EMULATED
+    vendor_.reset();
+#endif
     arena_.release(d_totals_);
     arena_.release(work_);
+    for (InputSlot& slot : input_) {
+      arena_.release(slot.dev);
+      cudaFreeHost(slot.host);
+      cudaEventDestroy(slot.copied);
+      cudaEventDestroy(slot.consumed);
+    }
     cudaFreeHost(h_totals_);
     for (int i = 0; i < 2; ++i) {
       cudaFreeHost(staging_[i]);
@@ -107,22 +195,36 @@ class CudaBackend final : public Backend {
   void fill(float* x, size_t n, float value) override { CUDA_CHECK(fill_cuda(n, value, x, stream_)); }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+  // Each vendor call below returns false when the library has no algorithm for the problem (logged once per
+  // layer); the custom kernel runs then.
   void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
+    VENDOR_FIRST(conv.forward(d, x, w, b, y));
     CUDA_CHECK(conv2d_forward_cuda(d, x, w, b, y, stream_));
   }
   void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
+    VENDOR_FIRST(conv.backward_data(d, dy, w, dx));
     CUDA_CHECK(conv2d_backward_data_cuda(d, dy, w, dx, stream_));
   }
   void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
+    if (VENDOR(conv.backward_filter(d, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(d.n * d.p() * d.q(), d.k, dy, db, stream_));
+      return;
+    }
     CUDA_CHECK(conv2d_backward_filter_cuda(d, x, dy, dw, db, stream_));
   }
   void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
+    VENDOR_FIRST(linear.forward(m, k, n, x, w, b, y));
     CUDA_CHECK(linear_forward_cuda(m, k, n, x, w, b, y, stream_));
   }
   void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
+    VENDOR_FIRST(linear.backward_data(m, k, n, dy, w, dx));
     CUDA_CHECK(linear_backward_data_cuda(m, k, n, dy, w, dx, stream_));
   }
   void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
+    if (VENDOR(linear.backward_weight(m, k, n, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(m, n, dy, db, stream_));
+      return;
+    }
     CUDA_CHECK(linear_backward_weight_cuda(m, k, n, x, dy, dw, db, stream_));
   }
   void relu_forward(size_t n, const float* x, float* y) override { CUDA_CHECK(relu_forward_cuda(n, x, y, stream_)); }
@@ -153,17 +255,21 @@ class CudaBackend final : public Backend {
   void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
                                float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
+    VENDOR_FIRST(bn.forward_train(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
+                                  running_var));
     CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
                                             running_mean, running_var, workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
                                const float* running_mean, const float* running_var, float eps, float* y) override {
+    VENDOR_FIRST(bn.forward_infer(rows, c, x, gamma, beta, running_mean, running_var, eps, y));
     CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, gamma, beta, running_mean, running_var, eps, y,
                                             workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
                           const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                           float* dbeta) override {
+    VENDOR_FIRST(bn.backward(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
     CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                                        workspace(batchnorm_work_bytes(c)), stream_));
   }
@@ -203,6 +309,52 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(adamw_update_cuda(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2, stream_));
   }
 
+  void set_label(const char* layer) override {
+#if !CNN_SIMT_EMULATED
+    if (vendor_) vendor_->ctx.layer = layer ? layer : "";
+#else
+    (void)layer;
+#endif
+  }
+
+  void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
+    const InputLayout lay(b);
+    InputSlot& slot = input_[next_input_];
+    next_input_ ^= 1;
+    if (lay.total > slot.bytes) {  // grows to the largest batch (training or evaluation), then stays
+      CUDA_CHECK(cudaEventSynchronize(slot.copied));
+      CUDA_CHECK(cudaEventSynchronize(slot.consumed));
+      CUDA_CHECK(cudaFreeHost(slot.host));
+      arena_.release(slot.dev);
+      CUDA_CHECK(cudaMallocHost(&slot.host, lay.total));
+      slot.dev = static_cast<char*>(arena_.alloc(lay.total));
+      slot.bytes = lay.total;
+    }
+    CUDA_CHECK(cudaEventSynchronize(slot.copied));  // the previous copy out of this pinned buffer is done
+    float* ss = reinterpret_cast<float*>(slot.host + lay.scale_shift);
+    for (int ch = 0; ch < b.c; ++ch) {  // the reference's arithmetic (kernels/image_prep_cpu.cpp)
+      ss[ch] = 1.0f / b.std[ch];
+      ss[b.c + ch] = -b.mean[ch] / b.std[ch];
+    }
+    std::memcpy(slot.host + lay.labels, b.labels, sizeof(int32_t) * b.n);
+    if (b.ids) std::memcpy(slot.host + lay.ids, b.ids, sizeof(int64_t) * b.n);
+    if (b.aug) std::memcpy(slot.host + lay.aug, b.aug, sizeof(ImageAug) * b.n);
+    std::memcpy(slot.host + lay.pixels, b.pixels, static_cast<size_t>(b.n) * b.h * b.w * b.c);
+    // The copy waits only for the kernels that read this slot two batches ago, not for all queued work.
+    CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, slot.consumed, 0));
+    CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, lay.total, cudaMemcpyHostToDevice, copy_stream_));
+    CUDA_CHECK(cudaEventRecord(slot.copied, copy_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, slot.copied, 0));
+    CUDA_CHECK(prepare_images_cuda(b.n, b.h, b.w, b.c, reinterpret_cast<const uint8_t*>(slot.dev + lay.pixels),
+                                   b.aug ? reinterpret_cast<const ImageAug*>(slot.dev + lay.aug) : nullptr,
+                                   reinterpret_cast<const float*>(slot.dev + lay.scale_shift), x, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(labels, slot.dev + lay.labels, sizeof(int32_t) * b.n, cudaMemcpyDeviceToDevice,
+                               stream_));
+    if (ids && b.ids)
+      CUDA_CHECK(cudaMemcpyAsync(ids, slot.dev + lay.ids, sizeof(int64_t) * b.n, cudaMemcpyDeviceToDevice, stream_));
+    CUDA_CHECK(cudaEventRecord(slot.consumed, stream_));
+  }
+
  private:
   // Scratch for multi-kernel ops, grown on demand. Kernels run in stream order, so one buffer serves all.
   void* workspace(size_t bytes) {
@@ -224,15 +376,22 @@ class CudaBackend final : public Backend {
   LossTotals* d_totals_ = nullptr;
   void* work_ = nullptr;
   size_t work_bytes_ = 0;
+  InputSlot input_[2];
+  int next_input_ = 0;
+#if !CNN_SIMT_EMULATED
+  std::unique_ptr<gpu::VendorLibs> vendor_;  // null: custom kernels only
+#endif
 };
 
 }  // namespace
 }  // namespace CNN_CUDA_NS
 
 #if CNN_SIMT_EMULATED
-std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<emu::CudaBackend>("emu"); }
+std::unique_ptr<Backend> make_emu_backend(const GpuOptions& opts) {
+  return std::make_unique<emu::CudaBackend>("emu", opts, false);
+}
 #else
-std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
+std::unique_ptr<Backend> make_cuda_backend(int local_rank, const GpuOptions& opts) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess)
@@ -243,8 +402,21 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
     raise(kExitFailure, "--device cuda: no GPU visible to this process (check CUDA_VISIBLE_DEVICES and the job's GPU "
           "allocation), or use --device cpu");
   CUDA_CHECK(cudaSetDevice(local_rank % count));
-  return std::make_unique<gpu::CudaBackend>("cuda");
+  return std::make_unique<gpu::CudaBackend>("cuda", opts, true);
 }
 #endif
 
 }  // namespace cnn
+
+#if !CNN_SIMT_EMULATED
+extern "C" cnn::Backend* cnntrain_cuda_make_backend(int local_rank, const cnn::GpuOptions* opts, std::string* error,
+                                                    int* error_code) {
+  try {
+    return cnn::make_cuda_backend(local_rank, *opts).release();
+  } catch (const cnn::Error& e) {
+    *error = e.what();
+    *error_code = e.code();
+  }
+  return nullptr;
+}
+#endif

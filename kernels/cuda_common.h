@@ -22,8 +22,18 @@ namespace CNN_CUDA_NS {
 // emulator, the emulator's full report (which names the kernel source line).
 [[noreturn]] void cuda_failed(const char* expr, cudaError_t err, const char* file, int line);
 
-// Multiprocessors of the current device (the emulator reports 4); sizes grid-stride launches.
+// Multiprocessors of the current device (the emulator reports 4 unless told otherwise, see simt.h); sizes
+// grid-stride launches and split-K.
 int multiprocessor_count();
+
+// --deterministic: reductions that would meet in atomics from several blocks (split-K GEMMs, column and
+// per-channel sums, norms, loss sums) run with one block per output element instead, so their results do not
+// depend on the order in which blocks finish. Process-wide, set by the CUDA backend; off by default.
+void set_deterministic_reductions(bool on);
+bool deterministic_reductions();
+
+// Blocks for a reduction whose per-block partial results meet in atomics: `want`, or 1 when deterministic.
+inline int reduction_blocks(int want) { return deterministic_reductions() || want < 1 ? 1 : want; }
 
 // Blocks for a grid-stride loop over n items: enough to fill the device a few times over, never more than
 // the items need (and at least one, so empty launches stay valid).

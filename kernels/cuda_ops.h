@@ -94,5 +94,10 @@ cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, i
 cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m, float* d_v, float lr, float beta1,
                               float beta2, float eps, float wd, float bc1, float bc2, cudaStream_t stream);
 
+// image_prep_cuda.cu: d_x as prepare_images_cpu (kernels/image_prep.h) computes it, from device copies of the
+// pixels and augmentation (d_aug nullable); d_scale_shift [2c] = 1/std, then -mean/std.
+cudaError_t prepare_images_cuda(int n, int h, int w, int c, const uint8_t* d_pixels, const ImageAug* d_aug,
+                                const float* d_scale_shift, float* d_x, cudaStream_t stream);
+
 }  // namespace CNN_CUDA_NS
 }  // namespace cnn

@@ -4,6 +4,15 @@
 // NHWC activation (zero outside the image) instead of materialising them, and a transposed operand is just
 // another index mapping. Results leave through a store functor (bias, overwrite, or atomic accumulate for
 // split-K weight gradients). Included by kernels/*_cuda.cu only.
+//
+// Loader protocol. An operand element is addressed by its outer index (m of A, n of B) and its inner
+// (reduction) index k. A loader splits the address arithmetic along that line:
+//   Outer outer(int o) const;                  once per thread and operand row, before the k loop
+//   Inner inner(int k) const;                  once per thread and k-tile: every load of a thread in one
+//                                              k-tile has the same k (the tile loads keep k = tid % 16)
+//   float at(const Outer&, const Inner&) const;
+// so the divisions that turn a flat index into (n, p, q) or (r, s, c) run once per row and once per k-tile
+// instead of once per element, and use precomputed reciprocals (FastDiv) instead of the division sequence.
 #pragma once
 #include "kernels/cuda_common.h"
 
@@ -12,9 +21,34 @@ namespace CNN_CUDA_NS {
 
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kTileThreads = 256;
 // The index arithmetic below assumes these: square tiles loaded with one shared loop, 16x16 threads of
-// 4x4 accumulators, whole loads per thread.
+// 4x4 accumulators, whole loads per thread, and every load of a thread at the same k.
 static_assert(kTileM == kTileN && kTileM == 16 * 4 && kTileThreads == 16 * 16, "tile shape");
-static_assert(kTileM * kTileK % kTileThreads == 0, "tile loads");
+static_assert(kTileM * kTileK % kTileThreads == 0 && kTileThreads % kTileK == 0, "tile loads");
+constexpr int kLoadsPerThread = kTileM * kTileK / kTileThreads;
+
+// x / d and x % d for 0 <= x < 2^31 and a divisor d >= 1 fixed at launch: q = (umulhi(x, mul) + x) >> shift
+// with shift = ceil(log2 d) and mul = floor(2^32 (2^shift - d) / d) + 1 (Granlund and Montgomery's
+// round-up method; x < 2^31 keeps the sum within 32 bits). Three instructions instead of the ~20 of an
+// integer division; checked against / and % in tests/unit/test_fast_div.cpp.
+struct FastDiv {
+  int d = 1;
+  unsigned mul = 1, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(int divisor) : d(divisor) {
+    while ((1u << shift) < static_cast<unsigned>(d)) ++shift;
+    mul = static_cast<unsigned>(((1ull << 32) * ((1ull << shift) - d)) / d + 1);
+  }
+  __host__ __device__ __forceinline__ int div(int x) const {
+    const unsigned hi = static_cast<unsigned>((static_cast<unsigned long long>(x) * mul) >> 32);  // umulhi
+    return static_cast<int>((hi + static_cast<unsigned>(x)) >> shift);
+  }
+  // Quotient and remainder.
+  __host__ __device__ __forceinline__ int divmod(int x, int& rem) const {
+    const int q = div(x);
+    rem = x - q * d;
+    return q;
+  }
+};
 
 // 64x64 output tile per block of 256 threads, 4x4 accumulators per thread. A thread's rows and columns are
 // strided by 16 so that the 16 threads of a row group read 16 consecutive shared words (no bank conflicts)
@@ -30,27 +64,42 @@ __global__ void __launch_bounds__(kTileThreads)
   const int m0 = blockIdx.x * kTileM, n0 = blockIdx.y * kTileN;
   const int k_begin = blockIdx.z * k_chunk;
   const int k_end = min(K, k_begin + k_chunk);
+  // Tile load i of this thread: shared row kk, column mm (k runs fastest across threads: it is the contiguous
+  // index of NHWC patches and row-major operands).
+  const int kk = tid % kTileK;
+  typename LoadA::Outer a_row[kLoadsPerThread];
+  typename LoadB::Outer b_row[kLoadsPerThread];
+  bool a_in[kLoadsPerThread], b_in[kLoadsPerThread];
+CNN_UNROLL
+  for (int i = 0; i < kLoadsPerThread; ++i) {
+    const int mm = (tid + i * kTileThreads) / kTileK;
+    a_in[i] = m0 + mm < M;
+    b_in[i] = n0 + mm < N;
+    a_row[i] = load_a.outer(a_in[i] ? m0 + mm : 0);
+    b_row[i] = load_b.outer(b_in[i] ? n0 + mm : 0);
+  }
   float acc[4][4];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
   for (int kt = k_begin; kt < k_end; kt += kTileK) {
-    // k runs fastest across threads: it is the contiguous index of NHWC patches and row-major operands.
+    const int k = kt + kk;
+    const bool k_in = k < k_end;
+    const typename LoadA::Inner a_k = load_a.inner(k_in ? k : k_begin);
+    const typename LoadB::Inner b_k = load_b.inner(k_in ? k : k_begin);
 CNN_UNROLL
-    for (int i = 0; i < kTileM * kTileK / kTileThreads; ++i) {
-      const int e = tid + i * kTileThreads;
-      const int kk = e % kTileK, mm = e / kTileK;
-      const int k = kt + kk;
-      a_tile[kk][mm] = (k < k_end && m0 + mm < M) ? load_a(m0 + mm, k) : 0.f;
-      b_tile[kk][mm] = (k < k_end && n0 + mm < N) ? load_b(k, n0 + mm) : 0.f;
+    for (int i = 0; i < kLoadsPerThread; ++i) {
+      const int mm = (tid + i * kTileThreads) / kTileK;
+      a_tile[kk][mm] = (k_in && a_in[i]) ? load_a.at(a_row[i], a_k) : 0.f;
+      b_tile[kk][mm] = (k_in && b_in[i]) ? load_b.at(b_row[i], b_k) : 0.f;
     }
     __syncthreads();
 CNN_UNROLL
-    for (int kk = 0; kk < kTileK; ++kk) {
+    for (int q = 0; q < kTileK; ++q) {
       float a[4], b[4];
 CNN_UNROLL
       for (int i = 0; i < 4; ++i) {
-        a[i] = a_tile[kk][ty + 16 * i];
-        b[i] = b_tile[kk][tx + 16 * i];
+        a[i] = a_tile[q][ty + 16 * i];
+        b[i] = b_tile[q][tx + 16 * i];
       }
 CNN_UNROLL
       for (int i = 0; i < 4; ++i)
@@ -68,16 +117,26 @@ CNN_UNROLL
     }
 }
 
-// Plain operands: element (r, c) of a row-major matrix with leading dimension ld, or of its transpose.
-struct RowMajor {
+// Plain matrix operands of a row-major matrix p with leading dimension ld:
+// MatRows: element (outer o, inner k) = p[o * ld + k]  (the reduction runs along a row);
+// MatCols: element (outer o, inner k) = p[k * ld + o]  (the reduction runs down a column).
+struct MatRows {
   const float* p;
   int ld;
-  __device__ float operator()(int r, int c) const { return p[static_cast<size_t>(r) * ld + c]; }
+  using Outer = const float*;
+  using Inner = int;
+  __device__ Outer outer(int o) const { return p + static_cast<size_t>(o) * ld; }
+  __device__ Inner inner(int k) const { return k; }
+  __device__ float at(Outer row, Inner k) const { return row[k]; }
 };
-struct Transposed {
+struct MatCols {
   const float* p;
   int ld;
-  __device__ float operator()(int r, int c) const { return p[static_cast<size_t>(c) * ld + r]; }
+  using Outer = const float*;
+  using Inner = size_t;
+  __device__ Outer outer(int o) const { return p + o; }
+  __device__ Inner inner(int k) const { return static_cast<size_t>(k) * ld; }
+  __device__ float at(Outer col, Inner off) const { return col[off]; }
 };
 
 // y[m, n] = acc + bias[n] (bias nullable).
@@ -97,7 +156,9 @@ struct StoreAccumulate {
 };
 
 // Launches gemm_tile_kernel. With split_k (accumulating stores only) a long reduction over few output tiles
-// (weight gradients: K = batch * output pixels) is cut into slices so that the device fills up.
+// (weight gradients: K = batch * output pixels) is cut into slices so that the device fills up. Under
+// deterministic_reductions() the reduction is not split: each output element then gets exactly one
+// atomicAdd, so the result does not depend on the order in which blocks finish.
 template <class LoadA, class LoadB, class Store>
 cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
                              cudaStream_t stream) {
@@ -105,7 +166,7 @@ cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, Lo
   const int tiles_m = (M + kTileM - 1) / kTileM, tiles_n = (N + kTileN - 1) / kTileN;
   const int k_tiles = (K + kTileK - 1) / kTileK;
   int splits = 1;
-  if (split_k) {
+  if (split_k && !deterministic_reductions()) {
     const int want = 2 * multiprocessor_count() / (tiles_m * tiles_n);
     const int most = k_tiles / 4;  // keep at least 4 k-tiles per slice so the atomics stay a small share
     splits = want < most ? want : most;

@@ -40,24 +40,23 @@ cudaError_t column_sum_cuda(int rows, int cols, const float* d_x, float* d_sums,
   int grid_y = (rows + 16 * kSumRows - 1) / (16 * kSumRows);
   const int cap = 4 * multiprocessor_count() / grid_x;
   if (grid_y > cap) grid_y = cap;
-  if (grid_y < 1) grid_y = 1;
-  return CNN_LAUNCH(column_sum_kernel, dim3(grid_x, grid_y), dim3(kSumCols, kSumRows), 0, stream, rows, cols, d_x,
+  return CNN_LAUNCH(column_sum_kernel, dim3(grid_x, reduction_blocks(grid_y)), dim3(kSumCols, kSumRows), 0, stream, rows, cols, d_x,
                     d_sums);
 }
 
 cudaError_t linear_forward_cuda(int m, int k, int n, const float* d_x, const float* d_w, const float* d_b,
                                 float* d_y, cudaStream_t stream) {
-  return launch_gemm_tile(m, n, k, false, RowMajor{d_x, k}, Transposed{d_w, k}, StoreBias{d_y, n, d_b}, stream);
+  return launch_gemm_tile(m, n, k, false, MatRows{d_x, k}, MatRows{d_w, k}, StoreBias{d_y, n, d_b}, stream);
 }
 
 cudaError_t linear_backward_data_cuda(int m, int k, int n, const float* d_dy, const float* d_w, float* d_dx,
                                       cudaStream_t stream) {
-  return launch_gemm_tile(m, k, n, false, RowMajor{d_dy, n}, RowMajor{d_w, k}, StoreBias{d_dx, k, nullptr}, stream);
+  return launch_gemm_tile(m, k, n, false, MatRows{d_dy, n}, MatCols{d_w, k}, StoreBias{d_dx, k, nullptr}, stream);
 }
 
 cudaError_t linear_backward_weight_cuda(int m, int k, int n, const float* d_x, const float* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream) {
-  cudaError_t err = launch_gemm_tile(n, k, m, true, Transposed{d_dy, n}, RowMajor{d_x, k},
+  cudaError_t err = launch_gemm_tile(n, k, m, true, MatCols{d_dy, n}, MatCols{d_x, k},
                                      StoreAccumulate{d_dw, k}, stream);
   if (err == cudaSuccess && d_db) err = column_sum_cuda(m, n, d_dy, d_db, stream);
   return err;

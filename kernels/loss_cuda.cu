@@ -84,7 +84,7 @@ cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const i
   int grid = (n + kWarps - 1) / kWarps;
   const int cap = 8 * multiprocessor_count();
   if (grid > cap) grid = cap;
-  return CNN_LAUNCH(softmax_xent_kernel, grid, kWarps * 32, 0, stream, n, classes, d_logits, d_labels, eps, scale,
+  return CNN_LAUNCH(softmax_xent_kernel, reduction_blocks(grid), kWarps * 32, 0, stream, n, classes, d_logits, d_labels, eps, scale,
                     d_dlogits, d_loss_sum, d_correct);
 }
 

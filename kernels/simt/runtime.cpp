@@ -27,6 +27,14 @@ struct CUevent_st {
 
 namespace {
 
+// Deliberately few multiprocessors by default: grids sized from the SM count stay small, and blocks run one at
+// a time. A test can report a real GPU's count (132 for an H100) to run the launch shapes that GPU gets.
+int initial_sm_count() {
+  const char* env = std::getenv("CNN_SIMT_SM_COUNT");
+  const int n = env ? std::atoi(env) : 0;
+  return n >= 1 && n <= 4096 ? n : 4;
+}
+std::atomic<int> g_sm_count{initial_sm_count()};
 std::atomic<bool> g_quiet{std::getenv("CNN_SIMT_QUIET") && std::getenv("CNN_SIMT_QUIET")[0] == '1'};
 
 struct ErrorState {
@@ -74,6 +82,8 @@ cudaError_t check_range(const char* fn, const char* which, const void* p, size_t
 
 std::string last_error_message() { return errors().message; }
 void set_quiet(bool quiet) { g_quiet.store(quiet); }
+void set_multiprocessor_count(int n) { g_sm_count.store(n >= 1 ? n : 4); }
+int multiprocessor_count() { return g_sm_count.load(); }
 size_t device_bytes_in_use() {
   std::lock_guard<std::mutex> lock(g_mem_mutex);
   return g_bytes_in_use;
@@ -338,7 +348,6 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 
-// Deliberately few multiprocessors: grids sized from the SM count stay small, and blocks run one at a time.
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (!prop || device != 0) return api_error(cudaErrorInvalidDevice, "cudaGetDeviceProperties: bad device");
   *prop = cudaDeviceProp{};
@@ -355,7 +364,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[0] = 0x7FFFFFFF;
   prop->maxGridSize[1] = 65535;
   prop->maxGridSize[2] = 65535;
-  prop->multiProcessorCount = 4;
+  prop->multiProcessorCount = simt::multiprocessor_count();
   prop->major = 8;
   prop->minor = 0;
   return cudaSuccess;

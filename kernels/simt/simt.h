@@ -32,6 +32,12 @@ std::string last_error_message();
 // Errors are also printed to stderr unless this is set (or CNN_SIMT_QUIET=1); tests that plant bugs set it.
 void set_quiet(bool quiet);
 
+// Multiprocessors the emulated device reports (cudaGetDeviceProperties, cudaDevAttrMultiProcessorCount):
+// 4 by default, or CNN_SIMT_SM_COUNT at start-up. Code that sizes grids from the count (grid-stride loops,
+// split-K) then launches the shapes a real GPU gets, e.g. 132 for an H100 SXM. n < 1 restores the default.
+void set_multiprocessor_count(int n);
+int multiprocessor_count();
+
 // How fibers switch: the hand-written x86-64 switch, or ucontext as a fallback. Process-wide, for blocks
 // started after the call; CNN_SIMT_CONTEXT=ucontext selects the fallback at start-up.
 enum class ContextKind { kAsm, kUcontext };

@@ -49,6 +49,7 @@ class BatchNorm : public Layer {
     save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
   }
   void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+    be.set_label(name_.c_str());
     if (!train) {
       be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
       return;
@@ -60,6 +61,7 @@ class BatchNorm : public Layer {
                                  y + i * stride, save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
   }
   void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
+    be.set_label(name_.c_str());
     const int g = group_of(n);
     const size_t stride = static_cast<size_t>(g) * in_.size();
     for (int i = 0; i < n / g; ++i)

@@ -38,10 +38,12 @@ class Conv2d : public Layer {
     db_ = o_.bias ? g[1] : nullptr;
   }
   void forward(Backend& be, const float* x, float* y, int n, bool) override {
+    be.set_label(name_.c_str());
     d_.n = n;
     be.conv2d_forward(d_, x, w_, b_, y);
   }
   void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
+    be.set_label(name_.c_str());
     d_.n = n;
     be.conv2d_backward_filter(d_, x, dy, dw_, db_);
     if (dx) be.conv2d_backward_data(d_, dy, w_, dx);
@@ -75,9 +77,11 @@ class Linear : public Layer {
     db_ = bias_ ? g[1] : nullptr;
   }
   void forward(Backend& be, const float* x, float* y, int n, bool) override {
+    be.set_label(name_.c_str());
     be.linear_forward(n, in_, out_, x, w_, b_, y);
   }
   void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
+    be.set_label(name_.c_str());
     be.linear_backward_weight(n, in_, out_, x, dy, dw_, db_);
     if (dx) be.linear_backward_data(n, in_, out_, dy, w_, dx);
   }

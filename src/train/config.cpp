@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "io/synthetic_dataset.h"
 #include "src/base/error.h"
 #include "src/model/zoo.h"
 
@@ -136,6 +137,24 @@ const std::vector<Opt>& options() {
                         "LMDB: threads decoding encoded images within one batch read"));
     v.push_back(int_opt("data.prefetch", &Config::data_prefetch, 1, 64, "batches the loader prepares ahead"));
     v.push_back(int_opt("data.cache_mb", &Config::data_cache_mb, 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"));
+    v.push_back({"data.synthetic", "NxHxWxC:CLASSES, e.g. 12800x224x224x3:1000: train on N generated images "
+                 "(throughput measurements without a dataset; replaces data.train, no test set)",
+                 [](Config& c, const std::string& x) {
+                   if (!x.empty()) parse_synthetic_spec(x);
+                   c.data_synthetic = x;
+                 },
+                 [](const Config& c) { return c.data_synthetic; }});
+    v.push_back(str_opt("conv.impl", &Config::conv_impl, {"auto", "cudnn", "custom"},
+                        "CUDA convolutions, batch norm and linear layers: auto (cuDNN/cuBLASLt on a GPU, custom "
+                        "kernels under emu), cudnn, or custom (the project's kernels)"));
+    v.push_back(int_opt("cudnn.workspace_mb", &Config::cudnn_workspace_mb, 0, 1 << 20,
+                        "cap of one cuDNN/cuBLASLt workspace from the device arena (MiB)"));
+    v.push_back(str_opt("cudnn.algo", &Config::cudnn_algo, {"heuristic", "search"},
+                        "cuDNN algorithm choice per shape: heuristic, or search (timed, on the first step)"));
+    v.push_back(bool_opt("deterministic", &Config::deterministic,
+                         "CUDA: reproducible algorithms only, no cross-block atomics in reductions (slower)"));
+    v.push_back(bool_opt("gpu.tf32", &Config::gpu_tf32,
+                         "CUDA: TF32 tensor cores for fp32 convolutions and matmuls on Ampere and newer"));
     v.push_back(int_opt("train.batch", &Config::batch, 1, 1LL << 30,
                         "global batch size (split evenly across ranks; must be divisible by their number)"));
     v.push_back(int_opt("train.epochs", &Config::epochs, 1, 1 << 24, "epochs to train"));
@@ -264,8 +283,11 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   for (const auto& o : options())
     if (vm.count(o.name)) o.set(cfg, vm[o.name].as<std::vector<std::string>>().back());
 
-  if (cfg.data_train.empty())
-    raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST)");
+  if (cfg.data_train.empty() && cfg.data_synthetic.empty())
+    raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST), "
+          "or --data.synthetic for generated images");
+  if (!cfg.data_train.empty() && !cfg.data_synthetic.empty())
+    raise(kExitUsage, "options --data.train and --data.synthetic exclude each other; give one");
   if (cfg.schedule == "multistep" && cfg.milestones.empty())
     raise(kExitUsage, "option --train.schedule multistep needs --train.milestones (epochs, e.g. 80,120)");
   if (cfg.batch % cfg.accum_steps != 0)

@@ -22,6 +22,14 @@ struct Config {
   std::string data_image_size;  // "HxW" or empty: as stored
   int data_read_threads = 1;
   int data_cache_mb = 256;
+  std::string data_synthetic;  // "NxHxWxC:classes": generated images instead of data.train (benchmarks)
+
+  // CUDA backend (docs/gpu.md).
+  std::string conv_impl = "auto";  // auto | cudnn | custom
+  int cudnn_workspace_mb = 512;
+  std::string cudnn_algo = "heuristic";  // heuristic | search
+  bool deterministic = false;
+  bool gpu_tf32 = true;
 
   int64_t batch = 128;  // global
   int epochs = 10;

@@ -11,6 +11,7 @@
 #include "io/hdf5_dataset.h"
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
+#include "io/synthetic_dataset.h"
 #include "kernels/cuda_backend.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
@@ -38,16 +39,26 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
   return open_lmdb_dataset(path, o);
 }
 
+GpuOptions make_gpu_options(const Config& cfg) {
+  GpuOptions o;
+  o.conv_impl = parse_conv_impl(cfg.conv_impl);
+  o.workspace_bytes = static_cast<size_t>(cfg.cudnn_workspace_mb) << 20;
+  o.algo_search = cfg.cudnn_algo == "search";
+  o.deterministic = cfg.deterministic;
+  o.tf32 = cfg.gpu_tf32;
+  return o;
+}
+
 std::unique_ptr<Backend> make_backend(const Config& cfg) {
   if (cfg.device == "cpu") return make_cpu_backend(cfg.threads);
-  if (cfg.device == "emu") return make_emu_backend();
+  if (cfg.device == "emu") return make_emu_backend(make_gpu_options(cfg));
 #ifdef CNN_WITH_CUDA
   if (cfg.device == "cuda") {
     // GradSync hands gradient buffers to MPI; device pointers need the NCCL path, which is not written yet.
     if (world_size() > 1)
       raise(kExitUsage, "option --device cuda: multi-rank GPU training needs NCCL gradient averaging, which this "
             "version lacks; run one rank, or use --device cpu or emu");
-    return make_cuda_backend(local_rank());
+    return load_cuda_backend(local_rank(), make_gpu_options(cfg));
   }
 #endif
   raise(kExitUsage, "option --device: '%s' is not available in this build (built without CUDA: USE_CUDA=0 or no "
@@ -82,17 +93,18 @@ Setup local_setup(const Config& cfg) {
   if (cfg.bn_group > 0 && micro % cfg.bn_group != 0)
     raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
           micro, cfg.bn_group);
-  s.train = open_data(cfg, cfg.data_train, true);
+  s.train = cfg.data_synthetic.empty() ? open_data(cfg, cfg.data_train, true)
+                                       : make_synthetic_dataset(parse_synthetic_spec(cfg.data_synthetic), cfg.seed);
   const DatasetInfo& ti = s.train->info();
   if (ti.count < cfg.batch)
     raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
-          "--train.batch", cfg.data_train.c_str(), (long long)ti.count, (long long)cfg.batch);
+          "--train.batch", s.train->path().c_str(), (long long)ti.count, (long long)cfg.batch);
   if (!cfg.data_test.empty()) {
     s.test = open_data(cfg, cfg.data_test, false);
     const DatasetInfo& e = s.test->info();
     if (e.height != ti.height || e.width != ti.width || e.channels != ti.channels)
       raise(kExitData, "test set '%s' has %dx%dx%d images but the training set '%s' has %dx%dx%d",
-            cfg.data_test.c_str(), e.height, e.width, e.channels, cfg.data_train.c_str(), ti.height, ti.width,
+            cfg.data_test.c_str(), e.height, e.width, e.channels, s.train->path().c_str(), ti.height, ti.width,
             ti.channels);
     if (e.num_classes > ti.num_classes)
       raise(kExitData, "test set '%s' has %d classes but the training set has %d", cfg.data_test.c_str(),

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include "io/loader.h"
@@ -14,6 +15,7 @@
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/grad_sync.h"
+#include "src/train/input_path.h"
 #include "src/train/recipe.h"
 #include "src/train/run_checkpoints.h"
 #include "src/train/runlog.h"
@@ -32,6 +34,11 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 struct EvalResult {
   double loss = 0, acc = 0;
   int64_t count = 0;
+};
+
+// Where a batch sits in the global batch sequence (kept after the loader has recycled the batch).
+struct BatchPos {
+  int64_t epoch = 0, step = 0;
 };
 
 // What the train events report: sums over the steps since the last one.
@@ -54,10 +61,13 @@ class Trainer {
   void log_start();
   // Sampler, schedule, optimizer and checkpoints; returns where training starts (after --resume).
   Cursor plan();
-  void upload_batch(const float* images, const int32_t* labels, int n);
-  void train_one_step(const Batch& b, int64_t step);
-  void log_interval(const Batch& b, int64_t step);
-  void evaluate_and_log(const Batch& b, int64_t step);
+  // Waits for the loader's next batch and uploads it.
+  const Batch& next_batch(Loader& loader);
+  // One step on the uploaded batch; `before_sync` runs after the step is queued and before the host waits
+  // for it (the next batch's upload goes there, so that its copy overlaps this step on a device).
+  void train_one_step(int64_t step, const std::function<void()>& before_sync);
+  void log_interval(const BatchPos& b, int64_t step);
+  void evaluate_and_log(const BatchPos& b, int64_t step);
   EvalResult evaluate();
   // Every rank learns of a signal any rank received (collective), so all stop after the same step.
   int agreed_stop_signal() const;
@@ -72,6 +82,7 @@ class Trainer {
   RunLog log_;
   std::string run_dir_, ckpt_dir_;
   StepBuffers buf_;
+  std::unique_ptr<InputPath> input_;
   std::unique_ptr<Sampler> sampler_;
   LrSchedule sched_;
   std::unique_ptr<Optimizer> opt_;
@@ -129,7 +140,7 @@ void Trainer::log_start() {
   log_.info("%s, device %s, %d thread%s/rank", topo.c_str(), cfg_.device.c_str(), cfg_.threads,
             cfg_.threads == 1 ? "" : "s");
   log_.info("run directory: %s", run_dir_.c_str());
-  log_.info("train: %s (%lld samples, %dx%dx%d, %d classes)%s%s", cfg_.data_train.c_str(), (long long)ti.count,
+  log_.info("train: %s (%lld samples, %dx%dx%d, %d classes)%s%s", s_.train->path().c_str(), (long long)ti.count,
             ti.height, ti.width, ti.channels, ti.num_classes, s_.test ? ", test: " : "",
             s_.test ? cfg_.data_test.c_str() : "");
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
@@ -146,6 +157,7 @@ void Trainer::log_start() {
 Cursor Trainer::plan() {
   const DatasetInfo& ti = s_.train->info();
   buf_ = alloc_step_buffers(be_, net_, s_.local_batch);
+  input_ = std::make_unique<InputPath>(be_, buf_, ti);
   sampler_ = std::make_unique<Sampler>(ti.count, cfg_.batch, cfg_.seed);
   spe_ = sampler_->steps_per_epoch();
   total_ = spe_ * cfg_.epochs;
@@ -166,25 +178,26 @@ Cursor Trainer::plan() {
   return start;
 }
 
-void Trainer::upload_batch(const float* images, const int32_t* labels, int n) {
-  const size_t px = net_.input_dims().size();
-  be_.upload(buf_.x, images, sizeof(float) * px * n);
-  be_.upload(buf_.labels, labels, sizeof(int32_t) * n);
+const Batch& Trainer::next_batch(Loader& loader) {
+  double wait = 0;
+  const Batch& b = loader.next(&wait);
+  iv_.data_s += wait;
+  input_->upload(b);
+  return b;
 }
 
-void Trainer::train_one_step(const Batch& b, int64_t step) {
+void Trainer::train_one_step(int64_t step, const std::function<void()>& before_sync) {
   auto t0 = Clock::now();
-  upload_batch(b.images.data(), b.labels.data(), b.n);
-  be_.upload(buf_.ids, b.ids.data(), sizeof(int64_t) * b.n);
-  const double comm_before = iv_.stats.comm_s;
+  const double comm_before = iv_.stats.comm_s, data_before = iv_.data_s;
   sc_.step = step;
-  train_step(be_, net_, *opt_, sync_.get(), buf_, b.n, sc_, sched_.at(step), iv_.stats);
+  train_step(be_, net_, *opt_, sync_.get(), buf_, s_.local_batch, sc_, sched_.at(step), iv_.stats);
+  before_sync();
   be_.synchronize();
-  iv_.compute_s += since(t0) - (iv_.stats.comm_s - comm_before);
+  iv_.compute_s += since(t0) - (iv_.stats.comm_s - comm_before) - (iv_.data_s - data_before);
   ++iv_.steps;
 }
 
-void Trainer::log_interval(const Batch& b, int64_t step) {
+void Trainer::log_interval(const BatchPos& b, int64_t step) {
   double sums[2] = {iv_.stats.loss_sum, static_cast<double>(iv_.stats.correct)};
   allreduce_sum(sums, 2);
   const double samples = static_cast<double>(iv_.steps) * cfg_.batch;
@@ -205,11 +218,9 @@ void Trainer::log_interval(const Batch& b, int64_t step) {
 EvalResult Trainer::evaluate() {
   Dataset& ds = *s_.test;
   const DatasetInfo& info = ds.info();
-  const DatasetInfo& norm = s_.train->info();  // the test set is normalised like the training set
   auto [begin, end] = shard_range(info.count, world_rank(), world_size());
   std::vector<int64_t> ids;
   std::vector<uint8_t> raw;
-  std::vector<float> img;
   std::vector<int32_t> lab;
   double loss = 0;
   int64_t correct = 0;
@@ -218,12 +229,9 @@ EvalResult Trainer::evaluate() {
     ids.resize(n);
     for (int j = 0; j < n; ++j) ids[j] = i + j;
     raw.resize(n * info.sample_bytes());
-    img.resize(raw.size());
     lab.resize(n);
     ds.read(ids.data(), n, raw.data(), lab.data());
-    normalize_images(raw.data(), static_cast<size_t>(n) * info.height * info.width, info.channels, norm.mean,
-                     norm.std, img.data());
-    upload_batch(img.data(), lab.data(), n);
+    input_->upload_eval(raw.data(), lab.data(), n, info);
     const float* logits = net_.forward(buf_.x, n, false);
     be_.softmax_xent(n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
   }
@@ -232,7 +240,7 @@ EvalResult Trainer::evaluate() {
   return {sums[0] / sums[2], sums[1] / sums[2], static_cast<int64_t>(sums[2])};
 }
 
-void Trainer::evaluate_and_log(const Batch& b, int64_t step) {
+void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   auto te = Clock::now();
   average_buffers(be_, net_);
   last_eval_ = evaluate();
@@ -293,18 +301,25 @@ int Trainer::run() {
   log_start();
   const Cursor start = plan();
   Loader loader(*s_.train, *sampler_, world_rank(), world_size(), cfg_.data_prefetch, start.epoch,
-                start.step_in_epoch, std::max<int64_t>(0, total_ - start.step), make_augment_config(cfg_));
+                start.step_in_epoch, std::max<int64_t>(0, total_ - start.step), make_augment_config(cfg_),
+                input_->loader_output());
   t_ckpt_ = Clock::now();
   iv_ = Interval();
+  const Batch* b = start.step < total_ ? &next_batch(loader) : nullptr;
   for (int64_t step = start.step; step < total_; ++step) {
-    double wait = 0;
-    const Batch& b = loader.next(&wait);
-    iv_.data_s += wait;
-    train_one_step(b, step);
-    const bool epoch_end = b.step == spe_ - 1 || step == total_ - 1;
-    if ((step + 1) % cfg_.log_every_steps == 0 || epoch_end) log_interval(b, step);
-    if (epoch_end && s_.test && ((b.epoch + 1) % cfg_.eval_every_epochs == 0 || step == total_ - 1))
-      evaluate_and_log(b, step);
+    const BatchPos pos{b->epoch, b->step};
+    const bool epoch_end = pos.step == spe_ - 1 || step == total_ - 1;
+    const bool eval_due = epoch_end && s_.test && ((pos.epoch + 1) % cfg_.eval_every_epochs == 0 || step == total_ - 1);
+    // Not before an evaluation: it uses the same input buffers.
+    bool uploaded_next = false;
+    train_one_step(step, [&] {
+      if (step + 1 < total_ && !eval_due) {
+        b = &next_batch(loader);
+        uploaded_next = true;
+      }
+    });
+    if ((step + 1) % cfg_.log_every_steps == 0 || epoch_end) log_interval(pos, step);
+    if (eval_due) evaluate_and_log(pos, step);
     const Cursor next{step + 1, (step + 1) / spe_, (step + 1) % spe_};
     if (int sig = agreed_stop_signal()) return stop_on_signal(sig, next);
     if (checkpoint_due(next)) {
@@ -312,6 +327,7 @@ int Trainer::run() {
       t_ckpt_ = Clock::now();
       iv_.start = Clock::now();
     }
+    if (!uploaded_next && step + 1 < total_) b = &next_batch(loader);
   }
   return finish();
 }

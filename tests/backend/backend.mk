@@ -32,6 +32,7 @@ test-backends: $(BACKEND_TEST)
 	$(BACKEND_TEST) --gtest_brief=1
 
 gpu-test: $(BACKEND_TEST)
+$(BACKEND_TEST): EXTRA_LDLIBS += $(CUDA_TEST_EXTRA_LIBS)
 
 TEST_BUILDS += $(BACKEND_TEST)
 TEST_RUNS += test-backends

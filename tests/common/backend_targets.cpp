@@ -21,7 +21,30 @@ std::vector<BackendTarget> backend_targets(size_t emu_schedules) {
     v.push_back({kSchedules[i] == 0 ? "emu_default" : "emu_seed" + std::to_string(kSchedules[i]), TargetKind::kEmu,
                  1, kSchedules[i]});
   v.push_back({"cuda", TargetKind::kGpu});
+  v.push_back({"cuda_vendor", TargetKind::kGpuVendor});
   return v;
+}
+
+bool gpu_required() {
+  const char* v = std::getenv("CNN_REQUIRE_GPU");
+  return v && v[0] == '1';
+}
+
+std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason) {
+#ifdef CNN_WITH_CUDA
+  GpuOptions o;
+  o.conv_impl = vendor ? ConvImpl::kCudnn : ConvImpl::kCustom;
+  o.tf32 = false;
+  try {
+    return make_cuda_backend(0, o);
+  } catch (const Error& e) {
+    *reason = std::string("no GPU: ") + e.what();
+  }
+#else
+  (void)vendor;
+  *reason = "built without CUDA (USE_CUDA=0 or no nvcc)";
+#endif
+  return nullptr;
 }
 
 std::unique_ptr<Backend> make_reference_backend() { return make_cpu_backend(1, CpuKernels::kReference); }
@@ -41,15 +64,9 @@ TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
       be_ = make_emu_backend();
       break;
     case TargetKind::kGpu:
-#ifdef CNN_WITH_CUDA
-      try {
-        be_ = make_cuda_backend(0);
-      } catch (const Error& e) {
-        skip_ = std::string("no GPU: ") + e.what();
-      }
-#else
-      skip_ = "built without CUDA (USE_CUDA=0 or no nvcc)";
-#endif
+    case TargetKind::kGpuVendor:
+      be_ = make_gpu_test_backend(t.kind == TargetKind::kGpuVendor, &skip_);
+      if (!be_ && gpu_required()) ADD_FAILURE() << "CNN_REQUIRE_GPU=1: " << skip_;
       break;
   }
 }

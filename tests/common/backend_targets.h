@@ -1,7 +1,10 @@
 // The backends a test can run on, for suites that compare them with the reference kernels (the oracle) or
 // check each one alone: the fast CPU backend (oneDNN + OpenMP) at 1 and 3 threads, the CUDA backend on the
 // SIMT emulator under the default schedule and three seeded reorderings, and the CUDA backend on a real GPU
-// (skipped where there is none, or in a build without CUDA).
+// (skipped where there is none, or in a build without CUDA), with the custom kernels only ("cuda") and with
+// cuDNN/cuBLASLt first ("cuda_vendor"), both with TF32 off so the reference's tolerances hold. With
+// CNN_REQUIRE_GPU=1 (the GPU bundle's run-gpu-checks.sh sets it) a GPU target that cannot run fails with the
+// reason instead of skipping.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -14,7 +17,7 @@
 
 namespace cnn::test {
 
-enum class TargetKind { kCpu, kEmu, kGpu };
+enum class TargetKind { kCpu, kEmu, kGpu, kGpuVendor };
 
 struct BackendTarget {
   std::string name;  // usable in a test name: "cpu_t3", "emu_seed101", "cuda"
@@ -27,12 +30,19 @@ struct BackendTarget {
 // schedules (a slow suite may take fewer).
 std::vector<BackendTarget> backend_targets(size_t emu_schedules = 4);
 
+// CNN_REQUIRE_GPU=1: a missing or unusable GPU is a failure, not a skip.
+bool gpu_required();
+// The GPU backend (custom kernels, or cuDNN/cuBLASLt first), TF32 off; null with the reason where there is
+// none (no GPU, or a build without CUDA).
+std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason);
+
 // The oracle: the single-threaded reference kernels of kernels/*_cpu.cpp.
 std::unique_ptr<Backend> make_reference_backend();
 
 // Creates a target's backend for the duration of a test: sets the emulator's schedule, and on destruction
 // fails the test if the emulated device leaked memory. skip_reason() is non-empty when the target cannot
-// run here (no GPU); the caller then GTEST_SKIP()s with it.
+// run here (no GPU); the caller then GTEST_SKIP()s with it (under CNN_REQUIRE_GPU=1 the test has already
+// failed by then).
 class TargetBackend {
  public:
   explicit TargetBackend(const BackendTarget& t);

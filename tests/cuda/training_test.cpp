@@ -86,7 +86,8 @@ TEST_P(Training, TwentyStepsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Targets, Training,
                          ::testing::Values(BackendTarget{"emu_default", TargetKind::kEmu, 1, 0},
                                            BackendTarget{"emu_seed404", TargetKind::kEmu, 1, 404},
-                                           BackendTarget{"cuda", TargetKind::kGpu}),
+                                           BackendTarget{"cuda", TargetKind::kGpu},
+                                           BackendTarget{"cuda_vendor", TargetKind::kGpuVendor}),
                          target_param_name);
 
 }  // namespace

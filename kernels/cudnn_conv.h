@@ -1,0 +1,48 @@
+// cuDNN convolutions for the CUDA backend (nvcc builds only), same math and layouts as kernels/conv2d.h:
+// x [n,h,w,c] NHWC, w [k,r,s,c] KRSC (cuDNN's NHWC filter format), y [n,p,q,k]. Uses cuDNN 9's legacy
+// convolution API (deprecated in 9 but present in every 9.x; the graph API would give the same kernels).
+// Per problem shape and direction the algorithm is chosen once (heuristics, or a timed search with
+// --cudnn.algo search) under the workspace cap and determinism policy of kernels/algo_select.h, and cached
+// with its descriptors. Each call returns false when cuDNN has no usable algorithm for the shape: the caller
+// then runs the custom kernel (and the fallback log names the layer once).
+#pragma once
+#include <cudnn.h>
+
+#include <memory>
+
+#include "kernels/backend.h"
+#include "kernels/vendor_context.h"
+
+namespace cnn {
+namespace gpu {
+
+class CudnnConv {
+ public:
+  explicit CudnnConv(VendorContext& ctx);
+  ~CudnnConv();
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
+
+  cudnnHandle_t handle() const { return handle_; }
+  // y = conv(x, w) (+ b when not null).
+  bool forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
+  // dx = conv_transpose(dy, w) (overwritten).
+  bool backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx);
+  // dw += dL/dw; the bias gradient stays with the caller (a column sum of dy).
+  bool backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw);
+
+ private:
+  enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
+  struct Plan;
+  Plan& plan(const ConvDesc& d);
+  // The algorithm for one direction of a plan, chosen on first use; x/w/y (and scratch) are what a timed
+  // search runs on.
+  const AlgoChoice& choose(Plan& p, Dir dir, const void* x, const void* w, const void* y);
+
+  VendorContext& ctx_;
+  cudnnHandle_t handle_ = nullptr;
+  ShapeCache<std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace gpu
+}  // namespace cnn

@@ -1,0 +1,47 @@
+# Sourced by the bundle's wrappers and run-gpu-checks.sh with CNN_BUNDLE set to the bundle's root.
+# Library path: the bundle's own libraries first, then the machine's NVIDIA libraries (CUDA runtime, cuDNN,
+# cuBLASLt, NCCL), which may live in the system's library path, under /usr/local/cuda, or only inside Python
+# site-packages as pip's nvidia-* wheels (site-packages/nvidia/<name>/lib).
+cnn_site_packages() {
+  for py in python3 python; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    "$py" -c 'import site, sys
+dirs = list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()] + sys.path
+print("\n".join(d for d in dirs if d))' 2>/dev/null
+  done
+  for d in "${VIRTUAL_ENV:-}" "${CONDA_PREFIX:-}"; do
+    [ -n "$d" ] && ls -d "$d"/lib/python3*/site-packages 2>/dev/null
+  done
+  ls -d /usr/lib/python3/dist-packages /usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
+    "$HOME"/.local/lib/python3*/site-packages 2>/dev/null
+}
+# Directories holding libcudnn*, libcublasLt*, libnccl* or libcudart*, one per line, without repeats.
+cnn_nvidia_lib_dirs() {
+  {
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do echo "$d"; done
+    for sp in $(cnn_site_packages); do ls -d "$sp"/nvidia/*/lib 2>/dev/null; done
+  } | while read -r d; do
+    ls "$d"/libcudnn.so* "$d"/libcublasLt.so* "$d"/libnccl.so* "$d"/libcudart.so* >/dev/null 2>&1 && echo "$d"
+  done | awk '!seen[$0]++'
+}
+CNN_NVIDIA_DIRS=$(cnn_nvidia_lib_dirs | paste -sd: -)
+LD_LIBRARY_PATH="$CNN_BUNDLE/lib${CNN_NVIDIA_DIRS:+:$CNN_NVIDIA_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Open MPI relocated to the bundle: its prefix and every directory it would otherwise take from its build.
+OPAL_PREFIX=$CNN_BUNDLE
+OPAL_EXEC_PREFIX=$CNN_BUNDLE
+OPAL_LIBDIR=$CNN_BUNDLE/lib
+OPAL_BINDIR=$CNN_BUNDLE/libexec  # orted, which a process started without mpirun forks
+OPAL_PKGLIBDIR=$(ls -d "$CNN_BUNDLE"/lib/*/openmpi/lib/openmpi3 2>/dev/null | head -1)
+OPAL_DATADIR=$CNN_BUNDLE/share
+OPAL_PKGDATADIR=$CNN_BUNDLE/share/openmpi
+OPAL_SYSCONFDIR=$CNN_BUNDLE/etc/openmpi
+PMIX_MCA_mca_base_component_path=$CNN_BUNDLE/lib/pmix
+PMIX_INSTALL_PREFIX=$CNN_BUNDLE
+PATH=$CNN_BUNDLE/bin:$PATH
+export LD_LIBRARY_PATH OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
+  OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNN_BUNDLE CNN_NVIDIA_DIRS
+# Open MPI insists on finding ssh or rsh even for processes on this node only; a machine without either
+# (containers, minimal images) gets a stand-in that is never run for local launches.
+if [ -z "${OMPI_MCA_plm_rsh_agent:-}" ] && ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
+  export OMPI_MCA_plm_rsh_agent=false
+fi

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Every GPU check of cnntrain in one run (docs/gpu.md), writing one report file:
+#   run-gpu-checks.sh [REPORT]      (default: ./cnntrain-gpu-report-<host>-<date>.txt)
+# 1. glibc and GPU present (else it stops: exit 2 for an old glibc, 3 for no usable GPU); versions.
+# 2. The GPU kernel tests, custom kernels and cuDNN/cuBLASLt against the CPU reference (CNN_REQUIRE_GPU=1: a
+#    missing GPU fails them), and custom kernels vs cuDNN per ResNet-50 layer shape (timings).
+# 3. compute-sanitizer memcheck, racecheck and synccheck over the kernel tests, where the tool exists.
+# 4. fmnist_cnn, 200 steps, --device cuda vs cpu: per-step losses within 1e-3 relative (TF32 off).
+# 5. Synthetic ResNet-50 training throughput, 224x224, batch 128 and 256: custom kernels vs cuDNN, fp32 and
+#    TF32; PyTorch's torchvision ResNet-50 (channels_last) beside it when python3 has torch and torchvision.
+# 6. NCCL: one-rank init and allreduce.
+# Exit status: 0 when every check passed, 1 when one failed. About 5-10 minutes on an H100.
+set -uo pipefail
+CNN_BUNDLE=$(dirname "$(readlink -f "$0")")
+report=${1:-$PWD/cnntrain-gpu-report-$(hostname)-$(date +%Y%m%d-%H%M%S).txt}
+work=$(mktemp -d "${TMPDIR:-/tmp}/cnntrain-gpu-checks.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failed=()
+say() { echo "$*" | tee -a "$report"; }
+section() { say ""; say "== $*"; }
+# run NAME SECONDS CMD...: runs CMD with a time limit, its output into the report; records a failure.
+run() {
+  local name=$1 limit=$2 rc=0
+  shift 2
+  say "\$ $*"
+  timeout "$limit" "$@" >>"$report" 2>&1 || rc=$?
+  if ((rc == 0)); then say "-> $name: ok"; else say "-> $name: FAILED (exit $rc$( ((rc == 124)) && echo ", over ${limit}s"))"; failed+=("$name"); fi
+  return $rc
+}
+: >"$report"
+say "cnntrain GPU checks, bundle $(cat "$CNN_BUNDLE/VERSION"), $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+
+# glibc first: nothing in the bundle starts on an older one.
+need=$(cat "$CNN_BUNDLE/GLIBC_MIN")
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [[ -z $have ]] || [[ $(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1) != "$need" ]]; then
+  say "cnntrain GPU checks: this system's glibc is ${have:-unknown}; the bundle needs glibc >= $need (Debian 12," \
+      "Ubuntu 22.10, RHEL 10 or newer). Stopping."
+  exit 2
+fi
+say "glibc $have (bundle needs >= $need)"
+
+# A usable GPU: nvidia-smi answers and lists one.
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  say "cnntrain GPU checks: no GPU: nvidia-smi is not installed (no NVIDIA driver on this machine). Stopping."
+  exit 3
+fi
+if ! gpus=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU ' <<<"$gpus"; then
+  say "cnntrain GPU checks: no GPU: nvidia-smi lists none: $gpus. Stopping."
+  exit 3
+fi
+. "$CNN_BUNDLE/libexec/env.sh"
+export CNN_REQUIRE_GPU=1
+
+section "versions"
+nvidia-smi >>"$report" 2>&1
+say "NVIDIA library directories found: ${CNN_NVIDIA_DIRS:-none}"
+for lib in libcudart.so libcudnn.so libcublasLt.so libnccl.so; do
+  found=""
+  for d in ${CNN_NVIDIA_DIRS//:/ }; do
+    for f in "$d"/$lib.*; do [[ -e $f ]] && found="$found $(basename "$(readlink -f "$f")")"; done
+  done
+  say "  $lib:${found:- NOT FOUND}"
+done
+say "plugin: $(ldd "$CNN_BUNDLE/lib/libcnntrain-cuda.so" | grep -E 'cudnn|cublas|not found' | tr -s ' \t' ' ')"
+
+section "GPU kernel tests (custom kernels and cuDNN/cuBLASLt vs the CPU reference)"
+run backend-sweep 240 "$CNN_BUNDLE/libexec/backend_tests" --gtest_filter='*__cuda*' --gtest_brief=1
+run gpu-tests 240 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='*/cuda*' --gtest_brief=1
+
+section "compute-sanitizer over the custom kernel tests"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [[ -z $sanitizer ]]; then
+  say "compute-sanitizer: not installed here (skipped)"
+else
+  for tool in memcheck racecheck synccheck; do
+    run "sanitizer-$tool" 120 "$sanitizer" --tool "$tool" --error-exitcode 9 "$CNN_BUNDLE/libexec/backend_tests" \
+      --gtest_filter='*__cuda' --gtest_brief=1
+  done
+fi
+
+section "fmnist_cnn 200 steps: --device cuda vs --device cpu (losses within 1e-3 relative, TF32 off)"
+common=(--config "$CNN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNN_BUNDLE/data/fmnist_8k.h5" --data.test ""
+        --train.max_steps 200 --train.batch 32 --log.every_steps 1 --checkpoint.at_end false --gpu.tf32 false)
+run fmnist-cpu 240 "$CNN_BUNDLE/bin/cnntrain" "${common[@]}" --device cpu --threads 4 --run-dir "$work/cpu"
+run fmnist-cuda 120 "$CNN_BUNDLE/bin/cnntrain" "${common[@]}" --device cuda --run-dir "$work/cuda"
+losses() { sed -n 's/.*"event":"train".*"loss":\([-0-9.eE+]*\).*/\1/p' "$1/metrics.jsonl" 2>/dev/null; }
+if paste <(losses "$work/cuda") <(losses "$work/cpu") | awk '
+    { n++; r = ($1 - $2) / ($2 == 0 ? 1 : $2); r = r < 0 ? -r : r; if (r > worst) worst = r }
+    END { printf "%d steps compared, worst relative difference %.2e\n", n, worst; exit !(n == 200 && worst <= 1e-3) }' \
+    | tee -a "$report"; then
+  say "-> fmnist-cuda-vs-cpu: ok"
+else
+  say "-> fmnist-cuda-vs-cpu: FAILED"
+  failed+=(fmnist-cuda-vs-cpu)
+fi
+
+section "custom kernels vs cuDNN per ResNet-50 layer shape (batch 32, fp32)"
+run layer-speed 180 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='VendorSpeed.*' --gtest_brief=1
+
+section "synthetic ResNet-50 training throughput (224x224, SGD, images/s of the last 20 of 30 steps)"
+torch_ok=0
+python3 -c "import torch, torchvision; assert torch.cuda.is_available()" >/dev/null 2>&1 && torch_ok=1
+say "$(printf '%-8s %-6s %-6s %12s' impl math batch images/s)"
+for batch in 128 256; do
+  for tf32 in false true; do
+    math=$([[ $tf32 == true ]] && echo tf32 || echo fp32)
+    for impl in custom cudnn; do
+      dir="$work/r50-$impl-$math-$batch"
+      rate="failed"
+      if timeout 240 "$CNN_BUNDLE/bin/cnntrain" --model resnet50 --device cuda --conv.impl "$impl" --gpu.tf32 "$tf32" \
+          --data.synthetic "$((batch * 40))x224x224x3:1000" --train.batch "$batch" --train.max_steps 30 \
+          --log.every_steps 10 --checkpoint.at_end false --run-dir "$dir" >"$dir.log" 2>&1; then
+        rate=$(sed -n 's/.*"event":"train".*"samples_per_s":\([0-9.eE+]*\).*/\1/p' "$dir/metrics.jsonl" | tail -2 |
+               awk '{ s += $1 } END { printf "%.0f", s / NR }')
+      else
+        failed+=("resnet50-$impl-$math-$batch")
+        tail -5 "$dir.log" >>"$report"
+      fi
+      say "$(printf '%-8s %-6s %-6s %12s' "$impl" "$math" "$batch" "$rate")"
+    done
+    if ((torch_ok)); then
+      rate=$(timeout 240 python3 "$CNN_BUNDLE/libexec/torch_resnet50.py" --batch "$batch" --tf32 "$tf32" 2>>"$report" |
+             tail -1)
+      say "$(printf '%-8s %-6s %-6s %12s' pytorch "$math" "$batch" "${rate:-failed}")"
+    fi
+  done
+done
+((torch_ok)) || say "PyTorch: python3 -c 'import torch, torchvision' failed or sees no GPU (no side-by-side rows)"
+
+section "NCCL: one-rank init and allreduce"
+if [[ -x $CNN_BUNDLE/libexec/nccl_check ]]; then
+  run nccl 60 "$CNN_BUNDLE/libexec/nccl_check"
+else
+  say "NCCL: not built (this cnntrain has no NCCL gradient path yet; the check runs once it exists)"
+fi
+
+section "summary"
+if ((${#failed[@]})); then
+  say "FAILED: ${failed[*]}"
+  say "report: $report"
+  exit 1
+fi
+say "all checks passed; report: $report"

@@ -1,0 +1,143 @@
+// The policy behind the CUDA backend's vendor-library paths, without the libraries: which algorithm wins,
+// what rules candidates out (and how that is reported), per-shape caching and the once-per-layer fallback log.
+#include <gtest/gtest.h>
+
+#include "io/synthetic_dataset.h"
+#include "kernels/algo_select.h"
+#include "src/base/error.h"
+
+namespace cnn {
+namespace {
+
+AlgoCandidate cand(int algo, bool ok, float time, size_t ws, bool det = true) {
+  AlgoCandidate c;
+  c.algo = algo, c.ok = ok, c.time_ms = time, c.workspace = ws, c.deterministic = det;
+  return c;
+}
+
+TEST(AlgoSelect, HeuristicOrderWinsAmongUsable) {
+  AlgoPolicy p;
+  p.workspace_cap = 100;
+  // Untimed (heuristic rank): the first that runs and fits.
+  const AlgoChoice c = choose_algo({cand(7, false, -1, 0), cand(3, true, -1, 500), cand(5, true, -1, 80),
+                                    cand(1, true, -1, 0)}, p);
+  EXPECT_EQ(c.algo, 5);
+  EXPECT_EQ(c.workspace, 80u);
+  EXPECT_TRUE(c.why_none.empty());
+}
+
+TEST(AlgoSelect, FastestTimedWinsAndBeatsUntimed) {
+  AlgoPolicy p;
+  p.workspace_cap = 1000;
+  EXPECT_EQ(choose_algo({cand(1, true, -1, 0), cand(2, true, 3.f, 0), cand(3, true, 1.5f, 10), cand(4, true, 1.5f, 0)},
+                        p).algo, 3);  // equal times keep the library's order
+  EXPECT_EQ(choose_algo({cand(2, true, 3.f, 0), cand(9, true, 0.5f, 2000)}, p).algo, 2);  // the faster one is too big
+}
+
+TEST(AlgoSelect, DeterministicPolicySkipsNondeterministic) {
+  AlgoPolicy p;
+  p.workspace_cap = 1 << 20;
+  const std::vector<AlgoCandidate> v{cand(1, true, 1.f, 0, false), cand(2, true, 2.f, 0, true)};
+  EXPECT_EQ(choose_algo(v, p).algo, 1);
+  p.deterministic = true;
+  EXPECT_EQ(choose_algo(v, p).algo, 2);
+}
+
+TEST(AlgoSelect, NothingUsableSaysWhy) {
+  AlgoPolicy p;
+  p.workspace_cap = size_t{64} << 20;
+  p.deterministic = true;
+  const AlgoChoice c = choose_algo({cand(1, false, -1, 0), cand(2, true, -1, size_t{300} << 20),
+                                    cand(3, true, -1, size_t{100} << 20), cand(4, true, -1, 0, false)}, p);
+  EXPECT_FALSE(c.found());
+  EXPECT_NE(c.why_none.find("4 candidates (1 not supported"), std::string::npos) << c.why_none;
+  EXPECT_NE(c.why_none.find("2 needing more workspace than the 64 MiB cap (the smallest 100.0 MiB"), std::string::npos)
+      << c.why_none;
+  EXPECT_NE(c.why_none.find("1 not deterministic"), std::string::npos) << c.why_none;
+  EXPECT_FALSE(choose_algo({}, p).found());
+}
+
+TEST(AlgoSelect, ShapeCacheDecidesOncePerKey) {
+  ShapeCache<int> cache;
+  int made = 0;
+  auto make = [&] { return ++made * 10; };
+  EXPECT_EQ(cache.get({1, 2, 3}, make), 10);
+  EXPECT_EQ(cache.get({1, 2, 3}, make), 10);
+  EXPECT_EQ(cache.get({1, 2, 4}, make), 20);
+  EXPECT_EQ(made, 2);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.hits(), 1);
+  EXPECT_EQ(cache.misses(), 2);
+}
+
+TEST(AlgoSelect, FallbackLoggedOncePerLayerAndOp) {
+  std::vector<std::string> lines;
+  FallbackLog log([&](const std::string& s) { lines.push_back(s); });
+  EXPECT_TRUE(log.note("res2.conv1", "cuDNN convolution forward", "no usable algorithm"));
+  EXPECT_FALSE(log.note("res2.conv1", "cuDNN convolution forward", "no usable algorithm"));
+  EXPECT_TRUE(log.note("res2.conv1", "cuDNN convolution backward-data", "x"));
+  EXPECT_TRUE(log.note("", "cuBLASLt linear forward", "y"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "layer res2.conv1: cuDNN convolution forward: no usable algorithm; using the custom kernel");
+  EXPECT_EQ(lines[2], "layer (unnamed layer): cuBLASLt linear forward: y; using the custom kernel");
+  EXPECT_EQ(log.lines(), 3u);
+}
+
+TEST(AlgoSelect, ConvImplChoice) {
+  EXPECT_EQ(parse_conv_impl("auto"), ConvImpl::kAuto);
+  EXPECT_EQ(parse_conv_impl("custom"), ConvImpl::kCustom);
+  EXPECT_STREQ(conv_impl_name(parse_conv_impl("cudnn")), "cudnn");
+  try {
+    parse_conv_impl("fast");
+    FAIL() << "accepted 'fast'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitUsage);
+    EXPECT_NE(std::string(e.what()).find("--conv.impl"), std::string::npos);
+  }
+  EXPECT_TRUE(use_vendor_libraries(ConvImpl::kAuto, true, "cuda"));
+  EXPECT_FALSE(use_vendor_libraries(ConvImpl::kAuto, false, "emu"));
+  EXPECT_FALSE(use_vendor_libraries(ConvImpl::kCustom, true, "cuda"));
+  EXPECT_TRUE(use_vendor_libraries(ConvImpl::kCudnn, true, "cuda"));
+  try {
+    use_vendor_libraries(ConvImpl::kCudnn, false, "emu");
+    FAIL() << "cudnn accepted on the emulator";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitUsage);
+    EXPECT_NE(std::string(e.what()).find("emu device has no cuDNN"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SyntheticData, SpecAndContents) {
+  const SyntheticSpec s = parse_synthetic_spec("300x5x4x3:7");
+  EXPECT_EQ(s.count, 300);
+  EXPECT_EQ(s.height * s.width * s.channels, 60);
+  EXPECT_EQ(s.classes, 7);
+  for (const char* bad : {"", "10x5x4:7", "10x5x4x3", "0x5x4x3:7", "10x5x4x3:1", "10x5x4x3:7junk"}) {
+    try {
+      parse_synthetic_spec(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), kExitUsage);
+    }
+  }
+  auto ds = make_synthetic_dataset(s, 5);
+  EXPECT_EQ(ds->info().count, 300);
+  std::vector<int64_t> ids{0, 64, 1, 299};
+  std::vector<uint8_t> img(4 * 60);
+  std::vector<int32_t> lab(4);
+  ds->read(ids.data(), 4, img.data(), lab.data());
+  EXPECT_TRUE(std::equal(img.begin(), img.begin() + 60, img.begin() + 60));  // sample 64 reuses pool image 0
+  EXPECT_FALSE(std::equal(img.begin(), img.begin() + 60, img.begin() + 120));
+  EXPECT_EQ(lab[0], lab[1]);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(lab[i], ds->label(ids[i]));
+  int64_t bad_id = 300;
+  try {
+    ds->read(&bad_id, 1, img.data(), lab.data());
+    FAIL() << "read past the end";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), kExitData);
+  }
+}
+
+}  // namespace
+}  // namespace cnn
