@@ -16,18 +16,11 @@ $(OBS_GEN)/src/obs/tfevent.pb.cc $(OBS_GEN)/src/obs/tfevent.pb.h &: src/obs/tfev
 # Only event_file.cpp includes the generated header; from a clean tree -MMD has not recorded that yet.
 $(BUILD)/obj/src/obs/event_file.o: $(OBS_GEN)/src/obs/tfevent.pb.h
 
-# The TensorBoard reader for tests: pip needs PyPI once; afterwards the environment is reused. A failed
-# install fails the target with the reason (no silent skip).
-TB_VENV := $(BUILD)/tbvenv
+# The TensorBoard reader for tests (tests/e2e/test_tensorboard.sh makes it too): pip needs PyPI once, then
+# the environment is reused; without PyPI it fails with pip's reason (no silent skip).
 .PHONY: tb-venv
-tb-venv: $(TB_VENV)/.installed
-$(TB_VENV)/.installed:
-	@rm -rf $(TB_VENV)
-	@/usr/bin/python3 -m venv $(TB_VENV) || { echo "tb-venv: python3 -m venv failed (install python3-venv: make deps)" >&2; exit 1; }
-	@$(TB_VENV)/bin/pip install --quiet --disable-pip-version-check tensorboard >$(TB_VENV)/pip.log 2>&1 || \
-	  { echo "tb-venv: 'pip install tensorboard' failed: PyPI is needed once to install the TensorBoard reader" \
-	    "used by the tests ($(TB_VENV)/pip.log):" >&2; tail -5 $(TB_VENV)/pip.log >&2; rm -rf $(TB_VENV)/bin; exit 1; }
-	@touch $@
+tb-venv:
+	@bash tests/obs/tb_venv.sh $(BUILD)/tbvenv >/dev/null
 
 # The plot script is compiled into cnntrain-data (fed to python's stdin), so the binary finds it wherever the
 # build directory is.
@@ -39,3 +32,6 @@ $(OBS_GEN)/src/obs/plot_script.cc: src/obs/plot_run.py
 	@{ echo '// Generated from src/obs/plot_run.py by src/obs/obs.mk.'; echo 'namespace cnn {'; \
 	   echo 'extern const char kPlotScript[];'; echo 'const char kPlotScript[] = R"CNNPLOT('; cat $<; \
 	   echo ')CNNPLOT";'; echo '}  // namespace cnn'; } > $@
+
+# The unit test reads event files back through the generated header.
+$(BUILD)/obj/tests/unit/test_observability.o: $(OBS_GEN)/src/obs/tfevent.pb.h

@@ -53,10 +53,23 @@ class Run:
         if start and start[-1].get("global_batch"):
             spe = start[-1].get("train_samples", 0) // start[-1]["global_batch"]
         self.steps_per_epoch = spe or None
-        # A resumed run repeats the steps after its checkpoint: the last value of a step wins.
-        self.train = sorted({e["step"]: e for e in ev if e.get("event") == "train"}.values(), key=lambda e: e["step"])
-        self.eval = sorted({e["step"]: e for e in ev if e.get("event") == "eval"}.values(), key=lambda e: e["step"])
-        self.ranks = [e for e in ev if e.get("event") == "ranks"]
+        # A resumed run repeats the steps after its checkpoint: what earlier processes logged after the resumed
+        # step is dropped, and the last value of a step wins.
+        train, evals, self.ranks = {}, {}, []
+        for e in ev:
+            kind = e.get("event")
+            if kind == "resumed":
+                train = {s: t for s, t in train.items() if s <= e["step"]}
+                evals = {s: t for s, t in evals.items() if s <= e["step"]}
+                self.ranks = [r for r in self.ranks if r["step"] <= e["step"]]
+            elif kind == "train":
+                train[e["step"]] = e
+            elif kind == "eval":
+                evals[e["step"]] = e
+            elif kind == "ranks":
+                self.ranks.append(e)
+        self.train = [train[s] for s in sorted(train)]
+        self.eval = [evals[s] for s in sorted(evals)]
 
     def x(self, events, axis):
         steps = [e["step"] for e in events]

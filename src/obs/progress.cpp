@@ -6,7 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
+#include <cstring>
 
 #include "src/base/error.h"
 
@@ -14,9 +15,17 @@ namespace cnn {
 
 namespace {
 
-bool launched_by_mpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK") ||
-         std::getenv("SLURM_STEP_ID");
+// Whether the parent process is an MPI launcher or its daemon (which relays our output elsewhere).
+bool parent_is_launcher() {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(getppid()) + "/comm").c_str(), "r");
+  if (!f) return false;
+  char name[64] = {0};
+  const bool ok = std::fgets(name, sizeof name, f) != nullptr;
+  std::fclose(f);
+  if (!ok) return false;
+  const std::string n(name, std::strcspn(name, "\n"));
+  return n == "mpirun" || n == "mpiexec" || n == "orterun" || n == "orted" || n == "prterun" || n == "prted" ||
+         n == "hydra_pmi_proxy" || n == "srun" || n == "slurmstepd";
 }
 
 // A terminal device: the pty slaves (/dev/pts/*, majors 136-143), virtual consoles and /dev/tty.
@@ -33,7 +42,7 @@ bool parent_stdout_is_terminal() {
 bool progress_bar_wanted(const std::string& mode) {
   if (mode == "bar") return true;
   if (mode == "lines" || !isatty(STDOUT_FILENO)) return false;
-  return !launched_by_mpi() || parent_stdout_is_terminal();
+  return !parent_is_launcher() || parent_stdout_is_terminal();
 }
 
 std::string format_duration(double s) {

@@ -1,10 +1,10 @@
 // Progress of the run: elapsed time and ETAs for the epoch and the run (in the log lines and the train
 // events), and, when rank 0's output goes to a terminal, one status line updated in place.
 //
-// --log.progress auto|bar|lines. auto shows the status line when stdout is a terminal; under an MPI launcher
-// (Open MPI gives every rank a pseudo-terminal even when mpirun's output goes to a file) it looks at the
-// launcher's stdout instead: the parent process's fd 1 must be a terminal too (Linux /proc). Redirected runs
-// (Slurm .out files) get plain lines only.
+// --log.progress auto|bar|lines. auto shows the status line when stdout is a terminal; when the parent process
+// is an MPI launcher (mpirun, orted, prted, srun, ...: Open MPI gives every rank a pseudo-terminal even when
+// mpirun's own output goes to a file) the launcher's stdout must be a terminal too (Linux /proc). Redirected
+// runs (Slurm .out files) get plain lines only.
 #pragma once
 #include <chrono>
 #include <cstdint>

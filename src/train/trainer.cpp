@@ -194,6 +194,12 @@ Cursor Trainer::plan() {
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe_ * cfg_.batch));
+  if (start.step > 0) {
+    // Readers of metrics.jsonl drop what an earlier process logged after this step (it is repeated).
+    Json j;
+    j.add("event", "resumed").add("step", start.step);
+    log_.event(j);
+  }
   if (start.step >= total_)
     log_.info("nothing left to train: the checkpoint is at step %lld of %lld", (long long)start.step,
               (long long)total_);
