@@ -85,7 +85,8 @@ std::vector<std::string> gather_host_names() {
 
 std::vector<Straggler> find_stragglers(const std::vector<RankSample>& ranks, double pct) {
   std::vector<Straggler> out;
-  if (ranks.size() < 2 || pct <= 0) return out;
+  // With two ranks the median is their mean and the slower one is always above it: noise, not a straggler.
+  if (ranks.size() < 3 || pct <= 0) return out;
   std::vector<double> busy;
   for (const auto& r : ranks) busy.push_back(per_step(r, r.busy()));
   const double med = median(busy);

@@ -35,7 +35,8 @@ struct Straggler {
   double phase_s = 0, phase_median = 0;  // per step
 };
 
-// Ranks whose busy time per step is more than pct percent above the median of all ranks.
+// Ranks whose busy time per step is more than pct percent above the median of all ranks (three or more ranks;
+// with two the median is their mean).
 std::vector<Straggler> find_stragglers(const std::vector<RankSample>& ranks, double pct);
 // "straggler: rank 5 on node12, backward 31% above the median (busy 0.412 s/step, median 0.315 s)"
 std::string describe_straggler(const Straggler& s, const std::vector<std::string>& hosts);
