@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "src/base/error.h"
+#include "kernels/cuda_backend.h"
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"
 #include "src/obs/rank_report.h"
@@ -29,14 +30,14 @@ std::unique_ptr<Net> small_net(Backend& be, int max_n) {
 }
 
 struct Rig {
-  std::unique_ptr<Backend> be = make_cpu_backend(1);
+  std::unique_ptr<Backend> be;
   std::unique_ptr<Net> net;
   std::unique_ptr<Optimizer> opt;
   std::unique_ptr<GradSync> sync;
   std::unique_ptr<NonFiniteGuard> guard;
   StepBuffers buf;
   int n = 4;  // per rank
-  Rig() {
+  explicit Rig(bool emu = false) : be(emu ? make_emu_backend() : make_cpu_backend(1)) {
     net = small_net(*be, n);
     OptimizerConfig oc;
     opt = make_optimizer(oc, *be, *net);
@@ -64,7 +65,11 @@ struct Rig {
     train_step(*be, *net, *opt, sync.get(), buf, n, sc, 0.05, st);
     guard->end_step(step, std::isfinite(st.loss_sum));
   }
-  std::vector<float> params() const { return std::vector<float>(net->params(), net->params() + net->num_params()); }
+  std::vector<float> params() const {
+    std::vector<float> p(net->num_params());
+    be->download(p.data(), net->params(), sizeof(float) * p.size());
+    return p;
+  }
 };
 
 void expect_same_on_every_rank(const std::vector<float>& mine, const char* what) {
@@ -74,10 +79,13 @@ void expect_same_on_every_rank(const std::vector<float>& mine, const char* what)
       << what << ": rank " << world_rank() << " differs from rank 0";
 }
 
-TEST(NonFinite, OneRanksLayerGradientIsFoundNamedAndSkippedEverywhere) {
+// On the CPU backend and on the emulated CUDA backend (device record, gated kernels, pinned host mirror).
+class NonFiniteOn : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NonFiniteOn, OneRanksLayerGradientIsFoundNamedAndSkippedEverywhere) {
   const int bad_rank = world_size() - 1;
   ::setenv("CNNTRAIN_TEST_NAN", strprintf("%d:conv2.weight:2", bad_rank).c_str(), 1);
-  Rig r;
+  Rig r(GetParam());
   r.guard->arm_test_injection(*r.net, world_rank());
   ::unsetenv("CNNTRAIN_TEST_NAN");
   std::vector<NonFiniteRecord> seen;
@@ -108,6 +116,9 @@ TEST(NonFinite, OneRanksLayerGradientIsFoundNamedAndSkippedEverywhere) {
   EXPECT_NE(msg.find(strprintf("rank %d on %s (1 values", bad_rank, gather_host_names()[bad_rank].c_str())),
             std::string::npos) << msg;
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, NonFiniteOn, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "emu" : "cpu"; });
 
 TEST(NonFinite, ANonFiniteLossIsNamedWithTheLastLayerFirstInBackwardOrder) {
   Rig r;
