@@ -50,6 +50,37 @@ struct ImageBatch {
   const int64_t* ids = nullptr;     // [n] global sample ids
 };
 
+// Splits the compute stream's timeline into phases for the step-time breakdown: mark(p) ends the running
+// interval and starts one charged to phase p (p < 0: charged to nothing, e.g. the gap between steps). On the
+// CPU backend a mark is the host clock at the call; on CUDA (and the emulator) an event recorded on the compute
+// stream, so a phase is what the device spent on it, not when the host queued it, and marking never blocks.
+class PhaseTimer {
+ public:
+  virtual ~PhaseTimer() = default;
+  virtual void mark(int phase) = 0;
+  // Adds the seconds of every finished interval to seconds[phase] (phase < nphases). wait = false takes only
+  // the intervals the device has passed (never blocks); wait = true also waits for the rest.
+  virtual void collect(double* seconds, int nphases, bool wait) = 0;
+};
+
+// Bytes held by a backend's live allocations now and at most since it was created.
+struct MemoryUse {
+  size_t in_use = 0, peak = 0;
+};
+
+// A host copy of a small device buffer, refreshed without blocking: per-step device results (non-finite
+// counts) reach the host a step or two later instead of stalling the host every step.
+class HostMirror {
+ public:
+  virtual ~HostMirror() = default;
+  // Queues a copy of the device buffer behind all work queued so far on the compute stream.
+  virtual void refresh() = 0;
+  // The host copy once the last refresh() has landed, else null (never blocks).
+  virtual const void* poll() = 0;
+  // The host copy of the last refresh(), waiting for it.
+  virtual const void* wait() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -153,6 +184,24 @@ class Backend {
   // bytes does not wait for that work: on a GPU it overlaps the previous step. The host buffers may be
   // reused as soon as the call returns.
   virtual void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) = 0;
+
+  // --- Non-finite checks and observability (src/train/nonfinite.h, src/obs/; kernels/nonfinite.h) ---
+
+  // Adds to d_stats[0] the number of NaN and +-inf values in x[0, n) and raises d_stats[1] to base + i + 1
+  // for the largest index i of one (unchanged when there is none, so 0 means "none"). d_stats: two device
+  // int64 values, so ranges of one larger buffer (base = the range's offset in it) accumulate into one count
+  // and the position of the last bad value. The result stays on the device (read it with a HostMirror).
+  virtual void count_nonfinite(size_t n, const float* x, int64_t base, int64_t* d_stats) = 0;
+  // Gates optimizer updates on a device flag: while a gate is set, sgd_update and adamw_update (and every
+  // update op added later) change nothing when *d_flag != 0 at the time they run, so a step is skipped
+  // without the host reading the flag. nullptr removes the gate.
+  virtual void set_update_gate(const int64_t* d_flag) = 0;
+  virtual std::unique_ptr<PhaseTimer> make_phase_timer() = 0;
+  // Memory of this backend's alloc() calls: host memory on the CPU backend, device memory (the arena's
+  // blocks in use) on CUDA.
+  virtual MemoryUse memory_use() const = 0;
+  // d_src must stay allocated while the mirror exists; bytes is small (a few counters).
+  virtual std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

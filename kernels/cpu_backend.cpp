@@ -2,8 +2,10 @@
 // kernels of kernels/*_cpu.cpp.
 #include "kernels/cpu_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "kernels/activation.h"
 #include "kernels/backend.h"
@@ -14,8 +16,10 @@
 #include "kernels/elementwise.h"
 #include "kernels/image_prep.h"
 #include "kernels/fast_cpu.h"
+#include "kernels/host_timing.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
+#include "kernels/nonfinite.h"
 #include "kernels/optimizer.h"
 #include "kernels/pooling.h"
 #include "src/base/error.h"
@@ -37,9 +41,13 @@ class CpuBackend : public Backend {
     if (!p)
       raise(kExitFailure, "out of host memory allocating %.1f MiB; use a smaller --train.batch or model",
             bytes / 1048576.0);
+    track_alloc(p, rounded);
     return p;
   }
-  void release(void* p) override { std::free(p); }
+  void release(void* p) override {
+    track_release(p);
+    std::free(p);
+  }
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
@@ -95,6 +103,7 @@ class CpuBackend : public Backend {
   }
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
+    if (gated()) return;
     if (dnnl_) return sgd_update_fast(threads_, n, w, g, v, lr, momentum, wd, nesterov);
     sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
   }
@@ -136,6 +145,7 @@ class CpuBackend : public Backend {
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {
+    if (gated()) return;
     adamw_update_cpu(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
   }
   void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
@@ -144,9 +154,36 @@ class CpuBackend : public Backend {
     if (ids && b.ids) std::memcpy(ids, b.ids, sizeof(int64_t) * b.n);
   }
 
+  void count_nonfinite(size_t n, const float* x, int64_t base, int64_t* d_stats) override {
+    if (dnnl_) return count_nonfinite_fast(threads_, n, x, base, d_stats);
+    count_nonfinite_cpu(n, x, base, d_stats);
+  }
+  void set_update_gate(const int64_t* d_flag) override { gate_ = d_flag; }
+  std::unique_ptr<PhaseTimer> make_phase_timer() override { return make_host_phase_timer(); }
+  MemoryUse memory_use() const override { return mem_; }
+  std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) override {
+    return cnn::make_host_mirror(d_src, bytes);
+  }
+
  private:
+  bool gated() const { return gate_ && *gate_ != 0; }
+  void track_alloc(void* p, size_t bytes) {
+    sizes_[p] = bytes;
+    mem_.in_use += bytes;
+    mem_.peak = std::max(mem_.peak, mem_.in_use);
+  }
+  void track_release(void* p) {
+    auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    mem_.in_use -= it->second;
+    sizes_.erase(it);
+  }
+
   int threads_;
   std::unique_ptr<DnnlOps> dnnl_;  // null: reference kernels
+  const int64_t* gate_ = nullptr;
+  std::unordered_map<const void*, size_t> sizes_;
+  MemoryUse mem_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "kernels/cuda_arena.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_timing.h"
 #include "src/base/error.h"
 #if !CNN_SIMT_EMULATED
 #include "kernels/vendor_libs.h"
@@ -249,7 +250,7 @@ class CudaBackend final : public Backend {
   }
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
-    CUDA_CHECK(sgd_update_cuda(n, w, g, v, lr, momentum, wd, nesterov, stream_));
+    CUDA_CHECK(sgd_update_cuda(n, w, g, v, lr, momentum, wd, nesterov, stream_, gate_));
   }
 
   void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
@@ -306,7 +307,17 @@ class CudaBackend final : public Backend {
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {
-    CUDA_CHECK(adamw_update_cuda(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2, stream_));
+    CUDA_CHECK(adamw_update_cuda(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2, stream_, gate_));
+  }
+
+  void count_nonfinite(size_t n, const float* x, int64_t base, int64_t* d_stats) override {
+    CUDA_CHECK(count_nonfinite_cuda(n, x, base, d_stats, stream_));
+  }
+  void set_update_gate(const int64_t* d_flag) override { gate_ = d_flag; }
+  std::unique_ptr<PhaseTimer> make_phase_timer() override { return make_event_phase_timer(stream_); }
+  MemoryUse memory_use() const override { return {arena_.bytes_in_use(), arena_.peak_bytes()}; }
+  std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) override {
+    return make_pinned_mirror(d_src, bytes, stream_);
   }
 
   void set_label(const char* layer) override {
@@ -381,6 +392,7 @@ class CudaBackend final : public Backend {
 #if !CNN_SIMT_EMULATED
   std::unique_ptr<gpu::VendorLibs> vendor_;  // null: custom kernels only
 #endif
+  const int64_t* gate_ = nullptr;  // Backend::set_update_gate
 };
 
 }  // namespace

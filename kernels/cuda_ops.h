@@ -49,9 +49,10 @@ cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const i
                               float scale, float* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
                               cudaStream_t stream);
 
-// optimizer_cuda.cu: fused SGD momentum / Nesterov with L2 weight decay, one pass over w, g, v.
+// optimizer_cuda.cu: fused SGD momentum / Nesterov with L2 weight decay, one pass over w, g, v. The update
+// does nothing when d_gate is not null and *d_gate != 0 (Backend::set_update_gate).
 cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, float lr, float momentum, float wd,
-                            bool nesterov, cudaStream_t stream);
+                            bool nesterov, cudaStream_t stream, const int64_t* d_gate = nullptr);
 
 // --- The layer set of the layer/zoo issue (Backend ops on the `layers` branch), same semantics as its CPU
 // references; wired into CudaBackend when that branch's Backend interface lands. ---
@@ -90,9 +91,14 @@ cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, in
 cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
                                        cudaStream_t stream);
 
-// optimizer_cuda.cu: AdamW, decoupled weight decay; bc1, bc2 = bias corrections 1 - beta^t.
+// optimizer_cuda.cu: AdamW, decoupled weight decay; bc1, bc2 = bias corrections 1 - beta^t. Gated like SGD.
 cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m, float* d_v, float lr, float beta1,
-                              float beta2, float eps, float wd, float bc1, float bc2, cudaStream_t stream);
+                              float beta2, float eps, float wd, float bc1, float bc2, cudaStream_t stream,
+                              const int64_t* d_gate = nullptr);
+
+// nonfinite_cuda.cu: d_stats[0] += count of NaN/inf in d_x, d_stats[1] = max(d_stats[1], base + last index + 1)
+// (kernels/nonfinite.h).
+cudaError_t count_nonfinite_cuda(size_t n, const float* d_x, int64_t base, int64_t* d_stats, cudaStream_t stream);
 
 // image_prep_cuda.cu: d_x as prepare_images_cpu (kernels/image_prep.h) computes it, from device copies of the
 // pixels and augmentation (d_aug nullable); d_scale_shift [2c] = 1/std, then -mean/std.

@@ -1,6 +1,11 @@
 // cnntrain-data: dataset converters and inspection (see README.md, "Datasets").
+#include <sys/wait.h>
+
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -17,6 +22,10 @@
 
 namespace po = boost::program_options;
 using namespace cnn;
+
+namespace cnn {
+extern const char kPlotScript[];  // src/obs/plot_run.py, compiled in by src/obs/obs.mk
+}
 
 namespace {
 
@@ -189,6 +198,53 @@ int cmd_export(int argc, char** argv) {
   return 0;
 }
 
+// Single quotes for /bin/sh (popen): a run directory may contain spaces.
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+int cmd_plot(int argc, char** argv) {
+  po::options_description d("plot: PNG plots of one or more run directories (overlaid), also of a run in progress: "
+                            "loss and accuracy by step and epoch with the learning rate, throughput, per-rank "
+                            "step time; needs python3-matplotlib (python: $CNNTRAIN_PYTHON or /usr/bin/python3)");
+  d.add_options()("runs", po::value<std::vector<std::string>>()->required(), "run directories (RUN_DIR ...)")(
+      "out", po::value<std::string>()->required(), "directory for the PNG files");
+  d.add_options()("help,h", "print this help");
+  po::positional_options_description pos;
+  pos.add("runs", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(d).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::ostringstream s;
+      s << d;
+      std::printf("Usage: cnntrain-data plot RUN_DIR [RUN_DIR...] --out DIR\n%s", s.str().c_str());
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    raise(kExitUsage, "plot: %s (usage: cnntrain-data plot RUN_DIR [RUN_DIR...] --out DIR)", e.what());
+  }
+  const char* env = std::getenv("CNNTRAIN_PYTHON");
+  const std::string python = env && *env ? env : "/usr/bin/python3";
+  std::string cmd = shell_quote(python) + " - --out " + shell_quote(vm["out"].as<std::string>());
+  for (const auto& r : vm["runs"].as<std::vector<std::string>>()) cmd += " " + shell_quote(r);
+  std::fflush(stdout);
+  FILE* p = ::popen(cmd.c_str(), "w");
+  if (!p) raise(kExitFailure, "plot: cannot start %s: %s", python.c_str(), std::strerror(errno));
+  std::fputs(kPlotScript, p);
+  const int st = ::pclose(p);
+  if (st == -1 || !WIFEXITED(st))
+    raise(kExitFailure, "plot: %s did not finish (set CNNTRAIN_PYTHON to a python3 with matplotlib)", python.c_str());
+  if (WEXITSTATUS(st) == 127)
+    raise(kExitFailure, "plot: %s not found; install python3 and python3-matplotlib (make deps) or set "
+          "CNNTRAIN_PYTHON", python.c_str());
+  // The script exits with 2 for bad input (a directory without metrics.jsonl), as the other commands do.
+  return WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == kExitUsage ? WEXITSTATUS(st) : kExitFailure;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,6 +256,7 @@ int main(int argc, char** argv) {
       {"convert-hdf5-lmdb", cmd_convert_h5_lmdb},
       {"convert-lmdb-hdf5", cmd_convert_lmdb_h5},
       {"convert-folder", cmd_convert_folder},
+      {"plot", cmd_plot},
   };
   auto usage = [&] {
     std::string s = "Usage: cnntrain-data COMMAND [options]   (COMMAND --help for its options)\nCommands:";

@@ -14,6 +14,7 @@ enum ExitCode : int {
   kExitUsage = 2,       // bad command line or config
   kExitData = 3,        // bad or unreadable data
   kExitCheckpoint = 4,  // checkpoint error
+  kExitNonFinite = 5,   // a NaN/inf loss or gradient stopped training (--train.on_nonfinite stop)
   kExitPreempted = 75,  // stopped on a signal after writing a checkpoint
 };
 

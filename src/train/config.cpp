@@ -213,6 +213,16 @@ const std::vector<Opt>& options() {
     v.push_back(int_opt("eval.batch", &Config::eval_batch, 1, 1 << 20, "samples per rank per evaluation step"));
     v.push_back(int_opt("eval.every_epochs", &Config::eval_every_epochs, 1, 1 << 24, "evaluate every N epochs"));
     v.push_back(int_opt("log.every_steps", &Config::log_every_steps, 1, 1 << 30, "progress line every N steps"));
+    v.push_back(str_opt("train.on_nonfinite", &Config::on_nonfinite, {"stop", "skip"},
+                        "a NaN/inf gradient stops the run (exit 5) or skips that step's update on every rank"));
+    v.push_back(bool_opt("log.tensorboard", &Config::log_tensorboard,
+                         "write TensorBoard event files to RUN_DIR/tensorboard"));
+    v.push_back(int_opt("log.histograms_every", &Config::log_histograms_every, 0, 1LL << 40,
+                        "TensorBoard histograms of weights and gradients every N steps (0: off)"));
+    v.push_back(real_opt("log.straggler_pct", &Config::log_straggler_pct, 0, 1e6, false,
+                         "name a rank whose busy time per step is this many percent above the median (0: off)"));
+    v.push_back(str_opt("log.progress", &Config::log_progress, {"auto", "bar", "lines"},
+                        "auto: an updating status line when stdout is a terminal; bar: always; lines: never"));
     return v;
   }();
   return opts;
@@ -229,7 +239,8 @@ std::string help_text(const po::options_description& generic) {
       << (def.empty() ? "" : " [" + def + "]") << "\n";
   }
   s << "\nExit codes: 0 completed, 2 bad command line/config, 3 bad data, 4 checkpoint error,\n"
-       "75 stopped on a signal after a checkpoint, 1 anything else.\n";
+       "5 non-finite loss or gradient (--train.on_nonfinite stop), 75 stopped on a signal after a checkpoint,\n"
+       "1 anything else.\n";
   return s.str();
 }
 

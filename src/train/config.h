@@ -62,6 +62,12 @@ struct Config {
   int eval_batch = 256;  // per rank
   int eval_every_epochs = 1;
   int log_every_steps = 50;
+  // Observability (docs/observability.md).
+  std::string on_nonfinite = "stop";  // stop | skip
+  bool log_tensorboard = true;
+  int64_t log_histograms_every = 0;  // 0: off
+  double log_straggler_pct = 10;     // 0: off
+  std::string log_progress = "auto";  // auto | bar | lines
 };
 
 enum class ParseAction { kRun, kExitHelp, kExitVersion, kExitPrintConfig };

@@ -25,6 +25,14 @@ void free_step_buffers(Backend& be, StepBuffers& b) {
   b = {};
 }
 
+namespace {
+
+void mark(const StepConfig& sc, Phase p) {
+  if (sc.timing) sc.timing->mark(p);
+}
+
+}  // namespace
+
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
                 const StepConfig& sc, double lr, StepStats& stats) {
   const int k = sc.accum_steps;
@@ -33,23 +41,31 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   const int m = n / k;
   const size_t px = net.input_dims().size();
   net.zero_grads();
+  NonFiniteGuard* guard = sc.nonfinite;
+  if (guard) guard->begin_step(sc.step);
   for (int i = 0; i < k; ++i) {
+    mark(sc, Phase::kForward);
     net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr});
     const float* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
     be.softmax_xent(m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m, sc.label_smoothing,
                     1.0f / static_cast<float>(sc.global_batch), buf.dlogits, &stats.loss_sum, &stats.correct);
+    mark(sc, Phase::kBackward);
     // Only the last micro-batch's backward overlaps the allreduce: earlier ones are still accumulating.
     if (sync && i == k - 1) {
       net.backward(buf.dlogits, m, [&](size_t off) {
+        if (guard) guard->check_ready(off);  // this rank's own gradient, before the allreduce sums it in place
         be.synchronize();  // a bucket's gradient must be complete before MPI reads it
         sync->on_ready(off);
       });
       be.synchronize();
+      mark(sc, Phase::kComm);
       stats.comm_s += sync->finish();
     } else {
       net.backward(buf.dlogits, m);
     }
   }
+  mark(sc, Phase::kOptimizer);
+  if (guard) guard->check_agreed();  // gates opt.step through Backend::set_update_gate
   if (sc.clip_norm > 0) {
     // Every rank holds the same averaged gradient here, so every rank clips by the same factor.
     const double norm = std::sqrt(be.sum_squares(net.num_params(), net.grads()));
@@ -57,6 +73,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
     if (norm > sc.clip_norm) be.scale(net.num_params(), static_cast<float>(sc.clip_norm / norm), net.grads());
   }
   opt.step(lr);
+  if (sc.timing) sc.timing->idle();
 }
 
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,

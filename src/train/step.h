@@ -9,6 +9,8 @@
 #include "kernels/backend.h"
 #include "src/comm/grad_sync.h"
 #include "src/model/net.h"
+#include "src/obs/step_timing.h"
+#include "src/train/nonfinite.h"
 #include "src/train/optimizer.h"
 
 namespace cnn {
@@ -28,6 +30,8 @@ struct StepConfig {
   uint64_t seed = 0;             // with step and ids: the batch context of stochastic layers
   int64_t step = 0;
   const int64_t* ids = nullptr;  // device [n] global sample ids (usually StepBuffers::ids), or null
+  StepTiming* timing = nullptr;          // marks forward/backward/comm/optimizer when not null
+  NonFiniteGuard* nonfinite = nullptr;   // checks the gradient before and after the allreduce when not null
 };
 
 struct StepStats {

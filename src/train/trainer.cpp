@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -15,7 +16,9 @@
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/grad_sync.h"
+#include "src/obs/run_observer.h"
 #include "src/train/input_path.h"
+#include "src/train/nonfinite.h"
 #include "src/train/recipe.h"
 #include "src/train/run_checkpoints.h"
 #include "src/train/runlog.h"
@@ -41,18 +44,22 @@ struct BatchPos {
   int64_t epoch = 0, step = 0;
 };
 
-// What the train events report: sums over the steps since the last one.
+// What the train events report: sums over the steps since the last one. Loss and accuracy count only the
+// steps the non-finite check confirmed (`counted`); skipped steps are counted apart.
 struct Interval {
   StepStats stats;
-  double data_s = 0, compute_s = 0;
-  int64_t steps = 0;
+  double data_s = 0, compute_s = 0, grad_norm = -1;
+  int64_t steps = 0, counted = 0, skipped = 0;
   Clock::time_point start = Clock::now();
 };
 
 class Trainer {
  public:
   Trainer(const Config& cfg, Setup s) : cfg_(cfg), s_(std::move(s)), be_(*s_.be), net_(*s_.net) {}
-  ~Trainer() { free_step_buffers(be_, buf_); }
+  ~Trainer() {
+    be_.set_update_gate(nullptr);
+    free_step_buffers(be_, buf_);
+  }
   int run();
 
  private:
@@ -73,6 +80,11 @@ class Trainer {
   int agreed_stop_signal() const;
   int stop_on_signal(int sig, const Cursor& next);
   bool checkpoint_due(const Cursor& next);
+  void save_checkpoint(const Cursor& next);
+  // Acts on the non-finite verdicts that reached the host (all outstanding ones with `all`): counts the
+  // confirmed steps, skips or stops. Returns kExitNonFinite when the run must stop, else 0.
+  int settle_nonfinite(bool all);
+  int stop_on_nonfinite(const NonFiniteRecord& r);
   int finish();
 
   const Config& cfg_;
@@ -88,6 +100,11 @@ class Trainer {
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<RunCheckpoints> ckpt_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<RunObserver> obs_;
+  std::unique_ptr<NonFiniteGuard> guard_;
+  std::deque<std::pair<int64_t, StepStats>> unconfirmed_;  // per-step stats awaiting the guard's verdict
+  int64_t skipped_total_ = 0;
+  double last_loss_ = NAN;
   StepConfig sc_;
   int64_t spe_ = 1, total_ = 0;
   Clock::time_point t_start_ = Clock::now(), t_ckpt_ = Clock::now();
@@ -150,7 +167,7 @@ void Trainer::log_start() {
       .add("model", cfg_.model).add("params", static_cast<int64_t>(net_.num_params()))
       .add("global_batch", static_cast<int64_t>(cfg_.batch)).add("train_samples", static_cast<int64_t>(ti.count))
       .add("seed", static_cast<int64_t>(cfg_.seed)).add("threads", cfg_.threads)
-      .add("version", version_string());
+      .add("version", version_string()).add("hosts", obs_->hosts());
   log_.event(j);
 }
 
@@ -169,9 +186,20 @@ Cursor Trainer::plan() {
   sync_ = std::make_unique<GradSync>(net_.grads(), net_.num_params(), 25u << 20);
   sc_ = make_step_config(cfg_);
   sc_.ids = buf_.ids;
+  guard_ = std::make_unique<NonFiniteGuard>(be_, net_.grads(), net_.num_params(), true);
+  guard_->arm_test_injection(net_, world_rank());
+  be_.set_update_gate(guard_->d_flag());
+  sc_.nonfinite = guard_.get();
+  sc_.timing = &obs_->timing();
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe_ * cfg_.batch));
+  if (start.step > 0) {
+    // Readers of metrics.jsonl drop what an earlier process logged after this step (it is repeated).
+    Json j;
+    j.add("event", "resumed").add("step", start.step);
+    log_.event(j);
+  }
   if (start.step >= total_)
     log_.info("nothing left to train: the checkpoint is at step %lld of %lld", (long long)start.step,
               (long long)total_);
@@ -182,36 +210,92 @@ const Batch& Trainer::next_batch(Loader& loader) {
   double wait = 0;
   const Batch& b = loader.next(&wait);
   iv_.data_s += wait;
+  obs_->timing().add(Phase::kData, wait);
+  obs_->timing().mark(Phase::kH2D);
   input_->upload(b);
+  obs_->timing().idle();
   return b;
 }
 
 void Trainer::train_one_step(int64_t step, const std::function<void()>& before_sync) {
   auto t0 = Clock::now();
-  const double comm_before = iv_.stats.comm_s, data_before = iv_.data_s;
+  const double data_before = iv_.data_s;
   sc_.step = step;
-  train_step(be_, net_, *opt_, sync_.get(), buf_, s_.local_batch, sc_, sched_.at(step), iv_.stats);
+  StepStats st;
+  train_step(be_, net_, *opt_, sync_.get(), buf_, s_.local_batch, sc_, sched_.at(step), st);
+  guard_->end_step(step, std::isfinite(st.loss_sum));
   before_sync();
   be_.synchronize();
-  iv_.compute_s += since(t0) - (iv_.stats.comm_s - comm_before) - (iv_.data_s - data_before);
+  iv_.compute_s += since(t0) - st.comm_s - (iv_.data_s - data_before);
+  iv_.stats.comm_s += st.comm_s;
+  if (sc_.clip_norm > 0) iv_.grad_norm = st.grad_norm;
+  last_loss_ = st.loss_sum / s_.local_batch;
+  unconfirmed_.emplace_back(step, st);
   ++iv_.steps;
+}
+
+int Trainer::settle_nonfinite(bool all) {
+  for (const NonFiniteRecord& r : all ? guard_->drain() : guard_->poll()) {
+    CNN_CHECK(!unconfirmed_.empty() && unconfirmed_.front().first == r.step, "non-finite verdict for step %lld "
+              "out of order", (long long)r.step);
+    const StepStats st = unconfirmed_.front().second;
+    unconfirmed_.pop_front();
+    if (!r.bad()) {
+      iv_.stats.loss_sum += st.loss_sum;
+      iv_.stats.correct += st.correct;
+      ++iv_.counted;
+      continue;
+    }
+    if (cfg_.on_nonfinite == "stop") return stop_on_nonfinite(r);
+    ++iv_.skipped;
+    ++skipped_total_;
+    log_.warn("%s; its update was skipped on every rank (--train.on_nonfinite skip; %lld step%s skipped so far)",
+              describe_nonfinite(r, net_, obs_->hosts()).c_str(), (long long)skipped_total_,
+              skipped_total_ == 1 ? "" : "s");
+    Json j;
+    j.add("event", "skipped").add("step", r.step + 1).add("reason", "nonfinite")
+        .add("skipped_total", skipped_total_);
+    log_.event(j);
+  }
+  return 0;
+}
+
+int Trainer::stop_on_nonfinite(const NonFiniteRecord& r) {
+  const std::string what = describe_nonfinite(r, net_, obs_->hosts());
+  const std::vector<std::string> ckpts = list_checkpoints(ckpt_dir_);
+  const std::string resume = ckpts.empty()
+      ? std::string("no checkpoint was committed, so a new run starts from scratch")
+      : "the last committed checkpoint is " + ckpts.front() + ": continue from it with --resume auto";
+  log_.warn("%s. Training stopped at that step (exit %d; its update was not applied); %s (e.g. with a lower "
+            "--train.lr), or use --train.on_nonfinite skip", what.c_str(), kExitNonFinite, resume.c_str());
+  obs_->finish();
+  Json j;
+  j.add("event", "end").add("status", "failed").add("reason", "nonfinite").add("steps", r.step)
+      .add("message", what).add("resume_from", ckpts.empty() ? std::string() : ckpts.front())
+      .add("final_test_acc", have_eval_ ? last_eval_.acc : NAN).add("wall_s", since(t_start_));
+  log_.event(j);
+  return kExitNonFinite;
 }
 
 void Trainer::log_interval(const BatchPos& b, int64_t step) {
   double sums[2] = {iv_.stats.loss_sum, static_cast<double>(iv_.stats.correct)};
   allreduce_sum(sums, 2);
   const double samples = static_cast<double>(iv_.steps) * cfg_.batch;
+  const double counted = static_cast<double>(iv_.counted) * cfg_.batch;
   const double wall = since(iv_.start);
-  const double loss = sums[0] / samples, tacc = sums[1] / samples, lr = sched_.at(step);
+  const double loss = sums[0] / counted, tacc = sums[1] / counted, lr = sched_.at(step);
   log_.info("epoch %lld step %lld/%lld (global %lld) loss %.4f train-acc %.2f%% lr %.5f %.0f samples/s "
-            "(data %.0f%% comm %.0f%%)", (long long)b.epoch + 1, (long long)b.step + 1, (long long)spe_,
+            "(data %.0f%% comm %.0f%%)%s", (long long)b.epoch + 1, (long long)b.step + 1, (long long)spe_,
             (long long)step + 1, loss, 100 * tacc, lr, samples / wall, 100 * iv_.data_s / wall,
-            100 * iv_.stats.comm_s / wall);
+            100 * iv_.stats.comm_s / wall, obs_->eta_text(step + 1).c_str());
   Json j;
   j.add("event", "train").add("epoch", b.epoch + 1).add("step", step + 1).add("loss", loss)
       .add("train_acc", tacc).add("lr", lr).add("samples_per_s", samples / wall).add("data_s", iv_.data_s)
-      .add("compute_s", iv_.compute_s).add("comm_s", iv_.stats.comm_s).add("steps", iv_.steps);
+      .add("compute_s", iv_.compute_s).add("comm_s", iv_.stats.comm_s).add("steps", iv_.steps)
+      .add("skipped", iv_.skipped);
+  obs_->add_train_fields(j, step + 1, iv_.grad_norm);
   log_.event(j);
+  obs_->log_ranks(step + 1);
   iv_ = Interval();
 }
 
@@ -279,7 +363,14 @@ bool Trainer::checkpoint_due(const Cursor& next) {
   return due && (next.step < total_ || !cfg_.ckpt_at_end);
 }
 
+void Trainer::save_checkpoint(const Cursor& next) {
+  const auto t = Clock::now();
+  ckpt_->save(next);
+  obs_->timing().add(Phase::kCheckpoint, since(t));
+}
+
 int Trainer::finish() {
+  obs_->finish();
   if (cfg_.ckpt_at_end && total_ > 0 && ckpt_->last_step() != total_) ckpt_->save({total_, total_ / spe_, total_ % spe_});
   const double wall = since(t_start_);
   if (have_eval_)
@@ -297,9 +388,11 @@ int Trainer::finish() {
 int Trainer::run() {
   t_start_ = Clock::now();
   prepare_run_dir();
+  obs_ = std::make_unique<RunObserver>(cfg_, be_, net_, log_);
   broadcast_initial_params();
   log_start();
   const Cursor start = plan();
+  obs_->begin(run_dir_, start.step, total_, spe_);
   Loader loader(*s_.train, *sampler_, world_rank(), world_size(), cfg_.data_prefetch, start.epoch,
                 start.step_in_epoch, std::max<int64_t>(0, total_ - start.step), make_augment_config(cfg_),
                 input_->loader_output());
@@ -318,12 +411,22 @@ int Trainer::run() {
         uploaded_next = true;
       }
     });
-    if ((step + 1) % cfg_.log_every_steps == 0 || epoch_end) log_interval(pos, step);
-    if (eval_due) evaluate_and_log(pos, step);
+    if (int rc = settle_nonfinite(false)) return rc;
+    obs_->after_step(step + 1, last_loss_);
+    obs_->maybe_histograms(step + 1);
+    const bool log = (step + 1) % cfg_.log_every_steps == 0 || epoch_end;
     const Cursor next{step + 1, (step + 1) / spe_, (step + 1) % spe_};
-    if (int sig = agreed_stop_signal()) return stop_on_signal(sig, next);
-    if (checkpoint_due(next)) {
-      ckpt_->save(next);
+    const int sig = agreed_stop_signal();
+    const bool ckpt = !sig && checkpoint_due(next);
+    // Logs, evaluations and checkpoints see only steps whose gradients were checked.
+    if (log || eval_due || sig || ckpt || step == total_ - 1) {
+      if (int rc = settle_nonfinite(true)) return rc;
+    }
+    if (log) log_interval(pos, step);
+    if (eval_due) evaluate_and_log(pos, step);
+    if (sig) return stop_on_signal(sig, next);
+    if (ckpt) {
+      save_checkpoint(next);
       t_ckpt_ = Clock::now();
       iv_.start = Clock::now();
     }
