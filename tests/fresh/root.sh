@@ -133,7 +133,7 @@ kill_inside() {
 unmount_all() {
   local m tries
   for m in $(mounts_below_root); do
-    for tries in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5; do
       umount "$m" 2>/dev/null && break
       sleep 1
     done
