@@ -1,4 +1,4 @@
-# cnntrain build. `make` builds build/cnntrain and build/cnntrain-data; see README.md.
+# cnntrain build. `make` builds build/cnntrain and build/cnntrain-data; see README.md and docs/building.md.
 # Variables: USE_CUDA=auto|0|1, ARCH (target ISA flags), OPT, NP (ranks for `make run`).
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -124,7 +124,7 @@ $(MPI_TEST): $(patsubst %.cpp,$(BUILD)/obj/%.o,$(MPI_SRCS)) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) $(LDLIBS)
 
-# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of README.md.
+# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of docs/data.md.
 FMNIST_IDX ?= /usr/share/datasets/fashion-mnist
 data: data/fashion_mnist/train.h5 data/fashion_mnist/test.h5
 data/fashion_mnist/train.h5 data/fashion_mnist/test.h5 &: $(BUILD)/cnntrain-data

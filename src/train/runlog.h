@@ -1,4 +1,4 @@
-// The run's human log (stdout + log.txt) and machine log (metrics.jsonl, schema in README.md). Only rank 0
+// The run's human log (stdout + log.txt) and machine log (metrics.jsonl, schema in docs/run_directory.md). Only rank 0
 // writes; other ranks' calls are no-ops, so callers need not test the rank.
 #pragma once
 #include <cstdint>
