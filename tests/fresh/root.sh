@@ -7,11 +7,12 @@
 #                                              the first build runs debootstrap and caches the result in
 #                                              $FRESH_TARBALL, later builds only unpack it (seconds)
 #   tests/fresh/root.sh run [--cwd DIR] CMD... run CMD inside the root as root (cwd DIR, default /) with a clean
-#                                              environment; exits with CMD's status. /proc, /sys (read-only),
-#                                              /dev (read-only bind), a private /dev/pts and a private /dev/shm
-#                                              are mounted for the command and unmounted after it, also when it
-#                                              fails or this script is interrupted; processes CMD left running
-#                                              inside the root are killed first (with a warning)
+#                                              environment; exits with CMD's status. /proc, /sys with its
+#                                              submounts (cgroups) and /dev (read-only binds), a private
+#                                              /dev/pts and /dev/shm are mounted for the command and unmounted
+#                                              after it, also when it fails or this script is interrupted;
+#                                              processes CMD left running inside the root are killed first
+#                                              (with a warning)
 #   tests/fresh/root.sh path                   print the root's directory (copy files in through it)
 #   tests/fresh/root.sh cleanup                kill what still runs inside the root, unmount everything below it,
 #                                              delete it (the tarball stays)
@@ -146,10 +147,14 @@ unmount_all() {
 
 # Bind mounts are made read-only so that nothing inside the root (nor an `rm -rf` of the root while a
 # command runs) can change the host's /dev or /sys; /dev/pts and /dev/shm are the root's own instances.
+# /sys comes with its submounts, as on an installed system: slurmd refuses to start without the cgroup
+# file systems under /sys/fs/cgroup (even when no cgroup plugin is configured). Slave propagation keeps
+# unmounting them here from reaching the host's.
 mount_all() {
-  local r=$FRESH_ROOT
+  local r=$FRESH_ROOT m
   mount -t proc -o nosuid,nodev,noexec proc "$r/proc"
-  mount --bind /sys "$r/sys" && mount -o remount,bind,ro,nosuid,nodev,noexec "$r/sys"
+  mount --rbind /sys "$r/sys" && mount --make-rslave "$r/sys"
+  for m in $(mounts_below_root | grep "^$r/sys"); do mount -o remount,bind,ro,nosuid,nodev,noexec "$m"; done
   mount --bind /dev "$r/dev" && mount -o remount,bind,ro,nosuid "$r/dev"
   mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5,nosuid,noexec devpts "$r/dev/pts"
   mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
