@@ -176,11 +176,16 @@ cmd_run() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   mount_all
-  local rc=0
+  local rc=0 pid
+  # In the background with `wait`, so that a signal to this script runs the traps (which end the command
+  # through kill_inside) at once instead of after the command; stdin passed on explicitly (a background
+  # command's default is /dev/null).
   # shellcheck disable=SC2086  # FRESH_ENV is a list of words
   env -i HOME=/root USER=root LOGNAME=root LANG=C.UTF-8 TERM="${TERM:-dumb}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin ${FRESH_ENV:-} \
-    chroot "$FRESH_ROOT" /bin/sh -c 'cd "$0" && exec "$@"' "$cwd" "$@" || rc=$?
+    chroot "$FRESH_ROOT" /bin/sh -c 'cd "$0" && exec "$@"' "$cwd" "$@" <&0 &
+  pid=$!
+  wait "$pid" || rc=$?
   return "$rc"
 }
 
