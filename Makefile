@@ -1,4 +1,4 @@
-# cnntrain build. `make` builds build/cnntrain and build/cnntrain-data; see README.md.
+# cnntrain build. `make` builds build/cnntrain and build/cnntrain-data; see README.md and docs/building.md.
 # Variables: USE_CUDA=auto|0|1, ARCH (target ISA flags), OPT, NP (ranks for `make run`).
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -8,10 +8,12 @@ USE_CUDA ?= auto
 ARCH     ?= -march=x86-64-v3
 OPT      ?= -O3
 NP       ?= 2
-# Debian packages the build, `make run` and `make test` need (installed by `make deps` when missing).
+# Debian packages (installed by `make deps` when missing; fragments add their own). Build and `make run`:
 DEB_PACKAGES += g++ make pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools \
-                libboost-program-options-dev libgtest-dev zlib1g-dev dataset-fashion-mnist \
-                python3 python3-h5py python3-numpy
+                libboost-program-options-dev zlib1g-dev dataset-fashion-mnist
+# `make test`: GoogleTest/GoogleMock, pgrep (procps) and Debian's python3 with h5py and numpy for the
+# end-to-end scripts. The Slurm daemons of the Slurm tests come with `make test` itself (tests/slurm/slurm.mk).
+DEB_PACKAGES += libgtest-dev libgmock-dev procps python3 python3-h5py python3-numpy
 
 export OMPI_ALLOW_RUN_AS_ROOT ?= 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ?= 1
@@ -67,10 +69,12 @@ $(BUILD)/obj/src/train/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VER
 .PHONY: all deps data run test test-unit test-mpi test-e2e clean print-%
 all: $(BINS)
 
-# Installs only what is missing; quiet and fast (dpkg-query only) when everything is there.
+# Installs only what is missing; quiet and fast (one dpkg-query) when everything is there.
 deps:
-	@missing=""; for p in $(sort $(DEB_PACKAGES)); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	@installed=" $$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' $(sort $(DEB_PACKAGES)) 2>/dev/null | \
+	  awk '$$1 == "ii" { printf "%s ", $$2 }')"; \
+	missing=""; for p in $(sort $(DEB_PACKAGES)); do \
+	  case "$$installed" in *" $$p "*) ;; *) missing="$$missing $$p" ;; esac; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing Debian packages:$$missing"; \
@@ -120,7 +124,7 @@ $(MPI_TEST): $(patsubst %.cpp,$(BUILD)/obj/%.o,$(MPI_SRCS)) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) $(LDLIBS)
 
-# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of README.md.
+# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of docs/data.md.
 FMNIST_IDX ?= /usr/share/datasets/fashion-mnist
 data: data/fashion_mnist/train.h5 data/fashion_mnist/test.h5
 data/fashion_mnist/train.h5 data/fashion_mnist/test.h5 &: $(BUILD)/cnntrain-data
@@ -159,8 +163,9 @@ E2E_TESTS = $(wildcard tests/e2e/test_*.sh)
 test-e2e: $(BINS) data
 	@set -e; for t in $(E2E_TESTS); do echo "== $$t"; BUILD=$(BUILD) bash $$t; done
 
+# --one-file-system: never descend into a mount (tests/fresh/root.sh mounts /proc, /sys and /dev below $(BUILD)).
 clean:
-	rm -rf $(BUILD)
+	rm -rf --one-file-system $(BUILD)
 
 print-%:
 	@echo '$($*)'

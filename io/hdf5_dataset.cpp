@@ -18,7 +18,7 @@ namespace cnn {
 
 namespace {
 
-const char* kFix = "rewrite it with `cnntrain-data` or h5py following the schema in README.md";
+const char* kFix = "rewrite it with `cnntrain-data` or h5py following the schema in docs/data.md";
 
 class Hdf5Dataset : public Dataset {
  public:

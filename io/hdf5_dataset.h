@@ -1,4 +1,4 @@
-// HDF5 datasets (schema in README.md): /images uint8 [N,H,W,C] (or [N,H,W] for one channel) chunked along N,
+// HDF5 datasets (schema in docs/data.md): /images uint8 [N,H,W,C] (or [N,H,W] for one channel) chunked along N,
 // /labels integer [N]; attributes num_classes, mean[C], std[C] (0..255 units), optional class_names.
 #pragma once
 #include <memory>

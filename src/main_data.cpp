@@ -1,4 +1,4 @@
-// cnntrain-data: dataset converters and inspection (see README.md, "Datasets").
+// cnntrain-data: dataset converters and inspection (docs/data.md), and the plot command (docs/observability.md).
 #include <sys/wait.h>
 
 #include <boost/program_options.hpp>
@@ -187,7 +187,7 @@ int cmd_convert_folder(int argc, char** argv) {
 }
 
 int cmd_export(int argc, char** argv) {
-  po::options_description d("export: weights-only HDF5 from a checkpoint (layout in README.md, \"Exported weights\")");
+  po::options_description d("export: weights-only HDF5 from a checkpoint (layout in docs/checkpoints.md)");
   d.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (ckpt-*.h5)")(
       "out", po::value<std::string>()->required(), "output HDF5 file");
   auto vm = parse("export", d, argc, argv, "checkpoint");

@@ -3,7 +3,7 @@
 // each rank writes a disjoint share of the bytes; each dataset carries a CRC-32 of its contents, verified on
 // load. A checkpoint is written to NAME.tmp, closed by all ranks, fsynced, then renamed to NAME by rank 0 and
 // the directory fsynced: a crash at any moment leaves the previous or the new checkpoint, never a half one.
-// Layout (README.md, "Checkpoints"):
+// Layout (docs/checkpoints.md):
 //   /params/<layer>.<param>              float32, the parameter's shape (conv KRSC, linear [out,in])
 //   /buffers/<layer>.<name>              float32, non-trained state (batch-norm running mean/var)
 //   /optimizer/<state>/<layer>.<param>   float32, same shape (e.g. momentum)

@@ -117,7 +117,7 @@ const std::vector<Opt>& options() {
                  },
                  [](const Config& c) { return std::to_string(c.seed); }});
     v.push_back(str_opt("run-dir", &Config::run_dir, {}, "run directory (default runs/<model>-<date>-<time>)"));
-    v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5, schema in README)"));
+    v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5 or LMDB; docs/data.md)"));
     v.push_back(str_opt("data.test", &Config::data_test, {}, "test set file, evaluated after every epoch"));
     v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5", "lmdb"}, "dataset format"));
     v.push_back(str_opt("data.on_bad_sample", &Config::data_on_bad_sample, {"fail", "skip"},
@@ -231,7 +231,7 @@ const std::vector<Opt>& options() {
 std::string help_text(const po::options_description& generic) {
   std::ostringstream s;
   s << "Usage: cnntrain [--config FILE.ini] [--section.option VALUE ...]\n"
-       "Data-parallel CNN training; launch with mpirun/srun for several ranks. See README.md.\n\n"
+       "Data-parallel CNN training; launch with mpirun/srun for several ranks. See README.md, docs/options.md.\n\n"
     << generic << "\nTraining options (INI: [section] option = value; command line wins):\n";
   for (const auto& o : options()) {
     std::string def = o.get(Config{});

@@ -39,7 +39,7 @@ struct Config {
   bool nesterov = false;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
-  // Training-recipe options (docs: the options table).
+  // Training-recipe options (docs/options.md).
   std::string milestones;  // multistep: epochs, comma separated, e.g. "80,120"
   double gamma = 0.1;      // step/multistep decay factor
   double step_epochs = 30;  // step: decay every this many epochs

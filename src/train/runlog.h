@@ -1,5 +1,6 @@
-// The run's human log (stdout + log.txt) and machine log (metrics.jsonl, schema in docs/observability.md).
-// Only rank 0 writes; other ranks' calls are no-ops, so callers need not test the rank.
+// The run's human log (stdout + log.txt) and machine log (metrics.jsonl: schema in docs/run_directory.md, the
+// observability events in docs/observability.md). Only rank 0 writes; other ranks' calls are no-ops, so callers need
+// not test the rank.
 #pragma once
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-# Slurm integration tests (README.md, "Running under Slurm"): a throw-away one-node Slurm cluster on loopback runs
+# Slurm integration tests (docs/slurm.md): a throw-away one-node Slurm cluster on loopback runs
 # jobs/cpu.sbatch through completion and through preemption (signal -> checkpoint -> requeue -> resume).
 # Needs root (it starts munged, slurmctld and slurmd). Part of `make test` (TEST_RUNS); alone: `make test-slurm`.
 SLURM_DEB_PACKAGES := slurmctld slurmd slurm-client munge

@@ -86,7 +86,10 @@ TEST(Convert, MismatchedIdxCountsFail) {
   test::TempDir dir;
   write_idx(dir.file("i.gz"), {2, 2, 2}, std::vector<uint8_t>(8, 1));
   write_idx(dir.file("l.gz"), {3}, {0, 1, 2});
-  IdxConvertOptions o{dir.file("i.gz"), dir.file("l.gz"), dir.file("o.h5")};
+  IdxConvertOptions o;
+  o.images = dir.file("i.gz");
+  o.labels = dir.file("l.gz");
+  o.out = dir.file("o.h5");
   try {
     convert_idx_to_hdf5(o);
     FAIL();

@@ -80,7 +80,9 @@ void check_layer(LayerCase c, uint64_t seed, float x_lo = -1.f, bool distinct_in
   };
   loss();
   l.backward(*be, x.data(), y.data(), r.data(), dx.data(), n);
-  if (!l.is_view()) EXPECT_TRUE(fd_check(x, dx, loss, l.describe() + " dx"));
+  if (!l.is_view()) {
+    EXPECT_TRUE(fd_check(x, dx, loss, l.describe() + " dx"));
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     std::vector<float> analytic = g[i];
     EXPECT_TRUE(fd_check(p[i], analytic, loss, l.describe() + " d" + specs[i].name));
