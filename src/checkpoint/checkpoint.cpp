@@ -319,16 +319,60 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
   return gone;
 }
 
-// Every HDF5 call below that creates, writes metadata or closes is collective. A rank that fails records the
-// failure and keeps making the same calls; the ranks agree after each dataset (one small allreduce) and stop
-// together; the file is closed by every rank, the .tmp removed, and every rank raises the same
-// CollectiveError naming the failing rank. Only when some ranks hold an object the others lack (HDF5 failed
-// to create it on some) can it not be closed: then a plain Error is raised with the file left open, and the
-// caller ends the job (MPI_Abort) instead of finalizing MPI with the file open.
+namespace {
+
+// Creates every dataset (collective); a failure is recorded and the remaining ones are still created.
+std::vector<H5Handle> create_datasets(hid_t file, const std::vector<CheckpointArray>& arrays, const std::string& tmp,
+                                      Verdict& v) {
+  H5Handle lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  std::vector<H5Handle> ds;
+  for (const CheckpointArray& arr : arrays) {
+    std::vector<hsize_t> dims(arr.shape.begin(), arr.shape.end());
+    H5Handle fspace = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+    ds.push_back(h5_dataset(
+        H5Dcreate2(file, arr.path.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT)));
+    if (!ds.back().valid())
+      v.fail(strprintf("%s: cannot create dataset '%s' in '%s': %s", on_this_rank().c_str(), arr.path.c_str(),
+                       tmp.c_str(), h5_last_error().c_str()));
+  }
+  return ds;
+}
+
+// Writes this rank's rows of every dataset (independent I/O, or collective with CNNTRAIN_CKPT_IO=collective)
+// and each dataset's crc32 attribute (collective). Every rank makes every call, whatever failed before.
+void write_datasets(const std::vector<H5Handle>& ds, const std::vector<CheckpointArray>& arrays,
+                    const std::vector<uint32_t>& crcs, const std::string& tmp, Verdict& v) {
+  const int w = world_size(), me = world_rank();
+  H5Handle dxpl = collective_dxpl();
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const CheckpointArray& arr = arrays[i];
+    H5Handle fspace = h5_space(H5Dget_space(ds[i].get()));
+    Share s = share_of(arr, me, w);
+    H5Handle mspace = select_share(fspace.get(), arr, s);
+    if (H5Dwrite(ds[i].get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), arr.data + s.elem0) < 0)
+      v.fail(strprintf("%s: writing dataset '%s' of '%s' failed: %s (%s)", on_this_rank().c_str(), arr.path.c_str(),
+                       tmp.c_str(), h5_last_error().c_str(), space_left(tmp).c_str()));
+    else if (inject_ckpt_fault(CkptFault::kWrite))
+      v.fail(strprintf("%s: writing dataset '%s' of '%s' failed: injected by CNNTRAIN_TEST_CKPT_FAULT",
+                       on_this_rank().c_str(), arr.path.c_str(), tmp.c_str()));
+    write_attr(v, ds[i].get(), "crc32", [&] { h5_write_attr_ints(ds[i].get(), "crc32", {static_cast<long long>(crcs[i])}); });
+  }
+}
+
+}  // namespace
+
+// Every HDF5 call here that creates, writes metadata or closes is collective. A rank that fails records the
+// failure and keeps making the same calls; the ranks agree after each phase (create the file; create the
+// datasets; write them; the metadata and the close) with one small allreduce, and skip the rest together;
+// the file is closed by every rank, the .tmp removed, and every rank raises the same CollectiveError naming
+// the failing rank. Only when some ranks hold an object the others lack (HDF5 failed to create it on some)
+// can it not be closed: then a plain Error is raised with the file left open, and the caller ends the job
+// (MPI_Abort) instead of finalizing MPI with the file open.
 CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays,
                                       const CheckpointMeta& meta) {
   auto t0 = std::chrono::steady_clock::now();
-  const int w = world_size(), me = world_rank();
+  const int me = world_rank();
   const std::string tmp = path + ".tmp";
   std::vector<uint32_t> crcs = combined_crcs(arrays);
   Verdict v;
@@ -343,41 +387,22 @@ CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector
                        tmp.c_str(), h5_last_error().c_str()));
     a = agree(file.valid(), v);
     if (!a.consistent) file.abandon();
-    H5Handle lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE));
-    H5Pset_create_intermediate_group(lcpl.get(), 1);
-    H5Handle dxpl = collective_dxpl();
-    for (size_t i = 0; i < arrays.size() && a.consistent && a.all_ok(); ++i) {
-      const CheckpointArray& arr = arrays[i];
-      std::vector<hsize_t> dims(arr.shape.begin(), arr.shape.end());
-      H5Handle fspace = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-      H5Handle d = h5_dataset(H5Dcreate2(file.get(), arr.path.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(),
-                                         H5P_DEFAULT, H5P_DEFAULT));
-      if (!d.valid())
-        v.fail(strprintf("%s: cannot create dataset '%s' in '%s': %s", on_this_rank().c_str(), arr.path.c_str(),
-                         tmp.c_str(), h5_last_error().c_str()));
-      // Also the verdict on the previous dataset's write and attribute.
-      a = agree(d.valid(), v);
-      if (!a.consistent) {
-        d.abandon();
+    if (a.consistent && a.all_ok()) {
+      std::vector<H5Handle> ds = create_datasets(file.get(), arrays, tmp, v);
+      a = agree(v.ok, v);
+      if (!a.consistent) {  // created on some ranks only
+        for (H5Handle& d : ds) d.abandon();
         file.abandon();
-        break;
-      }
-      if (!a.all_ok()) break;
-      Share s = share_of(arr, me, w);
-      H5Handle mspace = select_share(fspace.get(), arr, s);
-      if (H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), arr.data + s.elem0) < 0)
-        v.fail(strprintf("%s: writing dataset '%s' of '%s' failed: %s (%s)", on_this_rank().c_str(),
-                         arr.path.c_str(), tmp.c_str(), h5_last_error().c_str(), space_left(tmp).c_str()));
-      else if (inject_ckpt_fault(CkptFault::kWrite))
-        v.fail(strprintf("%s: writing dataset '%s' of '%s' failed: injected by CNNTRAIN_TEST_CKPT_FAULT",
-                         on_this_rank().c_str(), arr.path.c_str(), tmp.c_str()));
-      write_attr(v, d.get(), "crc32", [&] { h5_write_attr_ints(d.get(), "crc32", {static_cast<long long>(crcs[i])}); });
-    }
-    if (a.consistent) {
-      if (a.all_ok()) {
-        a = agree(true, v);  // the last dataset's write and attribute
+      } else if (a.all_ok()) {
+        write_datasets(ds, arrays, crcs, tmp, v);
+        a = agree(true, v);
         if (a.all_ok()) write_meta(v, file.get(), meta);
       }
+      for (H5Handle& d : ds)
+        if (d.close() < 0) v.fail(strprintf("%s: closing a dataset of '%s' failed: %s", on_this_rank().c_str(),
+                                            tmp.c_str(), h5_last_error().c_str()));
+    }
+    if (a.consistent) {
       ckpt_fault_delay();
       if (file.close() < 0)
         v.fail(strprintf("%s: closing '%s' failed: %s (%s)", on_this_rank().c_str(), tmp.c_str(),
@@ -465,10 +490,9 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
 }  // namespace
 
 // Collective like the write: every rank looks for the file, opens it (collective), reads its share and closes
-// it (collective); a rank that fails records it, and the ranks agree before each step that a rank might
-// otherwise take alone (the open, the layout check, each dataset: reads are collective with
-// CNNTRAIN_CKPT_IO=collective). Verdicts about the file's contents are the same on every rank; I/O failures
-// name the rank.
+// it (collective); a rank that fails records it, and the ranks agree after each phase (the look, the open,
+// the layout check, the datasets' checksums, the data) before a step that a rank might otherwise take alone.
+// Verdicts about the file's contents are the same on every rank; I/O failures name the rank.
 bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays, CheckpointMeta& meta,
                      std::string& error) {
   const int w = world_size(), me = world_rank();
@@ -510,21 +534,30 @@ bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>
       if (!read_meta(file.get(), path, meta, msg) || !check_layout(file.get(), path, arrays, meta, msg)) v.fail(msg);
       a = agree(true, v);
     }
-    H5Handle dxpl = collective_dxpl();
-    for (size_t i = 0; i < arrays.size() && a.all_ok(); ++i) {
-      const CheckpointArray& arr = arrays[i];
-      H5Handle d = h5_dataset(H5Dopen2(file.get(), arr.path.c_str(), H5P_DEFAULT));
-      H5Handle fspace = h5_space(H5Dget_space(d.get()));
-      std::vector<long long> crc;
-      if (!h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1)
-        v.fail(strprintf("checkpoint '%s': dataset '%s' has no crc32 attribute", path.c_str(), arr.path.c_str()));
-      else
-        stored[i] = static_cast<uint32_t>(crc[0]);
-      Share s = share_of(arr, me, w);
-      H5Handle mspace = select_share(fspace.get(), arr, s);
-      if (H5Dread(d.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), arr.data + s.elem0) < 0)
-        v.fail(strprintf("checkpoint '%s': reading dataset '%s' failed: %s (damaged file; %s)", path.c_str(),
-                         arr.path.c_str(), h5_last_error().c_str(), on_this_rank().c_str()));
+    if (a.all_ok()) {
+      // Every dataset and its checksum first (reads of a file nobody modifies: independent), then, once every
+      // rank has them all, the data (collective with CNNTRAIN_CKPT_IO=collective: every rank reads every one).
+      std::vector<H5Handle> ds;
+      for (size_t i = 0; i < arrays.size(); ++i) {
+        ds.push_back(h5_dataset(H5Dopen2(file.get(), arrays[i].path.c_str(), H5P_DEFAULT)));
+        std::vector<long long> crc;
+        if (!h5_read_attr_ints(ds.back().get(), "crc32", crc) || crc.size() != 1)
+          v.fail(strprintf("checkpoint '%s': dataset '%s' has no crc32 attribute", path.c_str(),
+                           arrays[i].path.c_str()));
+        else
+          stored[i] = static_cast<uint32_t>(crc[0]);
+      }
+      a = agree(true, v);
+      H5Handle dxpl = collective_dxpl();
+      for (size_t i = 0; i < arrays.size() && a.all_ok(); ++i) {
+        const CheckpointArray& arr = arrays[i];
+        H5Handle fspace = h5_space(H5Dget_space(ds[i].get()));
+        Share s = share_of(arr, me, w);
+        H5Handle mspace = select_share(fspace.get(), arr, s);
+        if (H5Dread(ds[i].get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), arr.data + s.elem0) < 0)
+          v.fail(strprintf("checkpoint '%s': reading dataset '%s' failed: %s (damaged file; %s)", path.c_str(),
+                           arr.path.c_str(), h5_last_error().c_str(), on_this_rank().c_str()));
+      }
       a = agree(true, v);
     }
   }
