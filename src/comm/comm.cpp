@@ -232,6 +232,8 @@ void AsyncAllreduce::test_some() {
   if (flag) impl_->reqs.clear();
 }
 
+size_t AsyncAllreduce::in_flight() const { return impl_->reqs.size(); }
+
 void AsyncAllreduce::wait_all() {
   if (impl_->reqs.empty()) return;
   MPI_CHECK(MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE));

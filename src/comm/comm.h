@@ -62,6 +62,8 @@ class AsyncAllreduce {
   void start(float* data, size_t n);
   void test_some();
   void wait_all();
+  // Requests started and not yet seen complete (by test_some or wait_all).
+  size_t in_flight() const;
 
  private:
   struct Impl;
