@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <mutex>
 
-
 namespace cnn {
 
 namespace {

@@ -1,6 +1,6 @@
-// Errors and exit codes: the lowest layer, used by kernels/, io/ and src/ alike. User-facing problems are thrown as cnn::Error carrying the process exit code; the
-// program's top level turns them into one message and an exit (or a job-wide abort once ranks may be inside
-// collectives). Internal invariants use CNN_CHECK, which ends the whole job at once.
+// Errors and exit codes: the lowest layer, used by kernels/, io/ and src/ alike. User-facing problems are
+// thrown as cnn::Error carrying the process exit code; the program's top level turns them into one message
+// and an exit (or a job-wide abort once ranks may be inside collectives). Internal invariants use CNN_CHECK, which ends the whole job at once.
 #pragma once
 #include <cstdarg>
 #include <stdexcept>
