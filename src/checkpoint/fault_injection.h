@@ -4,7 +4,8 @@
 // cost one getenv per process.
 //   CNNTRAIN_TEST_CKPT_FAULT=write:R:K   rank R's K-th dataset write (counted over the process's life,
 //                                        from 1) reports failure, after really writing
-//   CNNTRAIN_TEST_CKPT_FAULT=attr:R:K    rank R's K-th attribute write of a checkpoint reports failure
+//   CNNTRAIN_TEST_CKPT_FAULT=attr:R:K    rank R's K-th attribute write (counted likewise: each dataset's
+//                                        crc32, then the file's attributes) reports failure
 //   CNNTRAIN_TEST_CKPT_FAULT=open:R      rank R's open of a checkpoint for reading reports failure (the file
 //                                        was opened collectively and is closed by every rank)
 //   CNNTRAIN_TEST_CKPT_FAULT=stat:R      rank R does not see the checkpoint it is to read
