@@ -147,7 +147,7 @@ FdConfig fd_config(const BackendTarget& t, const GradCase& c) {
   FdConfig cfg;
   cfg.step = c.step;
   cfg.atol = c.atol;
-  if (t.kind == TargetKind::kEmu || t.kind == TargetKind::kGpu) cfg.max_elements = 48;
+  if (t.kind != TargetKind::kReference && t.kind != TargetKind::kCpu) cfg.max_elements = 48;
   return cfg;
 }
 

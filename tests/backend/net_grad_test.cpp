@@ -40,7 +40,7 @@ class NetGrad : public ::testing::TestWithParam<BackendTarget> {
   }
   FdConfig config() const {
     FdConfig cfg;
-    if (GetParam().kind == TargetKind::kEmu || GetParam().kind == TargetKind::kGpu) cfg.max_elements = 32;
+    if (GetParam().kind != TargetKind::kReference && GetParam().kind != TargetKind::kCpu) cfg.max_elements = 32;
     return cfg;
   }
 
