@@ -45,6 +45,9 @@ class H5Handle {
     id_ = -1;
     return rc;
   }
+  // Gives the identifier up without closing it: for collective objects that not every rank holds (closing
+  // them on some ranks only would hang the others); the process then ends without closing them.
+  void abandon() { id_ = -1; }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
 

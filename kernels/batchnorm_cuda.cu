@@ -1,5 +1,5 @@
-// Batch normalisation over the channel dimension of x: [rows, c] (NHWC, rows = n*h*w), the kernels for the
-// layer set of the layer/zoo issue (CPU reference: kernels/batchnorm_cpu.cpp there). Per-channel sums are
+// Batch normalisation over the channel dimension of x: [rows, c] (NHWC, rows = n*h*w) (CPU reference:
+// kernels/batchnorm_cpu.cpp). Per-channel sums are
 // block reductions over a (32 channels x 8 row lanes) block whose grid rows split the rows; the partial sums
 // meet in double atomicAdds. The variance takes a second pass over (x - mean)^2, as the reference does: the
 // one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean.

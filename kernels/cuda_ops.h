@@ -54,8 +54,8 @@ cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const i
 cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, float lr, float momentum, float wd,
                             bool nesterov, cudaStream_t stream, const int64_t* d_gate = nullptr);
 
-// --- The layer set of the layer/zoo issue (Backend ops on the `layers` branch), same semantics as its CPU
-// references; wired into CudaBackend when that branch's Backend interface lands. ---
+// --- Batch norm, dropout, average pooling, the residual element-wise ops and AdamW: the same semantics as
+// their CPU references (kernels/batchnorm.h, dropout.h, pooling.h, elementwise.h, optimizer.h). ---
 
 // batchnorm_cuda.cu; x, y: [rows, c]. d_work: batchnorm_work_bytes(c) of device scratch.
 size_t batchnorm_work_bytes(int c);

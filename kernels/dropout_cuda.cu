@@ -1,4 +1,4 @@
-// Inverted dropout (the layer set of the layer/zoo issue; CPU reference: kernels/dropout_cpu.cpp there).
+// Inverted dropout (CPU reference: kernels/dropout_cpu.cpp).
 // The keep bit of element j of a sample is the counter-based hash of (key, global sample id, j) from
 // kernels/rng.h, so the GPU draws exactly the CPU's masks, independent of the launch shape.
 #include "kernels/cuda_ops.h"

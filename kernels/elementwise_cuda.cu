@@ -1,5 +1,5 @@
-// Element-wise ops and reductions of residual blocks, gradient accumulation and clipping (the layer set of
-// the layer/zoo issue; CPU reference: kernels/elementwise_cpu.cpp there). Grid-stride loops; the sum of
+// Element-wise ops and reductions of residual blocks, gradient accumulation and clipping (CPU reference:
+// kernels/elementwise_cpu.cpp). Grid-stride loops; the sum of
 // squares is a block reduction in double with one atomicAdd per block.
 #include "kernels/cuda_ops.h"
 

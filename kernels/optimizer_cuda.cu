@@ -22,7 +22,7 @@ __global__ void sgd_update_kernel(size_t n, float* __restrict__ w, const float* 
   }
 }
 
-// AdamW with decoupled weight decay, the same float expression as the reference (layer/zoo issue).
+// AdamW with decoupled weight decay, the same float expression as the reference (kernels/optimizer_cpu.cpp).
 __global__ void adamw_update_kernel(size_t n, float* __restrict__ w, const float* __restrict__ g,
                                     float* __restrict__ m, float* __restrict__ v, float lr, float beta1, float beta2,
                                     float eps, float wd, float inv_bc1, float inv_bc2,

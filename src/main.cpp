@@ -33,6 +33,11 @@ int main(int argc, char** argv) {
   int rc = kExitFailure;
   try {
     rc = run_training(cfg);
+  } catch (const CollectiveError& e) {
+    // Every rank is here with the same message: one report, and a clean exit instead of a job abort.
+    if (world_rank() == 0) report_error(e.what(), false);
+    comm_finalize();
+    return e.code();
   } catch (const Error& e) {
     fatal(e.code(), e.what());
   } catch (const std::bad_alloc&) {

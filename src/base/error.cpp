@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <mutex>
 
-
 namespace cnn {
 
 namespace {
@@ -74,7 +73,13 @@ std::string rank_tag() {
 }
 
 void fatal(int code, const std::string& msg) {
-  std::string tag = rank_tag();
+  report_error(msg);
+  g_abort(code);
+  exit_now(code);  // a handler that returned
+}
+
+void report_error(const std::string& msg, bool with_rank_tag) {
+  std::string tag = with_rank_tag ? rank_tag() : "";
   std::string line = "cnntrain: error" + (tag.empty() ? "" : " " + tag) + ": " + msg + "\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
@@ -90,8 +95,6 @@ void fatal(int code, const std::string& msg) {
       }
     }
   }
-  g_abort(code);
-  exit_now(code);  // a handler that returned
 }
 
 void check_failed(const char* expr, const char* file, int line, const char* fmt, ...) {

@@ -1,6 +1,6 @@
-// Errors and exit codes: the lowest layer, used by kernels/, io/ and src/ alike. User-facing problems are thrown as cnn::Error carrying the process exit code; the
-// program's top level turns them into one message and an exit (or a job-wide abort once ranks may be inside
-// collectives). Internal invariants use CNN_CHECK, which ends the whole job at once.
+// Errors and exit codes: the lowest layer, used by kernels/, io/ and src/ alike. User-facing problems are
+// thrown as cnn::Error carrying the process exit code; the program's top level turns them into one message
+// and an exit (or a job-wide abort once ranks may be inside collectives). Internal invariants use CNN_CHECK, which ends the whole job at once.
 #pragma once
 #include <cstdarg>
 #include <stdexcept>
@@ -27,6 +27,14 @@ class Error : public std::runtime_error {
   int code_;
 };
 
+// An error that every rank raises at the same point with the same message, after agreeing on it through the
+// comm layer (e.g. a checkpoint that could not be written): the program can end cleanly on every rank
+// (MPI_Finalize, then exit with the code) instead of aborting the job.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
 std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string vstrprintf(const char* fmt, va_list ap);
 
@@ -36,6 +44,10 @@ std::string vstrprintf(const char* fmt, va_list ap);
 // Prints "cnntrain: error [rank R/W on HOST]: msg" to stderr (and to the run log when one is open), then
 // ends the whole job with `code`: MPI_Abort when other ranks exist, exit() otherwise. Never returns.
 [[noreturn]] void fatal(int code, const std::string& msg);
+
+// fatal()'s message without the ending: "cnntrain: error [rank R/W on HOST]: msg" (without the tag when
+// with_rank_tag is false) to stderr and to the run log.
+void report_error(const std::string& msg, bool with_rank_tag = true);
 
 // Where fatal() also appends its message (set once the run directory exists); empty = nowhere.
 void set_error_log_path(const std::string& path);

@@ -4,19 +4,21 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "io/h5_util.h"
-#include "src/comm/comm.h"
 #include "src/base/error.h"
+#include "src/checkpoint/fault_injection.h"
+#include "src/comm/comm.h"
 
 namespace cnn {
 
@@ -131,29 +133,80 @@ std::string dir_of(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-// Fails the same way on every rank if any rank failed: the message of the lowest failing rank.
-void agree_checkpoint(bool ok, const std::string& msg) {
-  int bad = allreduce_min(ok ? world_size() : world_rank());
-  if (bad == world_size()) return;
-  std::string m = bad == world_rank() ? msg : "";
-  broadcast(m, bad);
-  raise(kExitCheckpoint, "%s", m.c_str());
+// What one rank knows of a collective operation: the first thing that went wrong here, if anything.
+struct Verdict {
+  bool ok = true;
+  std::string msg;
+  void fail(const std::string& m) {
+    if (ok) msg = m;
+    ok = false;
+  }
+};
+
+// The ranks' agreement after a collective step: whether the ranks hold the HDF5 object the step created
+// consistently (all or none: only then may the holders close it, which is collective) and the lowest rank
+// that has failed so far.
+struct Agreement {
+  bool consistent = true;
+  int first_failed = 0;  // world_size() when no rank failed
+  bool all_ok() const { return first_failed == world_size(); }
+};
+
+Agreement agree(bool holds_object, const Verdict& v) {
+  int a[3] = {holds_object ? 1 : 0, holds_object ? -1 : 0, v.ok ? world_size() : world_rank()};
+  allreduce_min(a, 3);
+  return {a[0] == -a[1], a[2]};
 }
 
-void write_meta(hid_t file, const CheckpointMeta& m) {
-  h5_write_attr_ints(file, "format_version", {kCheckpointFormatVersion});
-  h5_write_attr_ints(file, "step", {m.step});
-  h5_write_attr_ints(file, "epoch", {m.epoch});
-  h5_write_attr_ints(file, "step_in_epoch", {m.step_in_epoch});
-  h5_write_attr_ints(file, "global_batch", {m.global_batch});
-  h5_write_attr_ints(file, "samples_seen", {m.samples_seen});
-  h5_write_attr_ints(file, "seed", {static_cast<long long>(m.seed)});
-  h5_write_attr_floats(file, "loss_scale", {m.loss_scale});
-  h5_write_attr_ints(file, "world_size", {m.world_size});
-  h5_write_attr_strings(file, "model", {m.model});
-  h5_write_attr_strings(file, "optimizer", {m.optimizer});
-  h5_write_attr_strings(file, "config", {m.config});
-  h5_write_attr_strings(file, "version", {m.version});
+// The message of the lowest failing rank, on every rank (collective).
+std::string failure_message(const Agreement& a, const Verdict& v) {
+  std::string m = a.first_failed == world_rank() ? v.msg : "";
+  broadcast(m, a.first_failed);
+  return m;
+}
+
+std::string on_this_rank() { return strprintf("rank %d on %s", world_rank(), host_name().c_str()); }
+
+// What a failed write most often means, checked: the space left where the checkpoint goes.
+std::string space_left(const std::string& path) {
+  struct statvfs fs;
+  if (::statvfs(dir_of(path).c_str(), &fs) != 0) return "disk full?";
+  return strprintf("%.1f MB free on the file system of '%s'",
+                   static_cast<double>(fs.f_bavail) * fs.f_frsize / 1e6, dir_of(path).c_str());
+}
+
+// Attribute writes are collective: a failure is recorded and the next ones are still issued, so every rank
+// makes the same calls.
+void write_attr(Verdict& v, hid_t obj, const char* name, const std::function<void()>& write) {
+  try {
+    write();
+    if (inject_ckpt_fault(CkptFault::kAttr))
+      raise(kExitCheckpoint, "cannot write HDF5 attribute '%s': injected by CNNTRAIN_TEST_CKPT_FAULT", name);
+  } catch (const Error& e) {
+    v.fail(strprintf("%s: %s", on_this_rank().c_str(), e.what()));
+  }
+}
+
+void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
+  auto ints = [&](const char* name, long long x) {
+    write_attr(v, file, name, [&] { h5_write_attr_ints(file, name, {x}); });
+  };
+  auto str = [&](const char* name, const std::string& x) {
+    write_attr(v, file, name, [&] { h5_write_attr_strings(file, name, {x}); });
+  };
+  ints("format_version", kCheckpointFormatVersion);
+  ints("step", m.step);
+  ints("epoch", m.epoch);
+  ints("step_in_epoch", m.step_in_epoch);
+  ints("global_batch", m.global_batch);
+  ints("samples_seen", m.samples_seen);
+  ints("seed", static_cast<long long>(m.seed));
+  write_attr(v, file, "loss_scale", [&] { h5_write_attr_floats(file, "loss_scale", {m.loss_scale}); });
+  ints("world_size", m.world_size);
+  str("model", m.model);
+  str("optimizer", m.optimizer);
+  str("config", m.config);
+  str("version", m.version);
 }
 
 bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::string& err) {
@@ -266,57 +319,106 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
   return gone;
 }
 
+namespace {
+
+// Creates every dataset (collective); a failure is recorded and the remaining ones are still created.
+std::vector<H5Handle> create_datasets(hid_t file, const std::vector<CheckpointArray>& arrays, const std::string& tmp,
+                                      Verdict& v) {
+  H5Handle lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  std::vector<H5Handle> ds;
+  for (const CheckpointArray& arr : arrays) {
+    std::vector<hsize_t> dims(arr.shape.begin(), arr.shape.end());
+    H5Handle fspace = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+    ds.push_back(h5_dataset(
+        H5Dcreate2(file, arr.path.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT)));
+    if (!ds.back().valid())
+      v.fail(strprintf("%s: cannot create dataset '%s' in '%s': %s", on_this_rank().c_str(), arr.path.c_str(),
+                       tmp.c_str(), h5_last_error().c_str()));
+  }
+  return ds;
+}
+
+// Writes this rank's rows of every dataset (independent I/O, or collective with CNNTRAIN_CKPT_IO=collective)
+// and each dataset's crc32 attribute (collective). Every rank makes every call, whatever failed before.
+void write_datasets(const std::vector<H5Handle>& ds, const std::vector<CheckpointArray>& arrays,
+                    const std::vector<uint32_t>& crcs, const std::string& tmp, Verdict& v) {
+  const int w = world_size(), me = world_rank();
+  H5Handle dxpl = collective_dxpl();
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const CheckpointArray& arr = arrays[i];
+    H5Handle fspace = h5_space(H5Dget_space(ds[i].get()));
+    Share s = share_of(arr, me, w);
+    H5Handle mspace = select_share(fspace.get(), arr, s);
+    if (H5Dwrite(ds[i].get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), arr.data + s.elem0) < 0)
+      v.fail(strprintf("%s: writing dataset '%s' of '%s' failed: %s (%s)", on_this_rank().c_str(), arr.path.c_str(),
+                       tmp.c_str(), h5_last_error().c_str(), space_left(tmp).c_str()));
+    else if (inject_ckpt_fault(CkptFault::kWrite))
+      v.fail(strprintf("%s: writing dataset '%s' of '%s' failed: injected by CNNTRAIN_TEST_CKPT_FAULT",
+                       on_this_rank().c_str(), arr.path.c_str(), tmp.c_str()));
+    write_attr(v, ds[i].get(), "crc32", [&] { h5_write_attr_ints(ds[i].get(), "crc32", {static_cast<long long>(crcs[i])}); });
+  }
+}
+
+}  // namespace
+
+// Every HDF5 call here that creates, writes metadata or closes is collective. A rank that fails records the
+// failure and keeps making the same calls; the ranks agree after each phase (create the file; create the
+// datasets; write them; the metadata and the close) with one small allreduce, and skip the rest together;
+// the file is closed by every rank, the .tmp removed, and every rank raises the same CollectiveError naming
+// the failing rank. Only when some ranks hold an object the others lack (HDF5 failed to create it on some)
+// can it not be closed: then a plain Error is raised with the file left open, and the caller ends the job
+// (MPI_Abort) instead of finalizing MPI with the file open.
 CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays,
                                       const CheckpointMeta& meta) {
   auto t0 = std::chrono::steady_clock::now();
-  const int w = world_size(), me = world_rank();
+  const int me = world_rank();
   const std::string tmp = path + ".tmp";
   std::vector<uint32_t> crcs = combined_crcs(arrays);
-  bool ok = true;
-  std::string msg;
+  Verdict v;
+  Agreement a;
   {
     std::lock_guard<std::mutex> lk(h5_mutex());
     h5_quiet();
     H5Handle fapl = mpio_fapl();
     H5Handle file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    if (!file.valid()) {
-      ok = false;
-      msg = strprintf("cannot create checkpoint '%s': %s (is the directory writable, the disk full?)", tmp.c_str(),
-                      h5_last_error().c_str());
+    if (!file.valid())
+      v.fail(strprintf("%s: cannot create '%s': %s (is the directory writable, the disk full?)", on_this_rank().c_str(),
+                       tmp.c_str(), h5_last_error().c_str()));
+    a = agree(file.valid(), v);
+    if (!a.consistent) file.abandon();
+    if (a.consistent && a.all_ok()) {
+      std::vector<H5Handle> ds = create_datasets(file.get(), arrays, tmp, v);
+      a = agree(v.ok, v);
+      if (!a.consistent) {  // created on some ranks only
+        for (H5Handle& d : ds) d.abandon();
+        file.abandon();
+      } else if (a.all_ok()) {
+        write_datasets(ds, arrays, crcs, tmp, v);
+        a = agree(true, v);
+        if (a.all_ok()) write_meta(v, file.get(), meta);
+      }
+      for (H5Handle& d : ds)
+        if (d.close() < 0) v.fail(strprintf("%s: closing a dataset of '%s' failed: %s", on_this_rank().c_str(),
+                                            tmp.c_str(), h5_last_error().c_str()));
     }
-    // Collective from here on: every rank makes the same HDF5 calls in the same order.
-    if (ok) {
-      H5Handle lcpl = h5_plist(H5Pcreate(H5P_LINK_CREATE));
-      H5Pset_create_intermediate_group(lcpl.get(), 1);
-      H5Handle dxpl = collective_dxpl();
-      for (size_t i = 0; i < arrays.size() && ok; ++i) {
-        const CheckpointArray& a = arrays[i];
-        std::vector<hsize_t> dims(a.shape.begin(), a.shape.end());
-        H5Handle fspace = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-        H5Handle d = h5_dataset(H5Dcreate2(file.get(), a.path.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl.get(),
-                                           H5P_DEFAULT, H5P_DEFAULT));
-        Share s = share_of(a, me, w);
-        H5Handle mspace = select_share(fspace.get(), a, s);
-        if (!d.valid() || H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(),
-                                   a.data + s.elem0) < 0) {
-          ok = false;
-          msg = strprintf("writing dataset '%s' of checkpoint '%s' failed: %s", a.path.c_str(), tmp.c_str(),
-                          h5_last_error().c_str());
-          break;
-        }
-        h5_write_attr_ints(d.get(), "crc32", {static_cast<long long>(crcs[i])});
-      }
-      if (ok) write_meta(file.get(), meta);
-      // Fault injection for the kill tests: widen the window in which the file exists only as NAME.tmp.
-      if (const char* ms = std::getenv("CNNTRAIN_FAULT_CKPT_SLEEP_MS"))
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(ms)));
-      if (file.close() < 0 && ok) {
-        ok = false;
-        msg = strprintf("closing checkpoint '%s' failed: %s (disk full?)", tmp.c_str(), h5_last_error().c_str());
-      }
+    if (a.consistent) {
+      ckpt_fault_delay();
+      if (file.close() < 0)
+        v.fail(strprintf("%s: closing '%s' failed: %s (%s)", on_this_rank().c_str(), tmp.c_str(),
+                         h5_last_error().c_str(), space_left(tmp).c_str()));
     }
   }
-  agree_checkpoint(ok, msg);
+  const bool closed = a.consistent;
+  a = agree(true, v);
+  if (!a.all_ok()) {
+    const std::string why = failure_message(a, v);
+    if (me == 0) ::unlink(tmp.c_str());
+    const std::string msg = strprintf("checkpoint '%s' could not be written: %s; the previous checkpoint is kept",
+                                      path.c_str(), why.c_str());
+    if (!closed) raise(kExitCheckpoint, "%s", msg.c_str());
+    throw CollectiveError(kExitCheckpoint, msg);
+  }
   // Every rank has closed the file: commit.
   if (me == 0) {
     try {
@@ -326,111 +428,142 @@ CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector
         raise(kExitCheckpoint, "cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(errno));
       fsync_path(dir_of(path), true);
     } catch (const Error& e) {
-      ok = false;
-      msg = e.what();
+      v.fail(strprintf("%s: %s", on_this_rank().c_str(), e.what()));
     }
   }
-  agree_checkpoint(ok, msg);
+  a = agree(true, v);
+  if (!a.all_ok()) {
+    const std::string why = failure_message(a, v);
+    if (me == 0) ::unlink(tmp.c_str());
+    throw CollectiveError(kExitCheckpoint, strprintf("checkpoint '%s' could not be committed: %s", path.c_str(),
+                                                     why.c_str()));
+  }
   CheckpointWriteStats st;
-  for (const auto& a : arrays) st.bytes += a.size() * sizeof(float);
+  for (const auto& arr : arrays) st.bytes += arr.size() * sizeof(float);
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
 }
 
+namespace {
+
+// The first difference between the datasets of the file and the model's arrays (names, then shapes), in the
+// model's order so that the message names the first parameter that differs. The same on every rank.
+bool check_layout(hid_t file, const std::string& path, const std::vector<CheckpointArray>& arrays,
+                  const CheckpointMeta& meta, std::string& msg) {
+  std::vector<std::string> in_file;
+  collect_datasets(file, "/params", in_file);
+  collect_datasets(file, "/buffers", in_file);
+  collect_datasets(file, "/optimizer", in_file);
+  std::sort(in_file.begin(), in_file.end());
+  for (const auto& a : arrays) {
+    if (!std::binary_search(in_file.begin(), in_file.end(), a.path)) {
+      msg = strprintf("checkpoint '%s' has no dataset '%s' (it was written for model '%s'; this run trains another "
+                      "model or optimizer)", path.c_str(), a.path.c_str(), meta.model.c_str());
+      return false;
+    }
+    H5Handle d = h5_dataset(H5Dopen2(file, a.path.c_str(), H5P_DEFAULT));
+    H5Handle fspace = h5_space(H5Dget_space(d.get()));
+    std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(fspace.get()), 0));
+    H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
+    std::vector<hsize_t> want(a.shape.begin(), a.shape.end());
+    if (dims != want) {
+      msg = strprintf("checkpoint '%s': dataset '%s' has shape %s but the model's is %s (written for model '%s')",
+                      path.c_str(), a.path.c_str(), shape_str(dims).c_str(), shape_str(want).c_str(),
+                      meta.model.c_str());
+      return false;
+    }
+  }
+  if (in_file.size() != arrays.size()) {
+    std::vector<std::string> want;
+    for (const auto& a : arrays) want.push_back(a.path);
+    std::sort(want.begin(), want.end());
+    for (const auto& f : in_file)
+      if (!std::binary_search(want.begin(), want.end(), f)) {
+        msg = strprintf("checkpoint '%s' has dataset '%s' that this model lacks (written for model '%s')",
+                        path.c_str(), f.c_str(), meta.model.c_str());
+        return false;
+      }
+  }
+  return true;
+}
+
+}  // namespace
+
+// Collective like the write: every rank looks for the file, opens it (collective), reads its share and closes
+// it (collective); a rank that fails records it, and the ranks agree after each phase (the look, the open,
+// the layout check, the datasets' checksums, the data) before a step that a rank might otherwise take alone.
+// Verdicts about the file's contents are the same on every rank; I/O failures name the rank.
 bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays, CheckpointMeta& meta,
                      std::string& error) {
   const int w = world_size(), me = world_rank();
-  bool ok = true;
-  std::string msg;
+  Verdict v;
   std::vector<uint32_t> stored(arrays.size(), 0);
+  // Each rank's own view: on a shared file system a file some ranks cannot see fails on all.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    v.fail(strprintf("checkpoint '%s' does not exist (%s; %s)", path.c_str(), std::strerror(errno),
+                     on_this_rank().c_str()));
+  else if (inject_ckpt_fault(CkptFault::kStat))
+    v.fail(strprintf("checkpoint '%s' does not exist (injected by CNNTRAIN_TEST_CKPT_FAULT; %s)", path.c_str(),
+                     on_this_rank().c_str()));
+  Agreement a = agree(true, v);
+  if (!a.all_ok()) {
+    error = failure_message(a, v);
+    return false;
+  }
   {
     std::lock_guard<std::mutex> lk(h5_mutex());
     h5_quiet();
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      error = strprintf("checkpoint '%s' does not exist", path.c_str());
-      return false;  // the same on every rank (shared file system)
-    }
     H5Handle fapl = mpio_fapl();
     H5Handle file = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()));
-    bool opened = file.valid();
-    if (!opened)
-      msg = strprintf("cannot open checkpoint '%s': %s (a truncated or damaged file, or not HDF5)", path.c_str(),
-                      h5_last_error().c_str());
-    // Before any collective read, every rank must know that every rank has the file open.
-    if (allreduce_min(opened ? 1 : 0) == 0) {
-      error = msg.empty() ? strprintf("cannot open checkpoint '%s' on every rank", path.c_str()) : msg;
-      return false;
+    if (!file.valid())
+      v.fail(strprintf("cannot open checkpoint '%s': %s (a truncated or damaged file, or not HDF5; %s)", path.c_str(),
+                       h5_last_error().c_str(), on_this_rank().c_str()));
+    else if (inject_ckpt_fault(CkptFault::kOpen))
+      v.fail(strprintf("cannot open checkpoint '%s': injected by CNNTRAIN_TEST_CKPT_FAULT (%s)", path.c_str(),
+                       on_this_rank().c_str()));
+    a = agree(file.valid(), v);
+    if (!a.consistent) {
+      // Opened on some ranks only: closing it there would wait for the others forever.
+      file.abandon();
+      raise(kExitCheckpoint, "%s; the other ranks opened it: the ranks see different files (check the shared file "
+            "system)", failure_message(a, v).c_str());
     }
-    ok = read_meta(file.get(), path, meta, msg);
-    // Names and shapes: the first difference between the file and the model.
-    std::vector<std::string> in_file;
-    if (ok) {
-      collect_datasets(file.get(), "/params", in_file);
-      collect_datasets(file.get(), "/buffers", in_file);
-      collect_datasets(file.get(), "/optimizer", in_file);
-      std::sort(in_file.begin(), in_file.end());
-      // In the model's order, so the message names the first parameter that differs.
-      for (const auto& a : arrays) {
-        if (!std::binary_search(in_file.begin(), in_file.end(), a.path)) {
-          ok = false;
-          msg = strprintf("checkpoint '%s' has no dataset '%s' (it was written for model '%s'; this run trains "
-                          "another model or optimizer)", path.c_str(), a.path.c_str(), meta.model.c_str());
-          break;
-        }
-        H5Handle d = h5_dataset(H5Dopen2(file.get(), a.path.c_str(), H5P_DEFAULT));
-        H5Handle fspace = h5_space(H5Dget_space(d.get()));
-        std::vector<hsize_t> dims(std::max(H5Sget_simple_extent_ndims(fspace.get()), 0));
-        H5Sget_simple_extent_dims(fspace.get(), dims.data(), nullptr);
-        std::vector<hsize_t> want(a.shape.begin(), a.shape.end());
-        if (dims != want) {
-          ok = false;
-          msg = strprintf("checkpoint '%s': dataset '%s' has shape %s but the model's is %s (written for model "
-                          "'%s')", path.c_str(), a.path.c_str(), shape_str(dims).c_str(), shape_str(want).c_str(),
-                          meta.model.c_str());
-          break;
-        }
-      }
-      if (ok && in_file.size() != arrays.size()) {
-        std::vector<std::string> want;
-        for (const auto& a : arrays) want.push_back(a.path);
-        std::sort(want.begin(), want.end());
-        for (const auto& f : in_file)
-          if (!std::binary_search(want.begin(), want.end(), f)) {
-            ok = false;
-            msg = strprintf("checkpoint '%s' has dataset '%s' that this model lacks (written for model '%s')",
-                            path.c_str(), f.c_str(), meta.model.c_str());
-            break;
-          }
-      }
+    if (a.all_ok()) {
+      std::string msg;
+      if (!read_meta(file.get(), path, meta, msg) || !check_layout(file.get(), path, arrays, meta, msg)) v.fail(msg);
+      a = agree(true, v);
     }
-    H5Handle dxpl = collective_dxpl();
-    for (size_t i = 0; i < arrays.size() && ok; ++i) {
-      const CheckpointArray& a = arrays[i];
-      H5Handle d = h5_dataset(H5Dopen2(file.get(), a.path.c_str(), H5P_DEFAULT));
-      H5Handle fspace = h5_space(H5Dget_space(d.get()));
-      std::vector<long long> crc;
-      if (!h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1) {
-        ok = false;
-        msg = strprintf("checkpoint '%s': dataset '%s' has no crc32 attribute", path.c_str(), a.path.c_str());
-        break;
+    if (a.all_ok()) {
+      // Every dataset and its checksum first (reads of a file nobody modifies: independent), then, once every
+      // rank has them all, the data (collective with CNNTRAIN_CKPT_IO=collective: every rank reads every one).
+      std::vector<H5Handle> ds;
+      for (size_t i = 0; i < arrays.size(); ++i) {
+        ds.push_back(h5_dataset(H5Dopen2(file.get(), arrays[i].path.c_str(), H5P_DEFAULT)));
+        std::vector<long long> crc;
+        if (!h5_read_attr_ints(ds.back().get(), "crc32", crc) || crc.size() != 1)
+          v.fail(strprintf("checkpoint '%s': dataset '%s' has no crc32 attribute", path.c_str(),
+                           arrays[i].path.c_str()));
+        else
+          stored[i] = static_cast<uint32_t>(crc[0]);
       }
-      stored[i] = static_cast<uint32_t>(crc[0]);
-      Share s = share_of(a, me, w);
-      H5Handle mspace = select_share(fspace.get(), a, s);
-      if (H5Dread(d.get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), a.data + s.elem0) < 0) {
-        ok = false;
-        msg = strprintf("checkpoint '%s': reading dataset '%s' failed: %s (damaged file)", path.c_str(),
-                        a.path.c_str(), h5_last_error().c_str());
+      a = agree(true, v);
+      H5Handle dxpl = collective_dxpl();
+      for (size_t i = 0; i < arrays.size() && a.all_ok(); ++i) {
+        const CheckpointArray& arr = arrays[i];
+        H5Handle fspace = h5_space(H5Dget_space(ds[i].get()));
+        Share s = share_of(arr, me, w);
+        H5Handle mspace = select_share(fspace.get(), arr, s);
+        if (H5Dread(ds[i].get(), H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), dxpl.get(), arr.data + s.elem0) < 0)
+          v.fail(strprintf("checkpoint '%s': reading dataset '%s' failed: %s (damaged file; %s)", path.c_str(),
+                           arr.path.c_str(), h5_last_error().c_str(), on_this_rank().c_str()));
       }
+      a = agree(true, v);
     }
   }
-  // Metadata verdicts are the same everywhere (same file); a read error may hit one rank only.
-  int bad = allreduce_min(ok ? w : me);
-  if (bad != w) {
-    std::string m = bad == me ? msg : "";
-    broadcast(m, bad);
-    error = m;
+  // The file is closed on every rank.
+  if (!a.all_ok()) {
+    error = failure_message(a, v);
     return false;
   }
   std::vector<uint32_t> crcs = combined_crcs(arrays);

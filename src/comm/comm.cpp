@@ -22,6 +22,7 @@ namespace cnn {
 namespace {
 bool g_init = false;
 int g_rank = 0, g_size = 1, g_local_rank = 0, g_local_size = 1, g_nodes = 1;
+size_t g_max_count = INT_MAX;
 std::string g_host;
 }  // namespace
 
@@ -108,21 +109,32 @@ std::string topology_summary() {
 
 void barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
-void allreduce_sum(float* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  CNN_CHECK(n <= static_cast<size_t>(INT_MAX), "allreduce of %zu floats exceeds MPI's int count", n);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+size_t max_count_per_call() { return g_max_count; }
+void set_max_count_per_call(size_t n) { g_max_count = n ? std::min<size_t>(n, INT_MAX) : INT_MAX; }
+
+namespace {
+// Elements of T one call carries: the int count limit, and 1 GiB (MPI implementations have had overflows in
+// the byte arithmetic of messages near 2 GiB).
+template <class T>
+size_t piece_elems() {
+  return std::min(g_max_count, (size_t{1} << 30) / sizeof(T));
 }
 
-void allreduce_sum(double* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+// In-place sum over the ranks in pieces.
+template <class T>
+void allreduce_sum_pieces(T* data, size_t n, MPI_Datatype type) {
+  if (g_size == 1) return;
+  for (size_t done = 0; done < n;) {
+    const size_t len = std::min(n - done, piece_elems<T>());
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), type, MPI_SUM, MPI_COMM_WORLD));
+    done += len;
+  }
 }
+}  // namespace
 
-void allreduce_sum(int64_t* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-}
+void allreduce_sum(float* data, size_t n) { allreduce_sum_pieces(data, n, MPI_FLOAT); }
+void allreduce_sum(double* data, size_t n) { allreduce_sum_pieces(data, n, MPI_DOUBLE); }
+void allreduce_sum(int64_t* data, size_t n) { allreduce_sum_pieces(data, n, MPI_INT64_T); }
 
 int allreduce_max(int v) {
   if (g_size == 1) return v;
@@ -138,10 +150,20 @@ int allreduce_min(int v) {
   return out;
 }
 
+void allreduce_min(int* data, size_t n) {
+  if (g_size == 1) return;
+  CNN_CHECK(n <= g_max_count, "allreduce_min of %zu ints exceeds MPI's int count", n);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+}
+
 void broadcast(void* data, size_t bytes, int root) {
-  if (g_size == 1 || bytes == 0) return;
-  CNN_CHECK(bytes <= static_cast<size_t>(INT_MAX), "broadcast of %zu bytes is too large", bytes);
-  MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+  if (g_size == 1) return;
+  auto* p = static_cast<char*>(data);
+  for (size_t done = 0; done < bytes;) {
+    const size_t len = std::min(bytes - done, piece_elems<char>());
+    MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(len), MPI_BYTE, root, MPI_COMM_WORLD));
+    done += len;
+  }
 }
 
 void allgather(const uint64_t* mine, size_t n, uint64_t* out) {
@@ -149,18 +171,20 @@ void allgather(const uint64_t* mine, size_t n, uint64_t* out) {
     std::copy_n(mine, n, out);
     return;
   }
+  // The receive side holds world_size * n values; both counts must fit MPI's int.
+  CNN_CHECK(n * static_cast<size_t>(g_size) <= g_max_count, "allgather of %zu values from %d ranks exceeds MPI's "
+            "int count", n, g_size);
   MPI_CHECK(MPI_Allgather(mine, static_cast<int>(n), MPI_UINT64_T, out, static_cast<int>(n), MPI_UINT64_T,
                           MPI_COMM_WORLD));
 }
 
 void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
   CNN_CHECK(offsets.size() == static_cast<size_t>(g_size) + 1, "%zu offsets for %d ranks", offsets.size(), g_size);
+  for (int r = 0; r < g_size; ++r)
+    CNN_CHECK(offsets[r] <= offsets[r + 1], "allgather_bytes: offsets decrease at rank %d", r);
   if (g_size == 1) return;
-  // Large shares go through a derived datatype of 1 MiB blocks so counts stay within int.
-  const size_t kBlock = 1 << 20;
-  bool small = offsets.back() < static_cast<size_t>(INT_MAX);
-  std::vector<int> counts(g_size), displs(g_size);
-  if (small) {
+  if (offsets.back() <= g_max_count) {  // every count and displacement fits an int
+    std::vector<int> counts(g_size), displs(g_size);
     for (int r = 0; r < g_size; ++r) {
       counts[r] = static_cast<int>(offsets[r + 1] - offsets[r]);
       displs[r] = static_cast<int>(offsets[r]);
@@ -169,11 +193,9 @@ void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
                              MPI_COMM_WORLD));
     return;
   }
-  // Beyond 2 GiB: broadcast each rank's share in blocks (rare: checkpoints of multi-GB models).
+  // Beyond: displacements no longer fit an int, so each rank broadcasts its share (in pieces, see broadcast).
   auto* p = static_cast<char*>(buf);
-  for (int r = 0; r < g_size; ++r)
-    for (size_t off = offsets[r]; off < offsets[r + 1]; off += kBlock)
-      broadcast(p + off, std::min(kBlock, offsets[r + 1] - off), r);
+  for (int r = 0; r < g_size; ++r) broadcast(p + offsets[r], offsets[r + 1] - offsets[r], r);
 }
 
 void broadcast(std::string& s, int root) {
@@ -192,11 +214,15 @@ AsyncAllreduce::AsyncAllreduce() : impl_(new Impl) {}
 AsyncAllreduce::~AsyncAllreduce() { delete impl_; }
 
 void AsyncAllreduce::start(float* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  CNN_CHECK(n <= static_cast<size_t>(INT_MAX), "bucket of %zu floats exceeds MPI's int count", n);
-  MPI_Request r;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r));
-  impl_->reqs.push_back(r);
+  if (g_size == 1) return;
+  for (size_t done = 0; done < n;) {
+    const size_t len = std::min(n - done, piece_elems<float>());
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                             &r));
+    impl_->reqs.push_back(r);
+    done += len;
+  }
 }
 
 void AsyncAllreduce::test_some() {
@@ -205,6 +231,8 @@ void AsyncAllreduce::test_some() {
   MPI_CHECK(MPI_Testall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), &flag, MPI_STATUSES_IGNORE));
   if (flag) impl_->reqs.clear();
 }
+
+size_t AsyncAllreduce::in_flight() const { return impl_->reqs.size(); }
 
 void AsyncAllreduce::wait_all() {
   if (impl_->reqs.empty()) return;

@@ -24,19 +24,30 @@ const std::string& host_name();
 // One line for rank 0 to print: ranks, nodes, ranks per node and the host names (collective).
 std::string topology_summary();
 
+// Collectives over MPI_COMM_WORLD. MPI counts are ints: transfers longer than max_count_per_call() elements
+// (or 1 GiB) are split into several calls (allreduce, broadcast) or go another way (allgather_bytes); where
+// a split cannot keep the meaning (allgather), the call fails with a clear message instead of overflowing.
 void barrier();
 void allreduce_sum(float* data, size_t n);
 void allreduce_sum(double* data, size_t n);
 void allreduce_sum(int64_t* data, size_t n);
 int allreduce_max(int v);
 int allreduce_min(int v);
+// Element-wise minimum of n ints over the ranks, in place.
+void allreduce_min(int* data, size_t n);
 void broadcast(void* data, size_t bytes, int root);
 // Every rank contributes `n` uint64 values; out receives world_size * n of them in rank order.
 void allgather(const uint64_t* mine, size_t n, uint64_t* out);
 // Rank r contributes bytes [offsets[r], offsets[r+1]) of `buf` (its own share already in place); afterwards
-// every rank holds the whole buffer. offsets has world_size + 1 entries.
+// every rank holds the whole buffer. offsets has world_size + 1 entries. Up to max_count_per_call() bytes
+// in total it is one MPI_Allgatherv; beyond, each rank's share is broadcast in pieces.
 void allgather_bytes(void* buf, const std::vector<size_t>& offsets);
 void broadcast(std::string& s, int root);
+
+// The most elements one MPI call carries: INT_MAX. Tests lower it (set_max_count_per_call) to exercise the
+// split paths on small buffers; 0 restores INT_MAX.
+size_t max_count_per_call();
+void set_max_count_per_call(size_t n);
 
 // In-place sum-allreduces started without waiting, completed by wait_all(); requests are progressed by
 // test_some() so that transfers of finished buckets overlap the rest of the backward pass.
@@ -46,9 +57,13 @@ class AsyncAllreduce {
   ~AsyncAllreduce();
   AsyncAllreduce(const AsyncAllreduce&) = delete;
   AsyncAllreduce& operator=(const AsyncAllreduce&) = delete;
+  // Sums n floats in place across the ranks once complete (split into several requests beyond
+  // max_count_per_call()).
   void start(float* data, size_t n);
   void test_some();
   void wait_all();
+  // Requests started and not yet seen complete (by test_some or wait_all).
+  size_t in_flight() const;
 
  private:
   struct Impl;

@@ -19,7 +19,7 @@ bool is_model(const std::string& name);
 // Adds the named model's layers to `net`. Throws Error(kExitUsage) for unknown names.
 void build_model(const std::string& name, Net& net, const ModelOptions& opt = {});
 
-// ResNets (src/models/resnet.cpp). CIFAR (He et al. 2016, sec. 4.2): 6n+2 layers, 16/32/64 channels, option A
+// ResNets (src/model/resnet.cpp). CIFAR (He et al. 2016, sec. 4.2): 6n+2 layers, 16/32/64 channels, option A
 // shortcuts. ImageNet: torchvision's ResNet-18/34 (basic) and ResNet-50 (bottleneck, v1.5).
 void build_resnet_cifar(Net& net, int depth, const ModelOptions& opt);
 void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt);

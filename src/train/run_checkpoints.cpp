@@ -63,7 +63,16 @@ void RunCheckpoints::save(const Cursor& next) {
   m.config = config_to_ini(cfg_);
   m.version = version_string();
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
-  CheckpointWriteStats st = write_checkpoint(path, arrays(), m);
+  CheckpointWriteStats st;
+  try {
+    st = write_checkpoint(path, arrays(), m);
+  } catch (const Error& e) {
+    Json j;
+    j.add("event", "end").add("status", "failed").add("reason", "checkpoint").add("steps", next.step)
+        .add("error", e.what());
+    log_.event(j);
+    throw;
+  }
   last_step_ = next.step;
   std::vector<std::string> pruned;
   if (world_rank() == 0) pruned = prune_checkpoints(dir_, cfg_.ckpt_keep);

@@ -14,19 +14,11 @@ import time
 import torch
 import torch.nn as nn
 
+# The zoo's networks, shared with the parity test (tests/parity/torch_parity.py): fmnist_cnn with batch norm and
+# bias-free convolutions, resnet20 with option-A shortcuts, exactly as cnntrain builds them.
+from torch_zoo import ZOO, fmnist_cnn, lenet5
 
-def lenet5():
-    return nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
-
-
-def fmnist_cnn():
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(1568, 128), nn.ReLU(), nn.Linear(128, 10))
+resnet20 = ZOO["resnet20"]
 
 
 def resnet20_plain():
@@ -39,34 +31,6 @@ def resnet20_plain():
             layers += [nn.Conv2d(c_in, c, 3, stride=stride, padding=1), nn.ReLU()]
             c_in = c
     return nn.Sequential(*layers, nn.MaxPool2d(8), nn.Flatten(), nn.Linear(64, 10))
-
-
-class Block(nn.Module):
-    def __init__(self, c_in, c, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(c_in, c, 3, stride, 1, bias=False)
-        self.b1 = nn.BatchNorm2d(c)
-        self.c2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
-        self.b2 = nn.BatchNorm2d(c)
-        self.short = None
-        if stride != 1 or c_in != c:
-            self.short = nn.Sequential(nn.Conv2d(c_in, c, 1, stride, bias=False), nn.BatchNorm2d(c))
-
-    def forward(self, x):
-        y = torch.relu(self.b1(self.c1(x)))
-        y = self.b2(self.c2(y))
-        return torch.relu(y + (x if self.short is None else self.short(x)))
-
-
-def resnet20():
-    """He et al. CIFAR ResNet-20 (3 stages x 3 basic blocks, 16/32/64 channels, 1x1 projection shortcuts)."""
-    blocks, c_in = [], 16
-    for stage, c in enumerate((16, 32, 64)):
-        for i in range(3):
-            blocks.append(Block(c_in, c, 2 if stage > 0 and i == 0 else 1))
-            c_in = c
-    return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), *blocks,
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
 
 
 MODELS = {"lenet5": (lenet5, (1, 28, 28)), "fmnist_cnn": (fmnist_cnn, (1, 28, 28)),

@@ -51,6 +51,9 @@ std::unique_ptr<Backend> make_reference_backend() { return make_cpu_backend(1, C
 
 TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
   switch (t.kind) {
+    case TargetKind::kReference:
+      be_ = make_reference_backend();
+      break;
     case TargetKind::kCpu:
       // Test shapes are small; without this the fast backend would run them all on one thread
       // (kernels/dnnl_ops.cpp) and the parallel paths would go untested.

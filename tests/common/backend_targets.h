@@ -1,7 +1,8 @@
 // The backends a test can run on, for suites that compare them with the reference kernels (the oracle) or
-// check each one alone: the fast CPU backend (oneDNN + OpenMP) at 1 and 3 threads, the CUDA backend on the
-// SIMT emulator under the default schedule and three seeded reorderings, and the CUDA backend on a real GPU
-// (skipped where there is none, or in a build without CUDA), with the custom kernels only ("cuda") and with
+// check each one alone (the reference kernels included, as TargetKind::kReference): the fast CPU backend
+// (oneDNN + OpenMP) at 1 and 3 threads, the CUDA backend on the SIMT emulator under the default schedule and
+// three seeded reorderings, and the CUDA backend on a real GPU (skipped where there is none, or in a build
+// without CUDA), with the custom kernels only ("cuda") and with
 // cuDNN/cuBLASLt first ("cuda_vendor"), both with TF32 off so the reference's tolerances hold. With
 // CNN_REQUIRE_GPU=1 (the GPU bundle's run-gpu-checks.sh sets it) a GPU target that cannot run fails with the
 // reason instead of skipping.
@@ -17,7 +18,7 @@
 
 namespace cnn::test {
 
-enum class TargetKind { kCpu, kEmu, kGpu, kGpuVendor };
+enum class TargetKind { kReference, kCpu, kEmu, kGpu, kGpuVendor };
 
 struct BackendTarget {
   std::string name;  // usable in a test name: "cpu_t3", "emu_seed101", "cuda"

@@ -36,7 +36,7 @@ cmp_ckpt "$(ck "$T/ref2" 24)" "$(ck "$T/c" 24)" --rtol 1e-4
 run 4 "$T/d" 12
 run 1 "$T/d" 24 --resume auto
 cmp_ckpt "$(ck "$T/ref4" 24)" "$(ck "$T/d" 24)" --rtol 1e-4
-echo "ok: bit-exact resume (SGD, AdamW) and resharding 4->2, 2->4, 4->1"
+echo "ok: bit-exact resume (SGD, AdamW) and resharding 4->2, 2->4, 4->1 (parameters and momentum)"
 
 # keep-last-K and permissions.
 n=$(ls "$T/ref2/checkpoints" | wc -l)

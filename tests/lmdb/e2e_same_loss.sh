@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7: Fashion-MNIST trained from LMDB (converted from the HDF5 files, format auto-detected) gives exactly
+# Fashion-MNIST trained from LMDB (converted from the HDF5 files, format auto-detected) gives exactly
 # the HDF5 run's loss sequence and test result with the same seed, on 2 ranks.
 source "$(dirname "$0")/../e2e/lib.bash"
 for split in train test; do

@@ -1,8 +1,7 @@
-// The MPI layer with inputs that make reductions exact (small integers).
+// The MPI layer: ranks, topology and the basic collectives (the full sweep: test_comm_sweep.cpp).
 #include <numeric>
 
 #include "src/comm/comm.h"
-#include "src/comm/grad_sync.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -32,20 +31,6 @@ TEST(Comm, AllreduceAndBroadcastExact) {
   std::string s = r == w - 1 ? "from the last rank" : "";
   broadcast(s, w - 1);
   EXPECT_EQ(s, "from the last rank");
-}
-
-TEST(GradSync, BucketedSumMatchesPlainSum) {
-  const size_t n = 1000;
-  std::vector<float> g(n);
-  for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>((i % 17) + world_rank());
-  GradSync sync(g.data(), n, 96 * sizeof(float));  // 11 buckets, the last one short
-  EXPECT_EQ(sync.num_buckets(), 11u);
-  // Readiness reported in decreasing offsets, as backward does.
-  for (size_t off : {900u, 700u, 650u, 10u}) sync.on_ready(off);
-  sync.finish();
-  const int w = world_size();
-  for (size_t i = 0; i < n; ++i)
-    ASSERT_EQ(g[i], static_cast<float>(w * (i % 17) + w * (w - 1) / 2)) << "element " << i;
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // The reference kernels are the oracle of the backend sweep (tests/backend/): here they are checked on their
 // own, against straightforward double-precision loops of the semantics kernels/*.h document (batch norm,
 // dropout's keyed masks, average pooling, the residual element-wise ops, sum of squares, the option-A
-// shortcut, AdamW). Convolution, linear, max pooling and the loss have their checks in test_gradcheck.cpp.
+// shortcut, AdamW, convolution, ReLU, softmax cross-entropy). Their gradients are checked by finite
+// differences in tests/backend/layer_grad_test.cpp.
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/activation.h"
 #include "kernels/batchnorm.h"
+#include "kernels/conv2d.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
+#include "kernels/loss.h"
 #include "kernels/optimizer.h"
 #include "kernels/pooling.h"
 #include "kernels/rng.h"
@@ -202,6 +206,70 @@ TEST(ReferenceKernels, AdamWTwoSteps) {
   EXPECT_TRUE(all_close(w, want_w, 1e-6, 1e-5, "adamw w"));
   EXPECT_TRUE(all_close(m, want_m, 1e-7, 1e-5, "adamw m"));
   EXPECT_TRUE(all_close(v, want_v, 1e-7, 1e-5, "adamw v"));
+}
+
+TEST(ReferenceKernels, ReluBothHalves) {
+  std::vector<float> x = {-2, -0.5f, 0.5f, 3}, y(4), dy = {1, 2, 3, 4}, dx(4);
+  relu_forward_cpu(4, x.data(), y.data());
+  relu_backward_cpu(4, y.data(), dy.data(), dx.data());
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0.5f, 3}));
+  EXPECT_EQ(dx, (std::vector<float>{0, 0, 3, 4}));
+}
+
+TEST(ReferenceKernels, SoftmaxCrossEntropyIsTheTextbookFormula) {
+  const int n = 5, k = 7;
+  std::vector<float> z = random_vec(n * k, 11, -3.f, 3.f), dz(n * k);
+  std::vector<int32_t> y = {0, 6, 3, 3, 1};
+  const float scale = 0.25f, eps = 0.1f;
+  double s = 0;
+  int64_t c = 0;
+  softmax_xent_cpu(n, k, z.data(), y.data(), eps, scale, dz.data(), &s, &c);
+  double want = 0;
+  int64_t want_c = 0;
+  std::vector<double> want_dz(n * k);
+  for (int i = 0; i < n; ++i) {
+    double m = -1e30, sum = 0;
+    int arg = 0;
+    for (int j = 0; j < k; ++j)
+      if (z[i * k + j] > m) m = z[i * k + j], arg = j;
+    for (int j = 0; j < k; ++j) sum += std::exp(z[i * k + j] - m);
+    for (int j = 0; j < k; ++j) {
+      const double t = (j == y[i] ? 1 - eps : 0) + eps / k;
+      want -= t * (z[i * k + j] - m - std::log(sum));
+      want_dz[i * k + j] = scale * (std::exp(z[i * k + j] - m) / sum - t);  // softmax minus target
+    }
+    want_c += arg == y[i];
+  }
+  EXPECT_NEAR(s, want, 1e-5 * std::fabs(want));
+  EXPECT_EQ(c, want_c);
+  EXPECT_TRUE(all_close(dz, want_dz, 1e-7, 1e-5, "dlogits"));
+}
+
+TEST(ReferenceKernels, ConvForwardIsDirectLoops) {
+  ConvDesc d;
+  d.n = 2, d.h = 9, d.w = 7, d.c = 3, d.k = 5, d.r = 3, d.s = 2, d.stride_h = 2, d.stride_w = 1, d.pad_h = 1,
+  d.pad_w = 1;
+  auto x = random_vec(static_cast<size_t>(d.n) * d.h * d.w * d.c, 21);
+  auto w = random_vec(static_cast<size_t>(d.k) * d.r * d.s * d.c, 22);
+  auto b = random_vec(d.k, 23);
+  std::vector<float> y(static_cast<size_t>(d.n) * d.p() * d.q() * d.k);
+  conv2d_forward_cpu(d, x.data(), w.data(), b.data(), y.data());
+  std::vector<double> ref(y.size());
+  for (int n = 0; n < d.n; ++n)
+    for (int p = 0; p < d.p(); ++p)
+      for (int q = 0; q < d.q(); ++q)
+        for (int k = 0; k < d.k; ++k) {
+          double acc = b[k];
+          for (int r = 0; r < d.r; ++r)
+            for (int s = 0; s < d.s; ++s)
+              for (int c = 0; c < d.c; ++c) {
+                int h = p * d.stride_h - d.pad_h + r, ww = q * d.stride_w - d.pad_w + s;
+                if (h < 0 || h >= d.h || ww < 0 || ww >= d.w) continue;
+                acc += static_cast<double>(x[((n * d.h + h) * d.w + ww) * d.c + c]) * w[((k * d.r + r) * d.s + s) * d.c + c];
+              }
+          ref[((n * d.p() + p) * d.q() + q) * d.k + k] = acc;
+        }
+  EXPECT_TRUE(all_close(y, ref, 1e-5, 1e-5, "conv forward"));
 }
 
 }  // namespace

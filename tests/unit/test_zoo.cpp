@@ -36,9 +36,24 @@ TEST(Zoo, ImageNetResNetParameterCounts) {
 }
 
 TEST(Zoo, SmallModelsAndGreyInput) {
-  EXPECT_EQ(count("lenet5", {28, 28, 1}, 10), 61706u);
   const Dims fm{28, 28, 1};
-  for (const char* m : {"fmnist_cnn", "fmnist_resnet", "resnet20", "resnet18"}) EXPECT_GT(count(m, fm, 10), 0u) << m;
+  // conv 6x5x5x1+6, conv 16x5x5x6+16, fc 400->120->84->10.
+  EXPECT_EQ(count("lenet5", fm, 10), 156u + 2416u + 48120u + 10164u + 850u);
+  EXPECT_EQ(count("lenet5", fm, 10), 61706u);
+  // conv1 16x3x3x1, bn1 2x16, conv2 32x3x3x16, bn2 2x32, fc1 1568->128, fc2 128->10 (convolutions without bias).
+  EXPECT_EQ(count("fmnist_cnn", fm, 10), 144u + 32u + 4608u + 64u + 200832u + 1290u);
+  // Stem 32x3x3x1 + bn; blocks 32 (identity), 64 and 128 (1x1 projection + bn); fc 128->10.
+  EXPECT_EQ(count("fmnist_resnet", fm, 10), 288u + 64u + 18560u + 57728u + 230144u + 1290u);
+  EXPECT_EQ(count("fmnist_resnet", fm, 10), 308074u);
+  // The CIFAR and ImageNet ResNets on one grey channel: only the stem's input channels and the classifier
+  // change (resnet20: 16x3x3x1 instead of 16x3x3x3; resnet18: 64x7x7x1 and fc 512->10).
+  EXPECT_EQ(count("resnet20", fm, 10), 269722u - 16u * 9u * 2u);
+  EXPECT_EQ(count("resnet18", fm, 10), 11689512u - 64u * 49u * 2u - 513000u + 5130u);
+  // Every zoo model has a count asserted here or in the tests above.
+  for (const std::string& m : model_names())
+    EXPECT_TRUE(std::string(" lenet5 fmnist_cnn fmnist_resnet resnet20 resnet32 resnet44 resnet56 resnet110 resnet18 "
+                            "resnet34 resnet50 ").find(" " + m + " ") != std::string::npos)
+        << "model " << m << " has no parameter count in tests/unit/test_zoo.cpp";
 }
 
 TEST(Zoo, BatchNormBuffersAreSeparate) {
