@@ -1,6 +1,7 @@
 // Finite-difference checks of every layer's input and parameter gradients, plus forward results against
 // straightforward double-precision loops, on ragged shapes.
 #include <functional>
+#include <tuple>
 
 #include "kernels/backend.h"
 #include "kernels/conv2d.h"
@@ -113,6 +114,32 @@ TEST(GradCheck, ReluNegativeHalf) {
 }
 TEST(GradCheck, MaxPool2x2) { check_layer({make_maxpool("p", 2, 2), {6, 7, 3}, 2}, 8, -1.f, true); }
 TEST(GradCheck, MaxPool3x3Stride2Pad1) { check_layer({make_maxpool("p", 3, 2, 1), {7, 5, 2}, 2}, 9, -1.f, true); }
+// ReLU + max pooling as one layer computes exactly what a ReLU layer followed by a pooling layer computes,
+// gradients included (overlapping 3x3 windows, inputs of both signs, all-negative windows).
+TEST(GradCheck, ReluMaxPoolFusedEqualsSeparate) {
+  auto be = cpu();
+  for (auto [k, stride, pad] : {std::tuple{2, 2, 0}, {3, 2, 1}}) {
+    const Dims in{7, 6, 3};
+    const int n = 2;
+    auto fused = make_maxpool("p", k, stride, pad, true), pool = make_maxpool("p", k, stride, pad);
+    auto relu = make_relu("r");
+    const Dims out = fused->setup(in);
+    pool->setup(in);
+    relu->setup(in);
+    fused->allocate(*be, n);
+    pool->allocate(*be, n);
+    std::vector<float> x = random_vec(in.size() * n, 40 + k, -1.5f, 1.f), r(x.size()), dy = random_vec(out.size() * n, 50);
+    std::vector<float> yf(out.size() * n), yp(yf.size()), dxf(x.size()), dr(x.size()), dxs(x.size());
+    fused->forward(*be, x.data(), yf.data(), n, true);
+    relu->forward(*be, x.data(), r.data(), n, true);
+    pool->forward(*be, r.data(), yp.data(), n, true);
+    EXPECT_EQ(yf, yp);
+    fused->backward(*be, x.data(), yf.data(), dy.data(), dxf.data(), n);
+    pool->backward(*be, r.data(), yp.data(), dy.data(), dr.data(), n);
+    relu->backward(*be, x.data(), r.data(), dr.data(), dxs.data(), n);
+    EXPECT_EQ(dxf, dxs);
+  }
+}
 TEST(GradCheck, Flatten) {
   auto l = make_flatten("f");
   Dims out = l->setup({3, 4, 5});
