@@ -81,6 +81,9 @@ class HostMirror {
   virtual const void* wait() = 0;
 };
 
+// 32-bit words of a ReLU mask over n elements (Backend::batchnorm_forward_train).
+inline size_t relu_mask_words(size_t n) { return (n + 31) / 32; }
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -94,6 +97,14 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill(float* x, size_t n, float value) = 0;
   virtual void synchronize() = 0;
+
+  // Parameter version, an optimisation hint. While it is nonzero the caller guarantees that every parameter
+  // buffer (conv filters, linear weights) passed to an op holds the values it held at earlier calls under the
+  // same version, so the backend may reuse data it derived from them (the CPU backend's filters in oneDNN's
+  // layouts: re-laid out once per optimizer step instead of once per call). Parameters that change must come
+  // with a version never used before; 0, the initial value, promises nothing. Net sets it around its forward
+  // and backward passes (Net::param_version).
+  virtual void set_param_version(uint64_t version) {}
 
   // Convolution (cross-correlation), optional bias b: [k].
   virtual void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) = 0;
@@ -113,9 +124,13 @@ class Backend {
   virtual void relu_forward(size_t n, const float* x, float* y) = 0;
   virtual void relu_backward(size_t n, const float* y, const float* dy, float* dx) = 0;
 
-  // Max pooling; argmax: [n,p,q,c] flat input offsets of the winners, used by the backward pass.
-  virtual void maxpool_forward(const PoolDesc& d, const float* x, float* y, int32_t* argmax) = 0;
-  virtual void maxpool_backward(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) = 0;
+  // Max pooling; argmax: [n,p,q,c] flat input offsets of the winners, used by the backward pass. With `relu`
+  // the op pools a ReLU's output: y = max(maxpool(x), 0), the ReLU applied to the (stride^2 times fewer)
+  // pooled values (it commutes with the max), and the backward counts dy only where y > 0.
+  virtual void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) = 0;
+  // relu_y: the forward's y when it ran with `relu`, else null.
+  virtual void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
+                                float* dx) = 0;
 
   // Softmax cross-entropy over logits [n, classes] with int32 labels [n] and label smoothing eps (the
   // target puts 1-eps+eps/classes on the label and eps/classes elsewhere). Adds the sum of the n losses to
@@ -133,19 +148,26 @@ class Backend {
   // --- Normalisation, regularisation, pooling, residual joins, AdamW (kernels/batchnorm.h, dropout.h,
   // pooling.h, elementwise.h, optimizer.h) ---
 
-  // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC). Training uses the batch
-  // statistics (biased variance), saves mean/invstd [c] for backward and updates the running statistics:
-  // r = (1-momentum) r + momentum * batch (unbiased variance). Inference uses the running statistics.
-  virtual void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta,
-                                       float eps, float momentum, float* y, float* save_mean, float* save_invstd,
+  // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC), optionally fused with what
+  // follows it: y = act(bn(x) + residual), residual: [rows, c] or null (the join of a residual block), act =
+  // ReLU when `relu`, else the identity. Training uses the batch statistics (biased variance), saves
+  // mean/invstd [c] for backward and updates the running statistics: r = (1-momentum) r + momentum * batch
+  // (unbiased variance); with `relu` it also writes relu_mask (relu_mask_words(rows*c) words; bit i % 32 of
+  // word i / 32 set when y[i] > 0), the ReLU's state for backward (1 bit per element instead of
+  // re-reading y). Inference uses the running statistics.
+  virtual void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
+                                       const float* beta, float eps, float momentum, bool relu, float* y,
+                                       uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                        float* running_mean, float* running_var) = 0;
-  virtual void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
-                                       const float* running_mean, const float* running_var, float eps,
-                                       float* y) = 0;
-  // dgamma += sum(dy * xhat), dbeta += sum(dy); dx overwritten (may be null).
-  virtual void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
-                                  const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                                  float* dbeta) = 0;
+  virtual void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+                                       const float* beta, const float* running_mean, const float* running_var,
+                                       float eps, bool relu, float* y) = 0;
+  // Backward of batchnorm_forward_train. relu_mask: its mask when it ran with `relu`, else null. g = dy
+  // masked by the ReLU: dgamma += sum(g * xhat), dbeta += sum(g); dx overwritten with the gradient of x (may
+  // be null); dresidual overwritten with g, the gradient of the residual input (may be null).
+  virtual void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
+                                  const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
+                                  float* dresidual, float* dgamma, float* dbeta) = 0;
 
   // Inverted dropout over x: [n, per_sample]; the keep bit of element j of a sample is a function of
   // (key, ids[sample], j) only (ids: device [n] global sample ids). mask: [n, per_sample] bytes.
@@ -157,8 +179,7 @@ class Backend {
   virtual void avgpool_forward(const PoolDesc& d, const float* x, float* y) = 0;
   virtual void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) = 0;
 
-  // y = max(a + b, 0) (residual join); y += alpha x; x *= alpha; sum of squares (synchronizes; host result).
-  virtual void add_relu_forward(size_t n, const float* a, const float* b, float* y) = 0;
+  // y += alpha x; x *= alpha; sum of squares (synchronizes; host result).
   virtual void axpy(size_t n, float alpha, const float* x, float* y) = 0;
   virtual void scale(size_t n, float alpha, float* x) = 0;
   virtual double sum_squares(size_t n, const float* x) = 0;

@@ -1,5 +1,5 @@
-// Batch normalisation over the channel dimension of x: [rows, c] (NHWC, rows = n*h*w) (CPU reference:
-// kernels/batchnorm_cpu.cpp). Per-channel sums are
+// Batch normalisation over the channel dimension of x: [rows, c] (NHWC, rows = n*h*w), with the fused
+// residual add and ReLU of kernels/batchnorm.h (CPU reference: kernels/batchnorm_cpu.cpp). Per-channel sums are
 // block reductions over a (32 channels x 8 row lanes) block whose grid rows split the rows; the partial sums
 // meet in double atomicAdds. The variance takes a second pass over (x - mean)^2, as the reference does: the
 // one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean.
@@ -56,14 +56,21 @@ struct SumSquaredDeviation {  // mean = sum / rows from the first pass
     return {d * d, 0.0};
   }
 };
-struct BackwardSums {  // (dy, dy * xhat)
+// The gradient reaching the normalisation: dy, masked by the fused ReLU's bits when mask is given.
+__device__ inline float masked_grad(const uint32_t* mask, const float* dy, size_t i) {
+  return mask && !(mask[i / 32] >> (i % 32) & 1u) ? 0.f : dy[i];
+}
+
+struct BackwardSums {  // (g, g * xhat), g = masked dy
   const float* x;
+  const uint32_t* mask;  // null: no ReLU
   const float* dy;
   const float* mean;
   const float* invstd;
   __device__ SumPair operator()(size_t i, int j) const {
     const double xhat = (x[i] - mean[j]) * static_cast<double>(invstd[j]);
-    return {dy[i], dy[i] * xhat};
+    const float g = masked_grad(mask, dy, i);
+    return {g, g * xhat};
   }
 };
 
@@ -109,13 +116,30 @@ __global__ void batchnorm_finalize_infer_kernel(int c, const float* __restrict__
   }
 }
 
-__global__ void batchnorm_apply_kernel(size_t total, int c, const float* __restrict__ x,
-                                       const float* __restrict__ scale, const float* __restrict__ shift,
-                                       float* __restrict__ y) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int j = static_cast<int>(i % c);
-    y[i] = x[i] * scale[j] + shift[j];
+// y = act(x * scale + shift + residual); residual nullable. With a ReLU and a mask, bit i % 32 of mask[i / 32]
+// records y[i] > 0: each warp covers 32 consecutive elements per iteration (all lanes iterate together, so
+// the ballot sees the whole warp) and its first lane stores the word.
+__global__ void __launch_bounds__(kBlock)
+    batchnorm_apply_kernel(size_t total, int c, const float* __restrict__ x, const float* __restrict__ residual,
+                           const float* __restrict__ scale, const float* __restrict__ shift, bool relu,
+                           float* __restrict__ y, uint32_t* __restrict__ mask) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const unsigned lane = threadIdx.x % 32;
+  for (size_t base = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x - lane; base < total;
+       base += stride) {
+    const size_t i = base + lane;
+    bool positive = false;
+    if (i < total) {
+      const int j = static_cast<int>(i % c);
+      float v = x[i] * scale[j] + shift[j];
+      if (residual) v += residual[i];
+      positive = v > 0.f;
+      y[i] = relu && !positive ? 0.f : v;
+    }
+    if (mask) {
+      const unsigned bits = __ballot_sync(0xffffffffu, positive);
+      if (lane == 0) mask[base / 32] = bits;
+    }
   }
 }
 
@@ -134,17 +158,22 @@ __global__ void batchnorm_finalize_backward_kernel(int rows, int c, const double
   }
 }
 
-// dx = gamma*invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+// dx = gamma*invstd * (g - mean(g) - xhat * mean(g * xhat)), g = masked dy; dresidual = g. Either nullable.
 __global__ void batchnorm_backward_data_kernel(size_t total, int c, const float* __restrict__ x,
-                                               const float* __restrict__ dy, const float* __restrict__ mean,
-                                               const float* __restrict__ invstd, const float* __restrict__ k,
-                                               const float* __restrict__ mean_dy, const float* __restrict__ mean_dyx,
-                                               float* __restrict__ dx) {
+                                               const uint32_t* __restrict__ mask, const float* __restrict__ dy,
+                                               const float* __restrict__ mean, const float* __restrict__ invstd,
+                                               const float* __restrict__ k, const float* __restrict__ mean_dy,
+                                               const float* __restrict__ mean_dyx, float* __restrict__ dx,
+                                               float* __restrict__ dresidual) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const int j = static_cast<int>(i % c);
-    const float xhat = (x[i] - mean[j]) * invstd[j];
-    dx[i] = k[j] * (dy[i] - mean_dy[j] - xhat * mean_dyx[j]);
+    const float g = masked_grad(mask, dy, i);
+    if (dresidual) dresidual[i] = g;
+    if (dx) {
+      const float xhat = (x[i] - mean[j]) * invstd[j];
+      dx[i] = k[j] * (g - mean_dy[j] - xhat * mean_dyx[j]);
+    }
   }
 }
 
@@ -168,8 +197,9 @@ int channel_blocks(int c) { return (c + kBlock - 1) / kBlock; }
 
 size_t batchnorm_work_bytes(int c) { return static_cast<size_t>(c) * (2 * sizeof(double) + 3 * sizeof(float)); }
 
-cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
-                                         float eps, float momentum, float* d_y, float* d_save_mean,
+cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_residual,
+                                         const float* d_gamma, const float* d_beta, float eps, float momentum,
+                                         bool relu, float* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream) {
   if (rows <= 0 || c <= 0) return cudaSuccess;
@@ -184,13 +214,14 @@ cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, cons
   const size_t total = static_cast<size_t>(rows) * c;
   if (err == cudaSuccess)
     err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     w.f0, w.f1, d_y);
+                     d_residual, w.f0, w.f1, relu, d_y, relu ? d_relu_mask : nullptr);
   return err;
 }
 
-cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
-                                         const float* d_running_mean, const float* d_running_var, float eps, float* d_y,
-                                         void* d_work, cudaStream_t stream) {
+cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_residual,
+                                         const float* d_gamma, const float* d_beta, const float* d_running_mean,
+                                         const float* d_running_var, float eps, bool relu, float* d_y, void* d_work,
+                                         cudaStream_t stream) {
   if (rows <= 0 || c <= 0) return cudaSuccess;
   const Work w = carve(d_work, c);
   cudaError_t err = CNN_LAUNCH(batchnorm_finalize_infer_kernel, channel_blocks(c), kBlock, 0, stream, c, d_gamma,
@@ -198,25 +229,26 @@ cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, cons
   const size_t total = static_cast<size_t>(rows) * c;
   if (err == cudaSuccess)
     err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     w.f0, w.f1, d_y);
+                     d_residual, w.f0, w.f1, relu, d_y, nullptr);
   return err;
 }
 
-cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const float* d_dy, const float* d_gamma,
-                                    const float* d_save_mean, const float* d_save_invstd, float* d_dx, float* d_dgamma,
+cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uint32_t* d_relu_mask,
+                                    const float* d_dy, const float* d_gamma, const float* d_save_mean,
+                                    const float* d_save_invstd, float* d_dx, float* d_dresidual, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream) {
   if (rows <= 0 || c <= 0) return cudaSuccess;
   const Work w = carve(d_work, c);
   cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
   if (err == cudaSuccess)
-    err = channel_sums(rows, c, BackwardSums{d_x, d_dy, d_save_mean, d_save_invstd}, w.a, w.b, stream);
+    err = channel_sums(rows, c, BackwardSums{d_x, d_relu_mask, d_dy, d_save_mean, d_save_invstd}, w.a, w.b, stream);
   if (err == cudaSuccess)
     err = CNN_LAUNCH(batchnorm_finalize_backward_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
                      d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
   const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess && d_dx)
+  if (err == cudaSuccess && (d_dx || d_dresidual))
     err = CNN_LAUNCH(batchnorm_backward_data_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c,
-                     d_x, d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx);
+                     d_x, d_relu_mask, d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx, d_dresidual);
   return err;
 }
 

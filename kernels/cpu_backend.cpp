@@ -56,6 +56,9 @@ class CpuBackend : public Backend {
     for (size_t i = 0; i < n; ++i) x[i] = v;
   }
   void synchronize() override {}
+  void set_param_version(uint64_t version) override {
+    if (dnnl_) dnnl_->set_param_version(version);
+  }
 
   void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
     if (dnnl_) return dnnl_->conv_forward(d, x, w, b, y);
@@ -89,13 +92,14 @@ class CpuBackend : public Backend {
     if (dnnl_) return relu_backward_fast(threads_, n, y, dy, dx);
     relu_backward_cpu(n, y, dy, dx);
   }
-  void maxpool_forward(const PoolDesc& d, const float* x, float* y, int32_t* argmax) override {
-    if (dnnl_) return maxpool_forward_fast(threads_, d, x, y, argmax);
-    maxpool_forward_cpu(d, x, y, argmax);
+  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
+    if (dnnl_) return maxpool_forward_fast(threads_, d, x, relu, y, argmax);
+    maxpool_forward_cpu(d, x, relu, y, argmax);
   }
-  void maxpool_backward(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) override {
-    if (dnnl_) return maxpool_backward_fast(threads_, d, dy, argmax, dx);
-    maxpool_backward_cpu(d, dy, argmax, dx);
+  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
+                        float* dx) override {
+    if (dnnl_) return maxpool_backward_fast(threads_, d, dy, relu_y, argmax, dx);
+    maxpool_backward_cpu(d, dy, relu_y, argmax, dx);
   }
   void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
                     float* dlogits, double* loss_sum, int64_t* correct) override {
@@ -107,45 +111,73 @@ class CpuBackend : public Backend {
     if (dnnl_) return sgd_update_fast(threads_, n, w, g, v, lr, momentum, wd, nesterov);
     sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
   }
-  void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
-                               float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
+  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
+                               float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    batchnorm_forward_train_cpu(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
-                                running_var);
+    if (dnnl_)
+      return batchnorm_forward_train_fast(threads_, rows, c, x, residual, gamma, beta, eps, momentum, relu, y,
+                                          relu_mask, save_mean, save_invstd, running_mean, running_var);
+    batchnorm_forward_train_cpu(rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask, save_mean,
+                                save_invstd, running_mean, running_var);
   }
-  void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
-                               const float* running_mean, const float* running_var, float eps, float* y) override {
-    batchnorm_forward_infer_cpu(rows, c, x, gamma, beta, running_mean, running_var, eps, y);
+  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, const float* running_mean, const float* running_var, float eps,
+                               bool relu, float* y) override {
+    if (dnnl_)
+      return batchnorm_forward_infer_fast(threads_, rows, c, x, residual, gamma, beta, running_mean, running_var,
+                                          eps, relu, y);
+    batchnorm_forward_infer_cpu(rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);
   }
-  void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
-                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                          float* dbeta) override {
-    batchnorm_backward_cpu(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
+                          float* dresidual, float* dgamma, float* dbeta) override {
+    if (dnnl_)
+      return batchnorm_backward_fast(threads_, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx,
+                                     dresidual, dgamma, dbeta);
+    batchnorm_backward_cpu(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual, dgamma, dbeta);
   }
   void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
                        uint8_t* mask) override {
+    if (dnnl_) return dropout_forward_fast(threads_, n, per_sample, x, p, key, ids, y, mask);
     dropout_forward_cpu(n, per_sample, x, p, key, ids, y, mask);
   }
   void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
+    if (dnnl_) return dropout_backward_fast(threads_, count, p, dy, mask, dx);
     dropout_backward_cpu(count, p, dy, mask, dx);
   }
-  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override { avgpool_forward_cpu(d, x, y); }
-  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override { avgpool_backward_cpu(d, dy, dx); }
-  void add_relu_forward(size_t n, const float* a, const float* b, float* y) override {
-    add_relu_forward_cpu(n, a, b, y);
+  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
+    if (dnnl_) return avgpool_forward_fast(threads_, d, x, y);
+    avgpool_forward_cpu(d, x, y);
   }
-  void axpy(size_t n, float alpha, const float* x, float* y) override { axpy_cpu(n, alpha, x, y); }
-  void scale(size_t n, float alpha, float* x) override { scale_cpu(n, alpha, x); }
-  double sum_squares(size_t n, const float* x) override { return sum_squares_cpu(n, x); }
+  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
+    if (dnnl_) return avgpool_backward_fast(threads_, d, dy, dx);
+    avgpool_backward_cpu(d, dy, dx);
+  }
+  void axpy(size_t n, float alpha, const float* x, float* y) override {
+    if (dnnl_) return axpy_fast(threads_, n, alpha, x, y);
+    axpy_cpu(n, alpha, x, y);
+  }
+  void scale(size_t n, float alpha, float* x) override {
+    if (dnnl_) return scale_fast(threads_, n, alpha, x);
+    scale_cpu(n, alpha, x);
+  }
+  double sum_squares(size_t n, const float* x) override {
+    if (dnnl_) return sum_squares_fast(threads_, n, x);
+    return sum_squares_cpu(n, x);
+  }
   void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
+    if (dnnl_) return shortcut_pad_forward_fast(threads_, n, h, w, c, stride, k, x, y);
     shortcut_pad_forward_cpu(n, h, w, c, stride, k, x, y);
   }
   void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
+    if (dnnl_) return shortcut_pad_backward_fast(threads_, n, h, w, c, stride, k, dy, dx);
     shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy, dx);
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {
     if (gated()) return;
+    if (dnnl_) return adamw_update_fast(threads_, n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
     adamw_update_cpu(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
   }
   void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {

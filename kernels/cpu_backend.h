@@ -1,5 +1,6 @@
 // CPU backend variants. make_cpu_backend(threads) (backend.h) is the fast one: convolution and matmul on
-// oneDNN (kernels/dnnl_ops.h), element-wise/pooling/optimizer ops multithreaded (kernels/fast_cpu.h). The
+// oneDNN (kernels/dnnl_ops.h), batch norm, element-wise, pooling, dropout and optimizer ops multithreaded
+// (kernels/fast_cpu.h). The
 // reference variant runs the plain loops of kernels/*_cpu.cpp (the test oracle). CNNTRAIN_CPU_KERNELS=reference
 // in the environment makes make_cpu_backend() return the reference variant (for debugging a suspected kernel bug).
 #pragma once

@@ -232,11 +232,12 @@ class CudaBackend final : public Backend {
   void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
     CUDA_CHECK(relu_backward_cuda(n, y, dy, dx, stream_));
   }
-  void maxpool_forward(const PoolDesc& d, const float* x, float* y, int32_t* argmax) override {
-    CUDA_CHECK(maxpool_forward_cuda(d, x, y, argmax, stream_));
+  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
+    CUDA_CHECK(maxpool_forward_cuda(d, x, relu, y, argmax, stream_));
   }
-  void maxpool_backward(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) override {
-    CUDA_CHECK(maxpool_backward_cuda(d, dy, argmax, dx, stream_));
+  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
+                        float* dx) override {
+    CUDA_CHECK(maxpool_backward_cuda(d, dy, relu_y, argmax, dx, stream_));
   }
   void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
                     float* dlogits, double* host_loss_sum, int64_t* host_correct) override {
@@ -253,26 +254,34 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(sgd_update_cuda(n, w, g, v, lr, momentum, wd, nesterov, stream_, gate_));
   }
 
-  void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
-                               float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
+  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
+                               float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    VENDOR_FIRST(bn.forward_train(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
-                                  running_var));
-    CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
-                                            running_mean, running_var, workspace(batchnorm_work_bytes(c)), stream_));
-  }
-  void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
-                               const float* running_mean, const float* running_var, float eps, float* y) override {
-    VENDOR_FIRST(bn.forward_infer(rows, c, x, gamma, beta, running_mean, running_var, eps, y));
-    CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, gamma, beta, running_mean, running_var, eps, y,
+    // cuDNN serves the plain batch norm; the fused ReLU (with its bit mask) and residual join run on the
+    // custom kernels.
+    if (!relu && !residual)
+      VENDOR_FIRST(bn.forward_train(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
+                                    running_var));
+    CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
+                                            save_mean, save_invstd, running_mean, running_var,
                                             workspace(batchnorm_work_bytes(c)), stream_));
   }
-  void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
-                          const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
-                          float* dbeta) override {
-    VENDOR_FIRST(bn.backward(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
-    CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                                       workspace(batchnorm_work_bytes(c)), stream_));
+  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, const float* running_mean, const float* running_var, float eps,
+                               bool relu, float* y) override {
+    if (!relu && !residual)
+      VENDOR_FIRST(bn.forward_infer(rows, c, x, gamma, beta, running_mean, running_var, eps, y));
+    CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu,
+                                            y, workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
+                          float* dresidual, float* dgamma, float* dbeta) override {
+    if (!relu_mask && !dresidual)
+      VENDOR_FIRST(bn.backward(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+    CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
+                                       dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
   }
   void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
                        uint8_t* mask) override {
@@ -286,9 +295,6 @@ class CudaBackend final : public Backend {
   }
   void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
     CUDA_CHECK(avgpool_backward_cuda(d, dy, dx, stream_));
-  }
-  void add_relu_forward(size_t n, const float* a, const float* b, float* y) override {
-    CUDA_CHECK(add_relu_forward_cuda(n, a, b, y, stream_));
   }
   void axpy(size_t n, float alpha, const float* x, float* y) override { CUDA_CHECK(axpy_cuda(n, alpha, x, y, stream_)); }
   void scale(size_t n, float alpha, float* x) override { CUDA_CHECK(scale_cuda(n, alpha, x, stream_)); }

@@ -37,11 +37,12 @@ cudaError_t relu_forward_cuda(size_t n, const float* d_x, float* d_y, cudaStream
 cudaError_t relu_backward_cuda(size_t n, const float* d_y, const float* d_dy, float* d_dx, cudaStream_t stream);
 
 // pooling_cuda.cu. The backward pass gathers (each input sums the outputs that chose it) instead of
-// scattering, so it needs neither atomics nor a zeroing pass and sums in the CPU reference's order.
-cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, int32_t* d_argmax,
+// scattering, so it needs neither atomics nor a zeroing pass and sums in the CPU reference's order. relu:
+// the pooling of a ReLU's output (Backend::maxpool_forward); d_relu_y: that forward's y, or null.
+cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, bool relu, float* d_y, int32_t* d_argmax,
                                  cudaStream_t stream);
-cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const int32_t* d_argmax, float* d_dx,
-                                  cudaStream_t stream);
+cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const float* d_relu_y,
+                                  const int32_t* d_argmax, float* d_dx, cudaStream_t stream);
 
 // loss_cuda.cu: one warp per row; d_loss_sum += sum of the n losses, d_correct += rows whose arg-max is the
 // label (block reductions, one atomic per block). d_dlogits nullable.
@@ -54,21 +55,26 @@ cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const i
 cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, float lr, float momentum, float wd,
                             bool nesterov, cudaStream_t stream, const int64_t* d_gate = nullptr);
 
-// --- Batch norm, dropout, average pooling, the residual element-wise ops and AdamW: the same semantics as
-// their CPU references (kernels/batchnorm.h, dropout.h, pooling.h, elementwise.h, optimizer.h). ---
+// --- The layer set beyond the basics, same semantics as the CPU references (batchnorm.h, dropout.h,
+// pooling.h, elementwise.h, optimizer.h). ---
 
-// batchnorm_cuda.cu; x, y: [rows, c]. d_work: batchnorm_work_bytes(c) of device scratch.
+// batchnorm_cuda.cu; x, y, residual: [rows, c]. d_work: batchnorm_work_bytes(c) of device scratch. The fused
+// epilogue y = act(bn(x) + residual) and its backward as in kernels/batchnorm.h.
 size_t batchnorm_work_bytes(int c);
-cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
-                                         float eps, float momentum, float* d_y, float* d_save_mean,
+cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_residual,
+                                         const float* d_gamma, const float* d_beta, float eps, float momentum,
+                                         bool relu, float* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream);
-cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
-                                         const float* d_running_mean, const float* d_running_var, float eps, float* d_y,
-                                         void* d_work, cudaStream_t stream);
-// d_dgamma += sum dy*xhat, d_dbeta += sum dy; d_dx overwritten (nullable).
-cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const float* d_dy, const float* d_gamma,
-                                    const float* d_save_mean, const float* d_save_invstd, float* d_dx, float* d_dgamma,
+cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_residual,
+                                         const float* d_gamma, const float* d_beta, const float* d_running_mean,
+                                         const float* d_running_var, float eps, bool relu, float* d_y, void* d_work,
+                                         cudaStream_t stream);
+// d_dgamma += sum g*xhat, d_dbeta += sum g (g = dy, masked by the forward's d_relu_mask unless it is null);
+// d_dx and d_dresidual (= g) overwritten, each nullable.
+cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uint32_t* d_relu_mask,
+                                    const float* d_dy, const float* d_gamma, const float* d_save_mean,
+                                    const float* d_save_invstd, float* d_dx, float* d_dresidual, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream);
 
 // dropout_cuda.cu; the keep bits are the CPU reference's (counter-based hash of key, sample id, index).
@@ -82,7 +88,6 @@ cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y
 cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream);
 
 // elementwise_cuda.cu. sum_squares adds sum(x^2) (in double) to *d_sum.
-cudaError_t add_relu_forward_cuda(size_t n, const float* d_a, const float* d_b, float* d_y, cudaStream_t stream);
 cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream);
 cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream);
 cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream);

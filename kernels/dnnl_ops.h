@@ -4,10 +4,13 @@
 // Primitives are created once per shape and cached; activations are used in place (no layout conversion).
 // oneDNN's fast kernels want blocked filter layouts, and each direction a different one (forward Acdb64a,
 // backward-data ABcd16a16b, backward-weights ABcd16b16a on AVX-512), so the filters stay KRSC in the flat
-// parameter buffer and are reordered per call (filter-sized, ~1% of the convolution's time); with KRSC filters
-// oneDNN 2.6 falls back to its reference convolution (100x slower). After the first call of a shape nothing
-// is allocated: memory objects are rebound with set_data_handle, scratch is one buffer owned by DnnlOps.
+// parameter buffer and each parameter keeps copies in the layouts it is used in, re-laid out when the
+// parameter version changes (once per optimizer step; at every call when the caller names no version); with
+// KRSC filters oneDNN 2.6 falls back to its reference convolution (100x slower). After the first call of a
+// shape nothing is allocated by this code: memory objects are rebound with set_data_handle, scratch is one
+// buffer owned by DnnlOps (user scratchpad mode).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -23,6 +26,9 @@ class DnnlOps {
   DnnlOps(const DnnlOps&) = delete;
   DnnlOps& operator=(const DnnlOps&) = delete;
 
+  // See Backend::set_param_version.
+  void set_param_version(uint64_t version);
+
   void conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
   void conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx);
   void conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db);
@@ -31,7 +37,8 @@ class DnnlOps {
   void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx);
   void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db);
 
-  // Implementation names oneDNN chose for a convolution shape (fwd, bwd-data, bwd-weights), for the bench.
+  // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
+  // the bench.
   std::string conv_impl(const ConvDesc& d);
 
  private:

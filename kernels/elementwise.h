@@ -1,5 +1,4 @@
 // Element-wise ops and reductions used by residual blocks, gradient accumulation and clipping.
-//   add_relu:  y = max(a + b, 0)       (the residual join; backward is relu_backward on y)
 //   axpy:      y += alpha * x
 //   scale:     x *= alpha
 //   sum_squares: sum of x^2 in double (gradient norms)
@@ -11,7 +10,6 @@
 
 namespace cnn {
 
-void add_relu_forward_cpu(size_t n, const float* a, const float* b, float* y);
 void axpy_cpu(size_t n, float alpha, const float* x, float* y);
 void scale_cpu(size_t n, float alpha, float* x);
 double sum_squares_cpu(size_t n, const float* x);

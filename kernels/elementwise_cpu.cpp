@@ -4,13 +4,6 @@
 
 namespace cnn {
 
-void add_relu_forward_cpu(size_t n, const float* a, const float* b, float* y) {
-  for (size_t i = 0; i < n; ++i) {
-    const float v = a[i] + b[i];
-    y[i] = v > 0.f ? v : 0.f;
-  }
-}
-
 void axpy_cpu(size_t n, float alpha, const float* x, float* y) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }

@@ -10,15 +10,6 @@ namespace {
 
 constexpr int kBlock = 256;
 
-// a and b may alias y (in-place residual join), hence no __restrict__.
-__global__ void add_relu_forward_kernel(size_t n, const float* a, const float* b, float* y) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float v = a[i] + b[i];
-    y[i] = v > 0.f ? v : 0.f;
-  }
-}
-
 __global__ void axpy_kernel(size_t n, float alpha, const float* __restrict__ x, float* __restrict__ y) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
@@ -84,10 +75,6 @@ PadGeom pad_geom(int n, int h, int w, int c, int stride, int k) {
 }
 
 }  // namespace
-
-cudaError_t add_relu_forward_cuda(size_t n, const float* d_a, const float* d_b, float* d_y, cudaStream_t stream) {
-  return CNN_LAUNCH(add_relu_forward_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, d_a, d_b, d_y);
-}
 
 cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream) {
   return CNN_LAUNCH(axpy_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x, d_y);

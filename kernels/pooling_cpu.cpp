@@ -5,7 +5,7 @@
 
 namespace cnn {
 
-void maxpool_forward_cpu(const PoolDesc& d, const float* x, float* y, int32_t* argmax) {
+void maxpool_forward_cpu(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) {
   const int P = d.p(), Q = d.q(), C = d.c;
   for (int n = 0; n < d.n; ++n)
     for (int p = 0; p < P; ++p)
@@ -28,17 +28,17 @@ void maxpool_forward_cpu(const PoolDesc& d, const float* x, float* y, int32_t* a
               }
             }
           }
-          y[o + c] = best;
+          y[o + c] = relu && !(best > 0.f) ? 0.f : best;
           argmax[o + c] = at;
         }
       }
 }
 
-void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const int32_t* argmax, float* dx) {
+void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax, float* dx) {
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(d.n) * d.h * d.w * d.c);
   const size_t out = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
   for (size_t i = 0; i < out; ++i)
-    if (argmax[i] >= 0) dx[argmax[i]] += dy[i];
+    if (argmax[i] >= 0 && (!relu_y || relu_y[i] > 0.f)) dx[argmax[i]] += dy[i];
 }
 
 namespace {

@@ -16,7 +16,7 @@ struct PoolGeom {  // PoolDesc's members as plain ints (its p()/q() are host fun
   int n, h, w, c, r, s, stride, pad, p, q;
 };
 
-__global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, float* __restrict__ y,
+__global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, bool relu, float* __restrict__ y,
                                        int32_t* __restrict__ argmax) {
   const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
   for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
@@ -41,7 +41,7 @@ __global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, 
         }
       }
     }
-    y[o] = best;
+    y[o] = relu && !(best > 0.f) ? 0.f : best;
     argmax[o] = at;
   }
 }
@@ -65,9 +65,10 @@ __device__ __forceinline__ Windows windows_of(const PoolGeom& g, size_t i) {
   return win;
 }
 
-// dx[i] = sum of dy over the windows containing input i whose winner was i, in (p, q) order.
-__global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, const int32_t* __restrict__ argmax,
-                                        float* __restrict__ dx) {
+// dx[i] = sum of dy over the windows containing input i whose winner was i (and whose relu_y > 0 when
+// given), in (p, q) order.
+__global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, const float* __restrict__ relu_y,
+                                        const int32_t* __restrict__ argmax, float* __restrict__ dx) {
   const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -76,7 +77,7 @@ __global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy
     for (int p = win.p_lo; p <= win.p_hi; ++p)
       for (int q = win.q_lo; q <= win.q_hi; ++q) {
         const size_t o = ((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c;
-        if (argmax[o] == static_cast<int32_t>(i)) acc += dy[o];
+        if (argmax[o] == static_cast<int32_t>(i) && (!relu_y || relu_y[o] > 0.f)) acc += dy[o];
       }
     dx[i] = acc;
   }
@@ -133,18 +134,18 @@ PoolGeom geom(const PoolDesc& d) { return {d.n, d.h, d.w, d.c, d.r, d.s, d.strid
 
 }  // namespace
 
-cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, int32_t* d_argmax,
+cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, bool relu, float* d_y, int32_t* d_argmax,
                                  cudaStream_t stream) {
   const size_t total = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
-  return CNN_LAUNCH(maxpool_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_x, d_y,
-                    d_argmax);
+  return CNN_LAUNCH(maxpool_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_x, relu,
+                    d_y, d_argmax);
 }
 
-cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const int32_t* d_argmax, float* d_dx,
-                                  cudaStream_t stream) {
+cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const float* d_relu_y,
+                                  const int32_t* d_argmax, float* d_dx, cudaStream_t stream) {
   const size_t total = static_cast<size_t>(d.n) * d.h * d.w * d.c;
   return CNN_LAUNCH(maxpool_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_dy,
-                    d_argmax, d_dx);
+                    d_relu_y, d_argmax, d_dx);
 }
 
 cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream) {

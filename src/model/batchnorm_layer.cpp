@@ -1,4 +1,5 @@
-// Batch normalisation (optionally over fixed "ghost" groups of samples).
+// Batch normalisation (optionally over fixed "ghost" groups of samples), fused with a following ReLU or with
+// a residual block's join.
 #include <vector>
 
 #include "src/base/error.h"
@@ -8,18 +9,21 @@ namespace cnn {
 
 namespace {
 
-class BatchNorm : public Layer {
+class BatchNorm : public BatchNormJoin {
  public:
-  BatchNorm(const std::string& name, const BnOptions& o) : Layer(name), o_(o) {}
+  // join: also used through forward_join (then the ReLU mask is needed even without relu).
+  BatchNorm(const std::string& name, const BnOptions& o, bool relu, bool join)
+      : BatchNormJoin(name), o_(o), relu_(relu), join_(join) {}
   ~BatchNorm() override {
     if (be_) {
       be_->release(save_mean_);
       be_->release(save_invstd_);
+      be_->release(mask_);
     }
   }
   std::string describe() const override {
-    return strprintf("batchnorm %d eps %g momentum %g%s", c_, o_.eps, o_.momentum,
-                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "");
+    return strprintf("batchnorm %d eps %g momentum %g%s%s", c_, o_.eps, o_.momentum,
+                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "", relu_ ? " + relu" : "");
   }
   Dims setup(const Dims& in) override {
     in_ = in;
@@ -47,26 +51,23 @@ class BatchNorm : public Layer {
     const int groups = o_.group > 0 ? (max_n + o_.group - 1) / o_.group : 1;
     save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
     save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
+    if (relu_ || join_) {
+      mask_words_ = relu_mask_words(static_cast<size_t>(o_.group > 0 ? o_.group : max_n) * in_.size());
+      mask_ = static_cast<uint32_t*>(be.alloc(sizeof(uint32_t) * mask_words_ * groups));
+    }
   }
   void forward(Backend& be, const float* x, float* y, int n, bool train) override {
-    be.set_label(name_.c_str());
-    if (!train) {
-      be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
-      return;
-    }
-    const int g = group_of(n);
-    const size_t stride = static_cast<size_t>(g) * in_.size();
-    for (int i = 0; i < n / g; ++i)
-      be.batchnorm_forward_train(g * in_.h * in_.w, c_, x + i * stride, gamma_, beta_, o_.eps, o_.momentum,
-                                 y + i * stride, save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
+    run_forward(be, x, nullptr, relu_, y, n, train);
   }
   void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
-    be.set_label(name_.c_str());
-    const int g = group_of(n);
-    const size_t stride = static_cast<size_t>(g) * in_.size();
-    for (int i = 0; i < n / g; ++i)
-      be.batchnorm_backward(g * in_.h * in_.w, c_, x + i * stride, dy + i * stride, gamma_, save_mean_ + i * c_,
-                            save_invstd_ + i * c_, dx ? dx + i * stride : nullptr, dgamma_, dbeta_);
+    run_backward(be, x, dy, relu_, dx, nullptr, n);
+  }
+  void forward_join(Backend& be, const float* x, const float* z, float* y, int n, bool train) override {
+    run_forward(be, x, z, true, y, n, train);
+  }
+  void backward_join(Backend& be, const float* x, const float*, const float* dy, float* dx, float* dz,
+                     int n) override {
+    run_backward(be, x, dy, true, dx, dz, n);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
 
@@ -77,19 +78,47 @@ class BatchNorm : public Layer {
               name_.c_str(), n, o_.group);
     return o_.group;
   }
+  void run_forward(Backend& be, const float* x, const float* z, bool relu, float* y, int n, bool train) {
+    be.set_label(name_.c_str());
+    if (!train) {
+      be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+      return;
+    }
+    const int g = group_of(n);
+    const size_t stride = static_cast<size_t>(g) * in_.size();
+    for (int i = 0; i < n / g; ++i)
+      be.batchnorm_forward_train(g * in_.h * in_.w, c_, x + i * stride, z ? z + i * stride : nullptr, gamma_, beta_,
+                                 o_.eps, o_.momentum, relu, y + i * stride, relu ? mask_ + i * mask_words_ : nullptr,
+                                 save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
+  }
+  void run_backward(Backend& be, const float* x, const float* dy, bool relu, float* dx, float* dz, int n) {
+    be.set_label(name_.c_str());
+    const int g = group_of(n);
+    const size_t stride = static_cast<size_t>(g) * in_.size();
+    for (int i = 0; i < n / g; ++i)
+      be.batchnorm_backward(g * in_.h * in_.w, c_, x + i * stride, relu ? mask_ + i * mask_words_ : nullptr,
+                            dy + i * stride, gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
+                            dx ? dx + i * stride : nullptr, dz ? dz + i * stride : nullptr, dgamma_, dbeta_);
+  }
 
   BnOptions o_;
+  bool relu_, join_;
   Dims in_;
   int c_ = 0;
   Backend* be_ = nullptr;
   float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;
   float *rmean_ = nullptr, *rvar_ = nullptr, *save_mean_ = nullptr, *save_invstd_ = nullptr;
+  uint32_t* mask_ = nullptr;  // the ReLU's mask per group, mask_words_ apart
+  size_t mask_words_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt) {
-  return std::make_unique<BatchNorm>(name, opt);
+std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt, bool relu) {
+  return std::make_unique<BatchNorm>(name, opt, relu, false);
+}
+std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt) {
+  return std::make_unique<BatchNorm>(name, opt, false, true);
 }
 
 }  // namespace cnn

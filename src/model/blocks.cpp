@@ -114,27 +114,29 @@ class Chain : public Layer {
   Backend* be_ = nullptr;
 };
 
-// Appends a bias-free conv (the batch norm's beta is the bias) and its batch norm.
+// Appends a bias-free conv (the batch norm's beta is the bias) and its batch norm (fused with a ReLU).
 void conv_bn(std::vector<std::unique_ptr<Layer>>& v, const std::string& conv, const std::string& bn, int out,
-             int kernel, int stride, const BnOptions& o) {
+             int kernel, int stride, const BnOptions& o, bool relu) {
   v.push_back(make_conv2d(conv, out, {kernel, stride, kernel / 2, false}));
-  v.push_back(make_batchnorm(bn, o));
+  v.push_back(make_batchnorm(bn, o, relu));
 }
 
-// out = relu(main(x) + shortcut(x)); the shortcut is decided at setup, once the input shape is known.
+// out = relu(bn(main(x)) + shortcut(x)); the batch norm closing the main path runs fused with the join and
+// the ReLU (one pass over the activations, and one in backward). The shortcut is decided at setup, once the
+// input shape is known. Parameters: main's, the batch norm's, then the projection's (the order of a chain
+// main + bn, so checkpoint names and offsets are those of the unfused block).
 class Residual : public Layer {
  public:
-  Residual(const std::string& name, std::unique_ptr<Layer> main, const std::string& kind, int out, int stride,
-           Shortcut sc, const BnOptions& bn)
-      : Layer(name), main_(std::move(main)), kind_(kind), out_(out), stride_(stride), sc_(sc), bn_(bn) {}
+  Residual(const std::string& name, std::unique_ptr<Layer> main, std::unique_ptr<BatchNormJoin> bn,
+           const std::string& kind, int out, int stride, Shortcut sc, const BnOptions& bn_opt)
+      : Layer(name), main_(std::move(main)), bn_(std::move(bn)), kind_(kind), out_(out), stride_(stride), sc_(sc),
+        bn_opt_(bn_opt) {}
   ~Residual() override {
     main_.reset();
+    bn_.reset();
     proj_.reset();
     if (be_) {
-      be_->release(m_);
-      be_->release(s_);
-      be_->release(dz_);
-      be_->release(tmp_);
+      for (float* p : {m_, dm_, s_, dz_, tmp_}) be_->release(p);
     }
   }
   std::string describe() const override {
@@ -143,7 +145,7 @@ class Residual : public Layer {
   }
   Dims setup(const Dims& in) override {
     in_ = in;
-    out_dims_ = main_->setup(in);
+    out_dims_ = bn_->setup(main_->setup(in));
     CNN_CHECK(out_dims_.c == out_, "block %s: main path ends in %d channels, not %d", name_.c_str(), out_dims_.c, out_);
     if (stride_ == 1 && in.c == out_) {
       mode_ = kIdentity;
@@ -155,7 +157,7 @@ class Residual : public Layer {
     } else {
       mode_ = kProject;
       std::vector<std::unique_ptr<Layer>> v;
-      conv_bn(v, "0", "1", out_, 1, stride_, bn_);
+      conv_bn(v, "0", "1", out_, 1, stride_, bn_opt_, false);
       proj_ = make_chain("downsample", std::move(v));
     }
     Dims sd = mode_ == kProject ? proj_->setup(in)
@@ -166,28 +168,33 @@ class Residual : public Layer {
             name_.c_str(), sd.h, sd.w, sd.c, out_dims_.h, out_dims_.w, out_dims_.c, in.h, in.w);
     return out_dims_;
   }
-  std::vector<ParamSpec> param_specs() const override { return both(&Layer::param_specs); }
-  std::vector<ParamSpec> buffer_specs() const override { return both(&Layer::buffer_specs); }
+  std::vector<ParamSpec> param_specs() const override { return collect(&Layer::param_specs); }
+  std::vector<ParamSpec> buffer_specs() const override { return collect(&Layer::buffer_specs); }
   void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
-    const size_t k = main_->param_specs().size();
-    main_->bind({p.begin(), p.begin() + k}, {g.begin(), g.begin() + k});
-    if (proj_) proj_->bind({p.begin() + k, p.end()}, {g.begin() + k, g.end()});
+    size_t at = 0;
+    for (Layer* l : parts()) {
+      const size_t k = l->param_specs().size();
+      l->bind({p.begin() + at, p.begin() + at + k}, {g.begin() + at, g.begin() + at + k});
+      at += k;
+    }
   }
   void bind_buffers(const std::vector<float*>& b) override {
-    const size_t k = main_->buffer_specs().size();
-    main_->bind_buffers({b.begin(), b.begin() + k});
-    if (proj_) proj_->bind_buffers({b.begin() + k, b.end()});
+    size_t at = 0;
+    for (Layer* l : parts()) {
+      const size_t k = l->buffer_specs().size();
+      l->bind_buffers({b.begin() + at, b.begin() + at + k});
+      at += k;
+    }
   }
   void set_batch(const BatchContext& ctx) override {
-    main_->set_batch(ctx);
-    if (proj_) proj_->set_batch(ctx);
+    for (Layer* l : parts()) l->set_batch(ctx);
   }
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
-    main_->allocate(be, max_n);
-    if (proj_) proj_->allocate(be, max_n);
+    for (Layer* l : parts()) l->allocate(be, max_n);
     const size_t out = out_dims_.size() * max_n;
     m_ = static_cast<float*>(be.alloc(sizeof(float) * out));
+    dm_ = static_cast<float*>(be.alloc(sizeof(float) * out));
     dz_ = static_cast<float*>(be.alloc(sizeof(float) * out));
     if (mode_ != kIdentity) {
       s_ = static_cast<float*>(be.alloc(sizeof(float) * out));
@@ -204,11 +211,11 @@ class Residual : public Layer {
       be.shortcut_pad_forward(n, in_.h, in_.w, in_.c, stride_, out_, x, s_);
       s = s_;
     }
-    be.add_relu_forward(out_dims_.size() * n, m_, s, y);
+    bn_->forward_join(be, m_, s, y, n, train);
   }
   void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
-    be.relu_backward(out_dims_.size() * n, y, dy, dz_);
-    main_->backward(be, x, m_, dz_, dx, n);
+    bn_->backward_join(be, m_, y, dy, dm_, dz_, n);
+    main_->backward(be, x, m_, dm_, dx, n);
     const size_t in = in_.size() * n;
     if (mode_ == kProject) {
       proj_->backward(be, x, s_, dz_, dx ? tmp_ : nullptr, n);
@@ -221,27 +228,41 @@ class Residual : public Layer {
     }
   }
   double flops_per_sample() const override {
-    return main_->flops_per_sample() + (proj_ ? proj_->flops_per_sample() : 0) + 2.0 * out_dims_.size();
+    return main_->flops_per_sample() + bn_->flops_per_sample() + (proj_ ? proj_->flops_per_sample() : 0) +
+           2.0 * out_dims_.size();
   }
 
  private:
   enum Mode { kIdentity, kProject, kPad };
-  std::vector<ParamSpec> both(std::vector<ParamSpec> (Layer::*get)() const) const {
+  std::vector<Layer*> parts() const {
+    std::vector<Layer*> v{main_.get(), bn_.get()};
+    if (proj_) v.push_back(proj_.get());
+    return v;
+  }
+  // main's specs as they are (its sub-layers are named by the unnamed chain), the batch norm's prefixed with
+  // its name (as the chain would), the projection's (a named chain: "downsample.").
+  std::vector<ParamSpec> collect(std::vector<ParamSpec> (Layer::*get)() const) const {
     std::vector<ParamSpec> v = (main_.get()->*get)();
+    for (ParamSpec s : (bn_.get()->*get)()) {
+      s.name = bn_->name() + "." + s.name;
+      v.push_back(s);
+    }
     if (proj_)
       for (const ParamSpec& s : (proj_.get()->*get)()) v.push_back(s);
     return v;
   }
 
-  std::unique_ptr<Layer> main_, proj_;
+  std::unique_ptr<Layer> main_;
+  std::unique_ptr<BatchNormJoin> bn_;
+  std::unique_ptr<Layer> proj_;
   std::string kind_;
   int out_, stride_;
   Shortcut sc_;
-  BnOptions bn_;
+  BnOptions bn_opt_;
   Mode mode_ = kIdentity;
   Dims in_, out_dims_;
   Backend* be_ = nullptr;
-  float *m_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;
+  float *m_ = nullptr, *dm_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;
 };
 
 }  // namespace
@@ -253,21 +274,19 @@ std::unique_ptr<Layer> make_chain(const std::string& name, std::vector<std::uniq
 std::unique_ptr<Layer> make_basic_block(const std::string& name, int out, int stride, Shortcut sc,
                                         const BnOptions& bn) {
   std::vector<std::unique_ptr<Layer>> v;
-  conv_bn(v, "conv1", "bn1", out, 3, stride, bn);
-  v.push_back(make_relu("relu1"));
-  conv_bn(v, "conv2", "bn2", out, 3, 1, bn);
-  return std::make_unique<Residual>(name, make_chain("", std::move(v)), "basic block", out, stride, sc, bn);
+  conv_bn(v, "conv1", "bn1", out, 3, stride, bn, true);
+  v.push_back(make_conv2d("conv2", out, {3, 1, 1, false}));
+  return std::make_unique<Residual>(name, make_chain("", std::move(v)), make_batchnorm_join("bn2", bn), "basic block",
+                                    out, stride, sc, bn);
 }
 
 std::unique_ptr<Layer> make_bottleneck_block(const std::string& name, int mid, int stride, const BnOptions& bn) {
   std::vector<std::unique_ptr<Layer>> v;
-  conv_bn(v, "conv1", "bn1", mid, 1, 1, bn);
-  v.push_back(make_relu("relu1"));
-  conv_bn(v, "conv2", "bn2", mid, 3, stride, bn);
-  v.push_back(make_relu("relu2"));
-  conv_bn(v, "conv3", "bn3", 4 * mid, 1, 1, bn);
-  return std::make_unique<Residual>(name, make_chain("", std::move(v)), "bottleneck", 4 * mid, stride,
-                                    Shortcut::kProjection, bn);
+  conv_bn(v, "conv1", "bn1", mid, 1, 1, bn, true);
+  conv_bn(v, "conv2", "bn2", mid, 3, stride, bn, true);
+  v.push_back(make_conv2d("conv3", 4 * mid, {1, 1, 0, false}));
+  return std::make_unique<Residual>(name, make_chain("", std::move(v)), make_batchnorm_join("bn3", bn), "bottleneck",
+                                    4 * mid, stride, Shortcut::kProjection, bn);
 }
 
 }  // namespace cnn

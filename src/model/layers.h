@@ -80,7 +80,9 @@ struct ConvOptions {
 std::unique_ptr<Layer> make_conv2d(const std::string& name, int out_channels, const ConvOptions& opt);
 std::unique_ptr<Layer> make_linear(const std::string& name, int out_features, bool bias = true);
 std::unique_ptr<Layer> make_relu(const std::string& name);
-std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad = 0);
+// With relu_before: a ReLU followed by the pooling, run as one op (the ReLU on the pooled values).
+std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad = 0,
+                                    bool relu_before = false);
 std::unique_ptr<Layer> make_flatten(const std::string& name);
 
 // Normalisation, regularisation and average pooling.
@@ -93,8 +95,21 @@ struct BnOptions {
 };
 // Batch normalisation per channel; params weight (gamma, init 1) and bias (beta, init 0), neither decayed
 // unless --train.decay_bn_bias; buffers running_mean, running_var. Training normalises with this rank's
-// (micro-)batch statistics; evaluation with the running statistics.
-std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt = {});
+// (micro-)batch statistics; evaluation with the running statistics. With `relu` the layer is batch norm
+// followed by a ReLU, run as one fused op (the activations are read and written once).
+std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt = {}, bool relu = false);
+
+// The batch norm that closes a residual block, fused with the block's join: y = relu(bn(x) + z), z the
+// shortcut branch's output (same shape as x). forward()/backward() are a plain batch norm.
+class BatchNormJoin : public Layer {
+ public:
+  using Layer::Layer;
+  virtual void forward_join(Backend& be, const float* x, const float* z, float* y, int n, bool train) = 0;
+  // dx, dz: gradients of x and z, overwritten (dx may be null).
+  virtual void backward_join(Backend& be, const float* x, const float* y, const float* dy, float* dx, float* dz,
+                             int n) = 0;
+};
+std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt = {});
 // Inverted dropout with drop probability p in [0, 1); identity in evaluation.
 std::unique_ptr<Layer> make_dropout(const std::string& name, float p);
 std::unique_ptr<Layer> make_avgpool(const std::string& name, int kernel, int stride, int pad = 0);

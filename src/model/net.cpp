@@ -1,6 +1,7 @@
 #include "src/model/net.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/rng.h"
@@ -18,6 +19,28 @@ Net::~Net() {
   be_.release(params_);
   be_.release(grads_);
   be_.release(buffers_);
+}
+
+namespace {
+
+// The parameter version the backend may rely on, for the length of one pass (0 again afterwards, so direct
+// op calls between passes, e.g. from tests that perturb weights in place, never see stale derived data).
+class ParamVersionScope {
+ public:
+  ParamVersionScope(Backend& be, uint64_t version) : be_(be) { be_.set_param_version(version); }
+  ~ParamVersionScope() { be_.set_param_version(0); }
+  ParamVersionScope(const ParamVersionScope&) = delete;
+  ParamVersionScope& operator=(const ParamVersionScope&) = delete;
+
+ private:
+  Backend& be_;
+};
+
+}  // namespace
+
+uint64_t Net::next_param_version() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
 }
 
 void Net::add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
@@ -49,7 +72,7 @@ void Net::build(int max_n, uint64_t seed) {
   grads_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_params_, 1)));
   std::vector<float> host(num_params_);
   init_params(table_, seed, host.data());
-  be_.upload(params_, host.data(), sizeof(float) * num_params_);
+  be_.upload(params(), host.data(), sizeof(float) * num_params_);
   zero_grads();
   buffers_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_buffers_, 1)));
   std::vector<float> host_buf(num_buffers_);
@@ -84,6 +107,7 @@ const float* Net::forward(const float* x, int n, bool train) {
   CNN_CHECK(n > 0 && n <= max_n_, "forward of %d samples on a net built for %d", n, max_n_);
   input_ptr_ = x;
   const float* cur = x;
+  ParamVersionScope scope(be_, version_);
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->is_view()) {
       acts_[i] = const_cast<float*>(cur);
@@ -98,6 +122,7 @@ const float* Net::forward(const float* x, int n, bool train) {
 void Net::backward(const float* dlogits, int n, const std::function<void(size_t)>& on_ready) {
   const float* dy = dlogits;
   int flip = 0;
+  ParamVersionScope scope(be_, version_);
   for (size_t i = layers_.size(); i-- > 0;) {
     const float* x = i == 0 ? input_ptr_ : acts_[i - 1];
     if (layers_[i]->is_view()) {

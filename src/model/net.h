@@ -36,7 +36,15 @@ class Net {
   void build(int max_n, uint64_t seed);
 
   size_t num_params() const { return num_params_; }
-  float* params() { return params_; }
+  // Writable access to the parameters: it starts a new parameter version, as anything may change them
+  // through the pointer (optimizer steps, checkpoint loads, broadcasts).
+  float* params() {
+    version_ = next_param_version();
+    return params_;
+  }
+  const float* params() const { return params_; }
+  // Names the current parameter values for Backend::set_param_version; unique across all nets of the process.
+  uint64_t param_version() const { return version_; }
   float* grads() { return grads_; }
   const std::vector<ParamInfo>& param_table() const { return table_; }
   size_t num_buffers() const { return num_buffers_; }
@@ -60,6 +68,8 @@ class Net {
   std::string summary() const;
 
  private:
+  static uint64_t next_param_version();
+
   Backend& be_;
   Dims input_;
   int classes_;
@@ -78,6 +88,7 @@ class Net {
   std::vector<ParamInfo> buffer_table_;
   size_t num_buffers_ = 0;
   float* buffers_ = nullptr;
+  uint64_t version_ = 0;
 };
 
 // Fills host buffer `out` (size num_params) with the initial values of `table` drawn from `seed`.

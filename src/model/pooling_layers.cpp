@@ -15,7 +15,7 @@ void check_window(const std::string& layer, const PoolDesc& d, const Dims& in) {
 
 class MaxPool : public Layer {
  public:
-  MaxPool(const std::string& name, int k, int stride, int pad) : Layer(name) {
+  MaxPool(const std::string& name, int k, int stride, int pad, bool relu) : Layer(name), relu_(relu) {
     d_.r = d_.s = k;
     d_.stride = stride;
     d_.pad = pad;
@@ -24,7 +24,7 @@ class MaxPool : public Layer {
     if (be_) be_->release(argmax_);
   }
   std::string describe() const override {
-    return strprintf("maxpool %dx%d stride %d pad %d", d_.r, d_.s, d_.stride, d_.pad);
+    return strprintf("%smaxpool %dx%d stride %d pad %d", relu_ ? "relu + " : "", d_.r, d_.s, d_.stride, d_.pad);
   }
   Dims setup(const Dims& in) override {
     d_.h = in.h;
@@ -39,14 +39,15 @@ class MaxPool : public Layer {
   }
   void forward(Backend& be, const float* x, float* y, int n, bool) override {
     d_.n = n;
-    be.maxpool_forward(d_, x, y, argmax_);
+    be.maxpool_forward(d_, x, relu_, y, argmax_);
   }
-  void backward(Backend& be, const float*, const float*, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const float*, const float* y, const float* dy, float* dx, int n) override {
     d_.n = n;
-    if (dx) be.maxpool_backward(d_, dy, argmax_, dx);
+    if (dx) be.maxpool_backward(d_, dy, relu_ ? y : nullptr, argmax_, dx);
   }
 
  private:
+  bool relu_;
   PoolDesc d_;
   Backend* be_ = nullptr;
   int32_t* argmax_ = nullptr;
@@ -92,8 +93,8 @@ class AvgPool : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad) {
-  return std::make_unique<MaxPool>(name, kernel, stride, pad);
+std::unique_ptr<Layer> make_maxpool(const std::string& name, int kernel, int stride, int pad, bool relu_before) {
+  return std::make_unique<MaxPool>(name, kernel, stride, pad, relu_before);
 }
 std::unique_ptr<Layer> make_avgpool(const std::string& name, int kernel, int stride, int pad) {
   return std::make_unique<AvgPool>(name, kernel, stride, pad, false);

@@ -11,8 +11,7 @@ void build_resnet_cifar(Net& net, int depth, const ModelOptions& opt) {
   CNN_CHECK((depth - 2) % 6 == 0, "CIFAR ResNet depth %d is not 6n+2", depth);
   const int n = (depth - 2) / 6;
   net.add(make_conv2d("conv1", 16, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn1", opt.bn));
-  net.add(make_relu("relu1"));
+  net.add(make_batchnorm("bn1", opt.bn, true));
   const int widths[3] = {16, 32, 64};
   for (int stage = 0; stage < 3; ++stage)
     for (int b = 0; b < n; ++b)
@@ -32,8 +31,7 @@ void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt) {
     default: raise(kExitUsage, "no ImageNet ResNet of depth %d (18, 34, 50)", depth);
   }
   net.add(make_conv2d("conv1", 64, {7, 2, 3, false}));
-  net.add(make_batchnorm("bn1", opt.bn));
-  net.add(make_relu("relu"));
+  net.add(make_batchnorm("bn1", opt.bn, true));
   net.add(make_maxpool("maxpool", 3, 2, 1));
   for (int stage = 0; stage < 4; ++stage) {
     const int width = 64 << stage;
@@ -52,8 +50,7 @@ void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt) {
 // then three basic blocks at 14x14 (32), 7x7 (64) and 4x4 (128) with projection shortcuts.
 void build_fmnist_resnet(Net& net, const ModelOptions& opt) {
   net.add(make_conv2d("conv1", 32, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn1", opt.bn));
-  net.add(make_relu("relu1"));
+  net.add(make_batchnorm("bn1", opt.bn, true));
   net.add(make_maxpool("pool1", 2, 2));
   net.add(make_basic_block("layer1.0", 32, 1, Shortcut::kProjection, opt.bn));
   net.add(make_basic_block("layer2.0", 64, 2, Shortcut::kProjection, opt.bn));

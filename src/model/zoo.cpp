@@ -14,11 +14,9 @@ using Builder = std::function<void(Net&, const ModelOptions&)>;
 // LeNet-5 with ReLU and max pooling; padding 2 in the first layer keeps 28x28 inputs at the classic 32x32 size.
 void lenet5(Net& net, const ModelOptions&) {
   net.add(make_conv2d("conv1", 6, {5, 1, 2, true}));
-  net.add(make_relu("relu1"));
-  net.add(make_maxpool("pool1", 2, 2));
+  net.add(make_maxpool("pool1", 2, 2, 0, true));  // relu1 + pool1
   net.add(make_conv2d("conv2", 16, {5, 1, 0, true}));
-  net.add(make_relu("relu2"));
-  net.add(make_maxpool("pool2", 2, 2));
+  net.add(make_maxpool("pool2", 2, 2, 0, true));  // relu2 + pool2
   net.add(make_flatten("flatten"));
   net.add(make_linear("fc1", 120));
   net.add(make_relu("relu3"));
@@ -31,12 +29,10 @@ void lenet5(Net& net, const ModelOptions&) {
 // (~2.5 MFLOP/sample forward, so `make run` stays a few minutes on the reference kernels).
 void fmnist_cnn(Net& net, const ModelOptions& o) {
   net.add(make_conv2d("conv1", 16, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn1", o.bn));
-  net.add(make_relu("relu1"));
+  net.add(make_batchnorm("bn1", o.bn, true));
   net.add(make_maxpool("pool1", 2, 2));
   net.add(make_conv2d("conv2", 32, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn2", o.bn));
-  net.add(make_relu("relu2"));
+  net.add(make_batchnorm("bn2", o.bn, true));
   net.add(make_maxpool("pool2", 2, 2));
   net.add(make_flatten("flatten"));
   net.add(make_linear("fc1", 128));

@@ -38,6 +38,7 @@ const ConvDesc kConvCases[] = {
     conv(3, 14, 14, 6, 16, 5, 5, 1, 1, 0, 0),  // lenet5 conv2
     conv(1, 8, 8, 64, 64, 3, 3, 1, 1, 1, 1),   // 64 channels: oneDNN's blocked layouts
     conv(3, 10, 7, 16, 32, 1, 1, 2, 2, 0, 0),  // 1x1 projection shortcut
+    conv(2, 9, 7, 24, 40, 1, 1, 1, 1, 0, 0),   // 1x1 stride 1 (the fast CPU backend's filter gradient: a matmul)
 };
 
 struct LinearCase {
@@ -81,6 +82,30 @@ CNN_SWEEP_CASES(conv_linear) {
       float* d_dx = r.garbage(in_size(d));  // overwritten, not accumulated
       r.be.conv2d_backward_data(d, r.upload(random_vec(out_size(d), s)), r.upload(random_vec(filter_size(d), s + 1)),
                                 d_dx);
+      r.output("dx", d_dx, in_size(d), kReduction);
+    }});
+  }
+  // Parameter versions: under a new version the backend must use the parameters' new values (the fast CPU
+  // backend keeps each filter re-laid out for oneDNN until the version changes). Versions from a range of
+  // their own, apart from the ones nets draw.
+  for (const ConvDesc& d : {kConvCases[0], kConvCases[7]}) {
+    const uint64_t s = seed += 10;
+    add_case({"set_param_version", describe(d), {"conv2d_forward", "conv2d_backward_data"}, [d, s](Run& r) {
+      static uint64_t version = uint64_t{1} << 48;
+      const float* d_x = r.upload(random_vec(in_size(d), s));
+      const float* d_dy = r.upload(random_vec(out_size(d), s + 1));
+      float* d_w = r.upload(random_vec(filter_size(d), s + 2));
+      float *d_y = r.garbage(out_size(d)), *d_dx = r.garbage(in_size(d));
+      r.be.set_param_version(++version);
+      r.be.conv2d_forward(d, d_x, d_w, nullptr, d_y);
+      r.be.conv2d_backward_data(d, d_dy, d_w, d_dx);
+      const auto w2 = random_vec(filter_size(d), s + 3);  // an optimizer step: new values, new version
+      r.be.upload(d_w, w2.data(), sizeof(float) * w2.size());
+      r.be.set_param_version(++version);
+      r.be.conv2d_forward(d, d_x, d_w, nullptr, d_y);
+      r.be.conv2d_backward_data(d, d_dy, d_w, d_dx);
+      r.be.set_param_version(0);
+      r.output("y", d_y, out_size(d), kReduction);
       r.output("dx", d_dx, in_size(d), kReduction);
     }});
   }

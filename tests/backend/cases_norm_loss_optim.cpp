@@ -1,6 +1,7 @@
 // Sweep cases: batch normalisation, softmax cross-entropy and the optimizer updates.
 #include <cmath>
 
+#include "kernels/backend.h"
 #include "kernels/batchnorm.h"
 #include "kernels/rng.h"
 #include "tests/backend/sweep.h"
@@ -16,57 +17,86 @@ std::vector<float> bn_input(int rows, int c, uint64_t seed) {
   return x;
 }
 
+// The mask bits of the first n elements as 0/1 (the padding bits of the last word are unspecified).
+std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n) {
+  const auto words = r.download(d_mask, relu_mask_words(n));
+  std::vector<double> bits(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = words[i / 32] >> (i % 32) & 1u;
+  return bits;
+}
+
+// The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone.
+struct Epilogue {
+  bool residual, relu;
+  std::string name() const { return std::string(residual ? " +residual" : "") + (relu ? " +relu" : ""); }
+};
+const Epilogue kEpilogues[] = {{false, false}, {false, true}, {true, true}, {true, false}};
+
 }  // namespace
 
 CNN_SWEEP_CASES(norm_loss_optim) {
   const float eps = 1e-5f, momentum = 0.1f;
   for (int rows : {1, 2, 37, 1100})
-    for (int c : {3, 45}) {
-      const std::string shape = "rows " + std::to_string(rows) + " c " + std::to_string(c);
-      const size_t nx = static_cast<size_t>(rows) * c;
-      const uint64_t s = 1000 + rows * 100 + c;
-      add_case({"batchnorm_forward_train", shape, {}, [=](Run& r) {
-        float* d_y = r.garbage(nx);
-        float *d_mean = r.garbage(c), *d_invstd = r.garbage(c);
-        float* d_rm = r.upload(random_vec(c, s + 1));
-        float* d_rv = r.upload(random_vec(c, s + 2, 0.5f, 2.f));
-        r.be.batchnorm_forward_train(rows, c, r.upload(bn_input(rows, c, s)), r.upload(random_vec(c, s + 3)),
-                                     r.upload(random_vec(c, s + 4)), eps, momentum, d_y, d_mean, d_invstd, d_rm,
-                                     d_rv);
-        // One row: the variance is 0 and invstd = 1/sqrt(eps) ~ 316, which scales every rounding error.
-        const Tol t = rows == 1 ? Tol{1e-3, 1e-4} : kDefault;
-        r.output("y", d_y, nx, t);
-        r.output("save_mean", d_mean, c, kDefault);
-        r.output("save_invstd", d_invstd, c, t);
-        r.output("running_mean", d_rm, c, kDefault);
-        r.output("running_var", d_rv, c, kDefault);
-      }});
-      add_case({"batchnorm_forward_infer", shape, {}, [=](Run& r) {
-        float* d_y = r.garbage(nx);
-        r.be.batchnorm_forward_infer(rows, c, r.upload(bn_input(rows, c, s)), r.upload(random_vec(c, s + 3)),
-                                     r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 1)),
-                                     r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, d_y);
-        r.output("y", d_y, nx, kDefault);
-      }});
-      for (bool with_dx : {true, false})
-        add_case({"batchnorm_backward", shape + (with_dx ? "" : " no dx"), {}, [=](Run& r) {
-          // The saved statistics of the reference forward pass, so the backward pass is tested on its own.
-          const auto x = bn_input(rows, c, s);
-          const auto gamma = random_vec(c, s + 3);
-          std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
-          batchnorm_forward_train_cpu(rows, c, x.data(), gamma.data(), random_vec(c, s + 4).data(), eps, momentum,
-                                      y.data(), mean.data(), invstd.data(), rm.data(), rv.data());
-          float* d_dx = with_dx ? r.garbage(nx) : nullptr;
-          float* d_dgamma = r.upload(random_vec(c, s + 5));  // accumulated onto
-          float* d_dbeta = r.upload(random_vec(c, s + 6));
-          r.be.batchnorm_backward(rows, c, r.upload(x), r.upload(random_vec(nx, s + 7)), r.upload(gamma),
-                                  r.upload(mean), r.upload(invstd), d_dx, d_dgamma, d_dbeta);
-          // Sums over up to 1100 rows of values of order 1: the absolute error grows with the reduction.
-          if (with_dx) r.output("dx", d_dx, nx, Tol{1e-4, 1e-3});
-          r.output("dgamma", d_dgamma, c, Tol{1e-4, 1e-4});
-          r.output("dbeta", d_dbeta, c, Tol{1e-4, 1e-4});
+    for (int c : {3, 45})
+      for (const Epilogue ep : kEpilogues) {
+        const std::string shape = "rows " + std::to_string(rows) + " c " + std::to_string(c) + ep.name();
+        const size_t nx = static_cast<size_t>(rows) * c;
+        const uint64_t s = 1000 + rows * 100 + c;
+        add_case({"batchnorm_forward_train", shape, {}, [=](Run& r) {
+          float* d_y = r.garbage(nx);
+          float *d_mean = r.garbage(c), *d_invstd = r.garbage(c);
+          float* d_rm = r.upload(random_vec(c, s + 1));
+          float* d_rv = r.upload(random_vec(c, s + 2, 0.5f, 2.f));
+          uint32_t* d_mask = r.upload(std::vector<uint32_t>(relu_mask_words(nx), 0x5a5a5a5au));
+          const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
+          r.be.batchnorm_forward_train(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
+                                       r.upload(random_vec(c, s + 4)), eps, momentum, ep.relu, d_y, d_mask, d_mean,
+                                       d_invstd, d_rm, d_rv);
+          // One row: the variance is 0 and invstd = 1/sqrt(eps) ~ 316, which scales every rounding error.
+          const Tol t = rows == 1 ? Tol{1e-3, 1e-4} : kDefault;
+          // y = x*scale + shift in float with x up to ~230 (the channel offsets) and std ~0.3: scale*x and
+          // shift are ~750, whose ulp (6e-5) bounds y's rounding whatever computes the statistics (the fast
+          // CPU kernel's one-pass shifted sums land a last bit apart from the reference's two passes).
+          r.output("y", d_y, nx, Tol{rows == 1 ? 1e-3 : 1e-4, 1e-4});
+          r.output("save_mean", d_mean, c, kDefault);
+          r.output("save_invstd", d_invstd, c, t);
+          r.output("running_mean", d_rm, c, kDefault);
+          r.output("running_var", d_rv, c, kDefault);
+          if (ep.relu) r.output_host("relu_mask", mask_bits(r, d_mask, nx), kExact);
         }});
-    }
+        add_case({"batchnorm_forward_infer", shape, {}, [=](Run& r) {
+          float* d_y = r.garbage(nx);
+          const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
+          r.be.batchnorm_forward_infer(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
+                                       r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 1)),
+                                       r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
+          r.output("y", d_y, nx, kDefault);
+        }});
+        for (bool with_dx : {true, false})
+          add_case({"batchnorm_backward", shape + (with_dx ? "" : " no dx"), {}, [=](Run& r) {
+            // The saved statistics and ReLU mask of the reference forward pass, so the backward pass is tested
+            // on its own.
+            const auto x = bn_input(rows, c, s);
+            const auto gamma = random_vec(c, s + 3), z = random_vec(nx, s + 8);
+            std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
+            std::vector<uint32_t> mask(relu_mask_words(nx));
+            batchnorm_forward_train_cpu(rows, c, x.data(), ep.residual ? z.data() : nullptr, gamma.data(),
+                                        random_vec(c, s + 4).data(), eps, momentum, ep.relu, y.data(), mask.data(),
+                                        mean.data(), invstd.data(), rm.data(), rv.data());
+            float* d_dx = with_dx ? r.garbage(nx) : nullptr;
+            float* d_dz = ep.residual ? r.garbage(nx) : nullptr;
+            float* d_dgamma = r.upload(random_vec(c, s + 5));  // accumulated onto
+            float* d_dbeta = r.upload(random_vec(c, s + 6));
+            r.be.batchnorm_backward(rows, c, r.upload(x), ep.relu ? r.upload(mask) : nullptr,
+                                    r.upload(random_vec(nx, s + 7)), r.upload(gamma), r.upload(mean),
+                                    r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
+            // Sums over up to 1100 rows of values of order 1: the absolute error grows with the reduction.
+            if (with_dx) r.output("dx", d_dx, nx, Tol{1e-4, 1e-3});
+            if (ep.residual) r.output("dresidual", d_dz, nx, kExact);  // dy masked: values move, no arithmetic
+            r.output("dgamma", d_dgamma, c, Tol{1e-4, 1e-4});
+            r.output("dbeta", d_dbeta, c, Tol{1e-4, 1e-4});
+          }});
+      }
   // 300 rows: more than the CUDA grid's warps, so warps loop over rows.
   for (int n : {1, 37, 300})
     for (int classes : {3, 10, 45})

@@ -1,4 +1,4 @@
-// Sweep cases: element-wise ops (activations, residual joins, axpy/scale/sum of squares), the option-A
+// Sweep cases: element-wise ops (activations, axpy/scale/sum of squares), the option-A
 // shortcut and dropout. Sizes wrap grid-stride loops and leave vector tails.
 #include "kernels/rng.h"
 #include "tests/backend/sweep.h"
@@ -27,11 +27,6 @@ CNN_SWEEP_CASES(pointwise) {
       float* d_dx = r.garbage(n);
       r.be.relu_backward(n, r.upload(random_vec(n, n + 2)), r.upload(random_vec(n, n + 3)), d_dx);
       r.output("dx", d_dx, n, kExact);
-    }});
-    add_case({"add_relu_forward", n_str(n), {}, [n](Run& r) {
-      float* d_y = r.garbage(n);
-      r.be.add_relu_forward(n, r.upload(random_vec(n, n + 4)), r.upload(random_vec(n, n + 5)), d_y);
-      r.output("y", d_y, n, kExact);  // one rounding of a + b, the same everywhere
     }});
     add_case({"axpy", n_str(n), {}, [n](Run& r) {
       float* d_y = r.upload(random_vec(n, n + 6));

@@ -38,23 +38,28 @@ CNN_SWEEP_CASES(pooling) {
   for (const PoolDesc& d : kPoolCases) {
     const uint64_t s = seed += 10;
     // Max pooling compares values in the same order everywhere: results and winners are exact.
-    add_case({"maxpool_forward", describe(d), {}, [d, s](Run& r) {
-      float* d_y = r.garbage(out_size(d));
-      int32_t* d_arg = r.upload(std::vector<int32_t>(out_size(d), -7));
-      r.be.maxpool_forward(d, r.upload(random_vec(in_size(d), s)), d_y, d_arg);
-      r.output("y", d_y, out_size(d), kExact);
-      r.output("argmax", d_arg, out_size(d));
-    }});
-    add_case({"maxpool_backward", describe(d), {}, [d, s](Run& r) {
-      // Winners from the reference forward pass, so the backward pass is tested on its own.
-      std::vector<float> x = random_vec(in_size(d), s), y(out_size(d));
-      std::vector<int32_t> arg(out_size(d));
-      maxpool_forward_cpu(d, x.data(), y.data(), arg.data());
-      float* d_dx = r.garbage(in_size(d));  // overwritten
-      r.be.maxpool_backward(d, r.upload(random_vec(out_size(d), s + 1)), r.upload(arg), d_dx);
-      // Overlapping windows add several dy into one tap; the order of those few additions may differ.
-      r.output("dx", d_dx, in_size(d), kDefault);
-    }});
+    for (bool relu : {false, true}) {  // relu: the pooling of a ReLU's output, fused
+      const std::string shape = describe(d) + (relu ? " relu" : "");
+      add_case({"maxpool_forward", shape, {}, [d, s, relu](Run& r) {
+        float* d_y = r.garbage(out_size(d));
+        int32_t* d_arg = r.upload(std::vector<int32_t>(out_size(d), -7));
+        r.be.maxpool_forward(d, r.upload(random_vec(in_size(d), s)), relu, d_y, d_arg);
+        r.output("y", d_y, out_size(d), kExact);
+        r.output("argmax", d_arg, out_size(d));
+      }});
+      add_case({"maxpool_backward", shape, {}, [d, s, relu](Run& r) {
+        // Winners (and the ReLU's output) from the reference forward pass, so the backward pass is tested on
+        // its own.
+        std::vector<float> x = random_vec(in_size(d), s), y(out_size(d));
+        std::vector<int32_t> arg(out_size(d));
+        maxpool_forward_cpu(d, x.data(), relu, y.data(), arg.data());
+        float* d_dx = r.garbage(in_size(d));  // overwritten
+        r.be.maxpool_backward(d, r.upload(random_vec(out_size(d), s + 1)), relu ? r.upload(y) : nullptr,
+                              r.upload(arg), d_dx);
+        // Overlapping windows add several dy into one tap; the order of those few additions may differ.
+        r.output("dx", d_dx, in_size(d), kDefault);
+      }});
+    }
     add_case({"avgpool_forward", describe(d), {}, [d, s](Run& r) {
       float* d_y = r.garbage(out_size(d));
       r.be.avgpool_forward(d, r.upload(random_vec(in_size(d), s + 2)), d_y);

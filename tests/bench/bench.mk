@@ -1,10 +1,14 @@
 # Benchmarks (`make bench`): not part of `make test`; figures go to docs/perf.md.
+# The PyTorch peer of the training benchmark (tests/bench/torch_bench.py; ResNet-50 from torchvision).
+DEB_PACKAGES += python3-torch python3-torchvision
 BENCH_DIR = $(BUILD)/bench
 $(BENCH_DIR)/ckpt_bench: $(BUILD)/obj/tests/bench/ckpt_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 TRAIN_BENCH_OBJS = $(patsubst %.cpp,$(BUILD)/obj/%.o,tests/bench/train_bench.cpp tests/bench/peak.cpp \
+                   tests/bench/op_profile.cpp tests/bench/torch_peer.cpp tests/bench/bn_bench.cpp \
+                   tests/bench/conv_bench.cpp \
                    tests/bench/alloc_count.cpp)
 $(BENCH_DIR)/train_bench: $(TRAIN_BENCH_OBJS) $(LIB)
 	@mkdir -p $(@D)
@@ -25,4 +29,6 @@ bench-ckpt: $(BENCH_DIR)/ckpt_bench
 	@rm -rf $(CKPT_BENCH_DIR) && mkdir -p $(CKPT_BENCH_DIR)
 	@for np in 1 2 4; do $(MPIRUN) -np $$np $(BENCH_DIR)/ckpt_bench $(CKPT_BENCH_DIR) 5; rm -f $(CKPT_BENCH_DIR)/*; done
 	@rm -rf $(CKPT_BENCH_DIR)
-bench: $(BENCH_TARGETS)
+bench:
+	@$(MAKE) --no-print-directory deps
+	@$(MAKE) --no-print-directory $(BENCH_TARGETS)

@@ -2,10 +2,13 @@
 """PyTorch training-step throughput for cnntrain's benchmark models (same architectures, batch, threads).
 
 Run by build/bench/train_bench (`make bench`), which talks to it over stdin/stdout so that both frameworks
-are measured alternately in one run. Protocol: one request per line, `MODEL THREADS BATCH STEPS`, answered by
-`ips IMAGES_PER_S FORMAT` (FORMAT: the memory format used, contiguous or channels_last, whichever was faster
-for this model and thread count in a short trial, so PyTorch gets its best layout). `quit` ends.
-Stand-alone: /usr/bin/python3 tests/bench/torch_bench.py --model fmnist_cnn --threads 2 [--batch 128 --steps 20]
+are measured alternately in one run. Protocol: one request per line, `MODEL THREADS BATCH STEPS` (THREADS: a
+comma list of thread counts to choose from), answered by `ips IMAGES_PER_S FORMAT THREADS`: the first request
+for a model and batch tries every memory format (contiguous, channels_last) with every thread count in a short
+trial and keeps the fastest setting, so PyTorch runs in its best layout and thread setting. `quit` ends.
+Stand-alone:
+  /usr/bin/python3 tests/bench/torch_bench.py --model resnet20 --threads 1,2 [--batch 128 --steps 20]
+  /usr/bin/python3 tests/bench/torch_bench.py --model resnet20 --threads 2 --profile   # autograd profiler table
 """
 import argparse
 import sys
@@ -33,9 +36,15 @@ def resnet20_plain():
     return nn.Sequential(*layers, nn.MaxPool2d(8), nn.Flatten(), nn.Linear(64, 10))
 
 
+def resnet50():
+    """torchvision's ResNet-50 (v1.5, as cnntrain's zoo), 10 classes."""
+    return ZOO["resnet50"](3, 10, 224)
+
+
 MODELS = {"lenet5": (lenet5, (1, 28, 28)), "fmnist_cnn": (fmnist_cnn, (1, 28, 28)),
-          "resnet20_plain": (resnet20_plain, (3, 32, 32)), "resnet20": (resnet20, (3, 32, 32))}
-_best_format = {}
+          "resnet20_plain": (resnet20_plain, (3, 32, 32)), "resnet20": (resnet20, (3, 32, 32)),
+          "resnet50": (resnet50, (3, 224, 224))}
+_best = {}  # (model, batch, thread choices) -> (format, threads, step function)
 
 
 def step_fn(name, batch, fmt):
@@ -66,42 +75,68 @@ def timed(step, steps):
 
 
 def measure(name, threads, batch, steps):
-    torch.set_num_threads(threads)
-    key = (name, threads, batch)
-    if key not in _best_format:
+    """images/s over `steps` steps in the fastest (memory format, thread count) for this model and batch."""
+    key = (name, batch, tuple(threads))
+    if key not in _best:
         trial = {}
-        for fmt in ("contiguous", "channels_last"):
-            s = step_fn(name, batch, fmt)
-            for _ in range(3):
-                s()
-            trial[fmt] = min(timed(s, 2) for _ in range(2))
-        _best_format[key] = min(trial, key=trial.get)
-    fmt = _best_format[key]
+        warm, runs = (3, 2) if steps > 1 else (1, 1)
+        for t in threads:
+            torch.set_num_threads(t)
+            for fmt in ("contiguous", "channels_last"):
+                s = step_fn(name, batch, fmt)
+                for _ in range(warm):
+                    s()
+                trial[(fmt, t)] = min(timed(s, steps) for _ in range(runs))
+        fmt, t = min(trial, key=trial.get)
+        torch.set_num_threads(t)
+        s = step_fn(name, batch, fmt)
+        s()
+        _best[key] = (fmt, t, s)
+    fmt, t, s = _best[key]
+    torch.set_num_threads(t)
+    return batch * steps / timed(s, steps), fmt, t
+
+
+def profile(name, threads, batch, steps, fmt):
+    """PyTorch's own per-op breakdown of `steps` training steps (after warm-up), sorted by self CPU time."""
+    torch.set_num_threads(threads)
     s = step_fn(name, batch, fmt)
     for _ in range(3):
         s()
-    return batch * steps / timed(s, steps), fmt
+    with torch.autograd.profiler.profile() as prof:
+        for _ in range(steps):
+            s()
+    print(f"{name} batch {batch}, {threads} threads, {fmt}, {steps} steps (torch {torch.__version__}); "
+          f"times are totals over the steps")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--serve", action="store_true", help="answer requests on stdin (used by train_bench)")
     ap.add_argument("--model", default="fmnist_cnn", choices=sorted(MODELS))
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", default="1", help="thread count, or a comma list to pick the fastest from")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--profile", action="store_true", help="print torch.autograd.profiler's per-op table")
+    ap.add_argument("--format", default="channels_last", choices=("contiguous", "channels_last"),
+                    help="memory format for --profile")
     a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    if a.profile:
+        profile(a.model, threads[0], a.batch, a.steps, a.format)
+        return
     if not a.serve:
-        ips, fmt = measure(a.model, a.threads, a.batch, a.steps)
-        print(f"{a.model} threads {a.threads} batch {a.batch}: {ips:.0f} images/s ({fmt}, torch {torch.__version__})")
+        ips, fmt, t = measure(a.model, threads, a.batch, a.steps)
+        print(f"{a.model} batch {a.batch}: {ips:.1f} images/s ({fmt}, {t} threads, torch {torch.__version__})")
         return
     print(f"ready torch {torch.__version__}", flush=True)
     for line in sys.stdin:
         f = line.split()
         if not f or f[0] == "quit":
             break
-        ips, fmt = measure(f[0], int(f[1]), int(f[2]), int(f[3]))
-        print(f"ips {ips:.3f} {fmt}", flush=True)
+        ips, fmt, t = measure(f[0], [int(t) for t in f[1].split(",")], int(f[2]), int(f[3]))
+        print(f"ips {ips:.3f} {fmt} {t}", flush=True)
 
 
 if __name__ == "__main__":

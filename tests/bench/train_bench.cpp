@@ -1,15 +1,15 @@
 // Training-step benchmark of the CPU backend (`make bench-train`, part of `make bench`): images/s of each
-// benchmark model at batch 128 with 1 and 2 threads, measured alternately with PyTorch (tests/bench/
-// torch_bench.py, same architecture, batch and threads) so both see the same machine load; the ratio is the
-// median of the per-repetition ratios. Also: the machine's measured FMA peak, achieved GFLOP/s and fraction of
-// peak, heap allocations per step after warm-up, a per-layer forward/backward breakdown (plus data,
-// loss and optimizer), and the 3x3 >=64-channel convolutions op by op.
+// benchmark model at its batch size, measured alternately with PyTorch (tests/bench/torch_bench.py, same
+// architecture and batch, in PyTorch's fastest memory format and thread count) so both see the same machine
+// load; the ratio is the median of the per-repetition ratios and is checked against the model's target. Also:
+// the machine's measured FMA peak, achieved GFLOP/s and fraction of peak, heap allocations per step after
+// warm-up, a per-layer forward/backward breakdown, a per-op breakdown (every Backend call timed, comparable to
+// torch.autograd.profiler's table: torch_bench.py --profile), the 3x3 >=64-channel convolutions op by op, and
+// batch norm + ReLU op by op against oneDNN's batch normalization primitive.
 //
-//   build/bench/train_bench [--models lenet5,fmnist_cnn,resnet20,resnet20_plain] [--threads 1,2] [--batch 128]
-//                           [--reps 5] [--seconds 1.5] [--torch tests/bench/torch_bench.py | --torch none]
-#include <sys/wait.h>
-#include <unistd.h>
-
+//   build/bench/train_bench [--models resnet20,lenet5,resnet50] [--batch N] [--threads 2] [--torch-threads 1,2]
+//                           [--reps 5] [--seconds 2] [--torch tests/bench/torch_bench.py | --torch none]
+//                           [--no-layers] [--no-ops] [--no-convs] [--no-bn] [--ops-cpu-clock]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,14 +21,17 @@
 
 #include "io/loader.h"
 #include "kernels/cpu_backend.h"
-#include "kernels/dnnl_ops.h"
 #include "kernels/rng.h"
 #include "src/model/zoo.h"
 #include "src/model/net.h"
 #include "src/train/optimizer.h"
 #include "src/train/step.h"
 #include "tests/bench/alloc_count.h"
+#include "tests/bench/bn_bench.h"
+#include "tests/bench/conv_bench.h"
+#include "tests/bench/op_profile.h"
 #include "tests/bench/peak.h"
+#include "tests/bench/torch_peer.h"
 
 namespace cnn::bench {
 namespace {
@@ -83,87 +86,33 @@ void resnet20_plain(Net& net) {
 struct ModelSpec {
   std::string name;
   Dims input;
+  int batch = 128;       // the batch the target is stated for
+  double target = 0;     // images/s ratio over PyTorch to reach; 0: none
   std::function<void(Net&)> build;  // null: from the model zoo
 };
 
-// The benchmark models. Zoo models that do not exist (yet) are skipped with a note.
+// The benchmark models and their targets (cnntrain images/s over PyTorch's best, same batch). Zoo models that
+// do not exist in this build are skipped with a note.
 std::vector<ModelSpec> known_models() {
-  return {{"lenet5", {28, 28, 1}, nullptr},
-          {"fmnist_cnn", {28, 28, 1}, nullptr},
-          {"resnet20", {32, 32, 3}, nullptr},
-          {"resnet20_plain", {32, 32, 3}, resnet20_plain}};
+  return {{"resnet20", {32, 32, 3}, 128, 1.5, nullptr},
+          {"lenet5", {28, 28, 1}, 256, 3.0, nullptr},
+          {"resnet50", {224, 224, 3}, 32, 1.4, nullptr},
+          {"fmnist_cnn", {28, 28, 1}, 128, 3.0, nullptr},
+          {"resnet20_plain", {32, 32, 3}, 128, 0, resnet20_plain}};
 }
-
-// PyTorch side: torch_bench.py --serve behind two pipes.
-class Torch {
- public:
-  explicit Torch(const std::string& script) {
-    int to[2], from[2];
-    if (script == "none" || access(script.c_str(), R_OK) != 0 || pipe(to) || pipe(from)) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(to[0], 0);
-      dup2(from[1], 1);
-      close(to[1]);
-      close(from[0]);
-      execl("/usr/bin/python3", "python3", script.c_str(), "--serve", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(to[0]);
-    close(from[1]);
-    out_ = fdopen(to[1], "w");
-    in_ = fdopen(from[0], "r");
-    char line[256];
-    if (!fgets(line, sizeof line, in_) || std::strncmp(line, "ready", 5) != 0) {
-      std::fprintf(stderr, "train_bench: %s did not start (is python3-torch installed?); no PyTorch figures\n",
-                   script.c_str());
-      stop();
-      return;
-    }
-    version_ = line + 6;
-    version_.erase(version_.find_last_not_of("\n ") + 1);
-  }
-  ~Torch() { stop(); }
-  bool ok() const { return in_ != nullptr; }
-  const std::string& version() const { return version_; }
-  // images/s of `steps` training steps; 0 on failure.
-  double run(const std::string& model, int threads, int batch, int steps, std::string* format) {
-    if (!ok()) return 0;
-    std::fprintf(out_, "%s %d %d %d\n", model.c_str(), threads, batch, steps);
-    std::fflush(out_);
-    char line[256], fmt[64] = "";
-    double ips = 0;
-    if (!fgets(line, sizeof line, in_) || std::sscanf(line, "ips %lf %63s", &ips, fmt) < 1) return 0;
-    *format = fmt;
-    return ips;
-  }
-
- private:
-  void stop() {
-    if (out_) {
-      std::fputs("quit\n", out_);
-      std::fclose(out_);
-    }
-    if (in_) std::fclose(in_);
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
-    out_ = in_ = nullptr;
-    pid_ = -1;
-  }
-  pid_t pid_ = -1;
-  FILE *out_ = nullptr, *in_ = nullptr;
-  std::string version_;
-};
 
 // One model on one backend, with the buffers and optimizer of a training step on synthetic data.
 struct Rig {
-  std::unique_ptr<Backend> be;
+  std::unique_ptr<Backend> cpu;
+  std::unique_ptr<Backend> be;  // cpu, or a profiling wrapper around it
   std::unique_ptr<Net> net;
   std::unique_ptr<Optimizer> opt;
   StepBuffers buf;
   int batch;
 
-  Rig(const ModelSpec& m, int threads, int batch) : batch(batch) {
-    be = make_cpu_backend(threads, CpuKernels::kFast);
+  Rig(const ModelSpec& m, int threads, int batch, OpProfile* prof = nullptr) : batch(batch) {
+    cpu = make_cpu_backend(threads, CpuKernels::kFast);
+    be = prof ? prof->wrap(*cpu) : std::move(cpu);
     net = std::make_unique<Net>(*be, m.input, 10);
     if (m.build) m.build(*net);
     else build_model(m.name, *net);
@@ -184,6 +133,7 @@ struct Rig {
     free_step_buffers(*be, buf);
     opt.reset();
     net.reset();
+    be.reset();
   }
   void steps(int k) {
     StepStats st;
@@ -286,68 +236,55 @@ std::vector<LayerTime> breakdown(Rig& r, const ModelSpec& m, int reps) {
 }
 
 struct Result {
-  std::string model;
-  int threads = 0;
-  double ours = 0, torch = 0, ratio = 0, gflops = 0, allocs_per_step = 0;
-  std::string torch_format;
+  ModelSpec spec;
+  int batch = 0, threads = 0;
+  double ours = 0, torch = 0, ratio = 0, flops_per_image = 0, allocs_per_step = 0;
+  TorchPeer::Run torch_setting;
 };
 
-void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
-  struct Shape { const char* where; ConvDesc d; };
-  auto cd = [](int h, int c, int k) {
-    ConvDesc d;
-    d.n = 128, d.h = d.w = h, d.c = c, d.k = k, d.r = d.s = 3, d.pad_h = d.pad_w = 1;
-    return d;
-  };
-  const std::vector<Shape> shapes = {{"resnet20 stage 3", cd(8, 64, 64)},
-                                     {"64ch at 16x16", cd(16, 64, 64)},
-                                     {"128ch at 8x8", cd(8, 128, 128)}};
-  std::printf("\n3x3 convolutions with >= 64 channels, batch 128, op by op: GFLOP/s and %% of the measured peak of "
-              "the threads used,\nmedian | best of %d (nominal FLOPs: padded taps count; at 8x8, 16%% of the taps are "
-              "padding)\n", reps);
-  std::printf("%-18s %-14s %3s  %-24s %-24s %-24s\n", "shape", "NHWC in->out", "thr", "forward", "backward-data",
-              "backward-filter");
-  for (const Shape& s : shapes) {
-    const ConvDesc& d = s.d;
-    const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
-    const size_t nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
-    std::vector<float> x(nx, 0.5f), y(ny, 0.25f), w(nw, 0.01f), dw(nw, 0.f), b(d.k, 0.f), db(d.k, 0.f), dx(nx);
-    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c;
-    std::string impl;
-    for (int t : threads) {
-      DnnlOps ops(t);
-      impl = ops.conv_impl(d);
-      std::function<void()> fn[3] = {[&] { ops.conv_forward(d, x.data(), w.data(), b.data(), y.data()); },
-                                     [&] { ops.conv_backward_data(d, y.data(), w.data(), dx.data()); },
-                                     [&] { ops.conv_backward_filter(d, x.data(), y.data(), dw.data(), db.data()); }};
-      char cell[3][80];
-      for (int k = 0; k < 3; ++k) {
-        fn[k]();
-        std::vector<double> ts;
-        for (int rep = 0; rep < reps; ++rep) {
-          auto t0 = Clock::now();
-          fn[k]();
-          ts.push_back(since(t0));
-        }
-        const double gf = flops / median(ts) / 1e9, best = flops / *std::min_element(ts.begin(), ts.end()) / 1e9;
-        const double pk = peak.per_core * t;
-        std::snprintf(cell[k], sizeof cell[k], "%5.0f %3.0f%% | %5.0f %3.0f%%", gf, 100 * gf / pk, best, 100 * best / pk);
-      }
-      char shape[32];
-      std::snprintf(shape, sizeof shape, "%dx%dx%d->%d", d.h, d.w, d.c, d.k);
-      std::printf("%-18s %-14s %3d  %-24s %-24s %-24s\n", s.where, shape, t, cell[0], cell[1], cell[2]);
-    }
-    std::printf("%-18s oneDNN: %s (backward-data of stride-1 convs runs as a flipped forward)\n", "",
-                impl.c_str());
+// Every Backend op of `steps` training steps, timed one by one (the wrapper synchronizes after each op).
+void op_table(const ModelSpec& m, int threads, int batch, int steps, double step_s, bool cpu_clock) {
+  OpProfile prof(cpu_clock);
+  Rig rig(m, threads, batch, &prof);
+  rig.steps(2);
+  prof.clear();
+  rig.steps(steps);
+  std::vector<std::pair<std::string, OpProfile::Entry>> rows(prof.entries().begin(), prof.entries().end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.seconds;
+  std::printf("\nPer-op breakdown: %s, %d threads, batch %d, %d steps (every Backend call timed, %s; %% of the sum; "
+              "the unprofiled step takes %.1f ms)\n", m.name.c_str(), threads, batch, steps,
+              cpu_clock ? "CPU time of the calling thread" : "wall time", 1e3 * step_s);
+  std::printf("%-26s %10s %12s %7s\n", "op", "calls/step", "ms/step", "%");
+  for (const auto& [op, e] : rows)
+    std::printf("%-26s %10.1f %12.3f %6.1f%%\n", op.c_str(), static_cast<double>(e.calls) / steps,
+                1e3 * e.seconds / steps, 100 * e.seconds / total);
+  std::printf("%-26s %10s %12.3f\n", "total", "", 1e3 * total / steps);
+}
+
+void print_layers(const std::string& name, int threads, int batch, int reps, const std::vector<LayerTime>& rows) {
+  std::printf("\nPer-layer breakdown: %s, %d threads, batch %d (median of %d; GFLOP/s of the layer's forward / "
+              "backward)\n", name.c_str(), threads, batch, reps);
+  std::printf("%-12s %-34s %9s %9s %9s %9s\n", "layer", "", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s");
+  double total = 0;
+  for (const LayerTime& l : rows) total += l.fwd_s + l.bwd_s;
+  for (const LayerTime& l : rows) {
+    char gf[2][16] = {"", ""};
+    if (l.fwd_flops > 0) std::snprintf(gf[0], 16, "%9.1f", l.fwd_flops / l.fwd_s / 1e9);
+    if (l.bwd_flops > 0) std::snprintf(gf[1], 16, "%9.1f", l.bwd_flops / l.bwd_s / 1e9);
+    std::printf("%-12s %-34s %9.3f %9.3f %9s %9s\n", l.name.c_str(), l.what.c_str(), 1e3 * l.fwd_s, 1e3 * l.bwd_s,
+                gf[0], gf[1]);
   }
+  std::printf("%-12s %-34s %9.3f ms per step (layers run one at a time)\n", "total", "", 1e3 * total);
 }
 
 int main_impl(int argc, char** argv) {
-  std::string models = "lenet5,fmnist_cnn,resnet20,resnet20_plain", threads_s = "1,2",
+  std::string models = "resnet20,lenet5,resnet50", threads_s = "2", torch_threads = "1,2",
               script = "tests/bench/torch_bench.py";
-  int batch = 128, reps = 5;
-  double seconds = 1.5;
-  bool layers = true, convs = true;
+  int batch = 0, reps = 5;
+  double seconds = 2;
+  bool layers = true, ops = true, convs = true, bn = true, cpu_clock = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -359,33 +296,40 @@ int main_impl(int argc, char** argv) {
     };
     if (a == "--models") models = val();
     else if (a == "--threads") threads_s = val();
+    else if (a == "--torch-threads") torch_threads = val();
     else if (a == "--batch") batch = std::stoi(val());
     else if (a == "--reps") reps = std::stoi(val());
     else if (a == "--seconds") seconds = std::stod(val());
     else if (a == "--torch") script = val();
     else if (a == "--no-layers") layers = false;
+    else if (a == "--no-ops") ops = false;
     else if (a == "--no-convs") convs = false;
+    else if (a == "--no-bn") bn = false;
+    else if (a == "--ops-cpu-clock") cpu_clock = true;
     else {
-      std::fprintf(stderr, "usage: train_bench [--models a,b] [--threads 1,2] [--batch N] [--reps N] [--seconds S] "
-                   "[--torch SCRIPT|none] [--no-layers] [--no-convs]\n");
+      std::fprintf(stderr, "usage: train_bench [--models a,b] [--batch N] [--threads 2] [--torch-threads 1,2] "
+                   "[--reps N] [--seconds S] [--torch SCRIPT|none] [--no-layers] [--no-ops] [--no-convs] "
+                   "[--no-bn] [--ops-cpu-clock]\n");
       return 2;
     }
   }
   std::vector<int> threads;
   for (const auto& t : split(threads_s)) threads.push_back(std::stoi(t));
-  const int max_t = *std::max_element(threads.begin(), threads.end());
+  int max_t = *std::max_element(threads.begin(), threads.end());
+  for (const auto& t : split(torch_threads)) max_t = std::max(max_t, std::stoi(t));
 
   const Peak peak = measure_peak(max_t);
   std::printf("FP32 peak (FMA micro-benchmark, %s): %.1f GFLOP/s per core alone; %d threads at once: %.1f GFLOP/s "
               "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("OMP_WAIT_POLICY=%s; load average at start: %s\n", wait ? wait : "(unset)", load_average().c_str());
-  Torch torch(script);
-  if (torch.ok()) std::printf("PyTorch %s via %s, measured alternately with cnntrain\n", torch.version().c_str(),
-                              script.c_str());
+  TorchPeer torch(script);
+  if (torch.ok())
+    std::printf("PyTorch %s via %s, measured alternately with cnntrain (its fastest of memory formats "
+                "contiguous/channels_last x threads %s)\n", torch.version().c_str(), script.c_str(),
+                torch_threads.c_str());
 
   std::vector<Result> results;
-  std::vector<std::pair<std::string, std::vector<LayerTime>>> layer_tables;
   for (const std::string& name : split(models)) {
     ModelSpec spec;
     bool found = false;
@@ -399,65 +343,67 @@ int main_impl(int argc, char** argv) {
       std::printf("(%s: not in the model zoo of this build; skipped)\n", name.c_str());
       continue;
     }
+    const int b = batch > 0 ? batch : spec.batch;
     for (int t : threads) {
-      Rig rig(spec, t, batch);
-      rig.steps(2);
+      Rig rig(spec, t, b);
+      rig.steps(1);
       auto t0 = Clock::now();
-      rig.steps(2);
-      const double per_step = since(t0) / 2;
-      const int steps = std::max(3, static_cast<int>(seconds / per_step));
+      rig.steps(1);
+      const double per_step = since(t0);
+      const int steps = std::max(1, static_cast<int>(seconds / per_step));
       const uint64_t a0 = allocation_count();
       rig.steps(steps);
       Result r;
-      r.model = name;
+      r.spec = spec;
+      r.batch = b;
       r.threads = t;
       r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
+      r.flops_per_image = rig.train_flops();
       std::vector<double> ours, theirs, ratios;
       for (int rep = 0; rep < reps; ++rep) {
         t0 = Clock::now();
         rig.steps(steps);
-        ours.push_back(static_cast<double>(batch) * steps / since(t0));
-        const double th = torch.run(name, t, batch, steps, &r.torch_format);
-        if (th > 0) {
-          theirs.push_back(th);
-          ratios.push_back(ours.back() / th);
+        ours.push_back(static_cast<double>(b) * steps / since(t0));
+        const TorchPeer::Run th = torch.run(name, torch_threads, b, steps);
+        if (th.images_per_s > 0) {
+          r.torch_setting = th;
+          theirs.push_back(th.images_per_s);
+          ratios.push_back(ours.back() / th.images_per_s);
         }
+        std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch %.1f)\n", name.c_str(), b, t,
+                     rep, ours.back(), theirs.empty() ? 0.0 : theirs.back());
       }
       r.ours = median(ours);
       r.torch = median(theirs);
       r.ratio = median(ratios);
-      r.gflops = r.ours * rig.train_flops() / 1e9;
       results.push_back(r);
-      std::fprintf(stderr, "  %s threads %d: %.0f images/s (PyTorch %.0f)\n", name.c_str(), t, r.ours, r.torch);
-      if (layers && t == max_t) layer_tables.push_back({name, breakdown(rig, spec, reps)});
+      if (t != max_t && t != threads.back()) continue;
+      if (layers) print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
+      if (ops) op_table(spec, t, b, std::max(2, steps), b / r.ours, cpu_clock);
     }
   }
 
-  std::printf("\nTraining step, batch %d, FP32, synthetic data: images/s (median of %d repetitions, cnntrain and "
-              "PyTorch alternating)\n", batch, reps);
-  std::printf("%-16s %3s %12s %12s %8s %10s %7s %11s  %s\n", "model", "thr", "cnntrain", "pytorch", "ratio",
-              "GFLOP/s", "%peak", "allocs/step", "pytorch layout");
-  for (const Result& r : results)
-    std::printf("%-16s %3d %12.0f %12.0f %7.2fx %10.1f %6.0f%% %11.1f  %s\n", r.model.c_str(), r.threads, r.ours,
-                r.torch, r.ratio, r.gflops, 100 * r.gflops / (peak.per_core * r.threads), r.allocs_per_step,
-                r.torch_format.c_str());
-
-  for (const auto& [name, rows] : layer_tables) {
-    std::printf("\nPer-layer breakdown: %s, %d threads, batch %d (median of %d; GFLOP/s of the layer's "
-                "forward / backward)\n", name.c_str(), max_t, batch, reps);
-    std::printf("%-12s %-34s %9s %9s %9s %9s\n", "layer", "", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s");
-    double total = 0;
-    for (const LayerTime& l : rows) total += l.fwd_s + l.bwd_s;
-    for (const LayerTime& l : rows) {
-      char gf[2][16] = {"", ""};
-      if (l.fwd_flops > 0) std::snprintf(gf[0], 16, "%9.1f", l.fwd_flops / l.fwd_s / 1e9);
-      if (l.bwd_flops > 0) std::snprintf(gf[1], 16, "%9.1f", l.bwd_flops / l.bwd_s / 1e9);
-      std::printf("%-12s %-34s %9.3f %9.3f %9s %9s\n", l.name.c_str(), l.what.c_str(), 1e3 * l.fwd_s, 1e3 * l.bwd_s,
-                  gf[0], gf[1]);
+  std::printf("\nTraining step, FP32, synthetic data: images/s, median of %d repetitions, cnntrain and PyTorch "
+              "alternating; ratio = median of the per-repetition ratios; %%peak = achieved GFLOP/s (nominal "
+              "training FLOPs) over the measured FMA peak of the threads used (%.1f GFLOP/s per core); "
+              "load average now %s\n", reps, peak.per_core, load_average().c_str());
+  std::printf("%-14s %5s %3s %10s %10s %7s %7s %5s %8s %6s %7s %8s  %s\n", "model", "batch", "thr", "cnntrain",
+              "pytorch", "ratio", "target", "met", "GFLOP/s", "%peak", "torch%", "allocs", "pytorch setting");
+  for (const Result& r : results) {
+    const double gf = r.ours * r.flops_per_image / 1e9, tgf = r.torch * r.flops_per_image / 1e9;
+    const int tt = r.torch_setting.threads > 0 ? r.torch_setting.threads : r.threads;
+    char target[16] = "-", met[8] = "-";
+    if (r.spec.target > 0 && r.torch > 0) {
+      std::snprintf(target, sizeof target, "%.1fx", r.spec.target);
+      std::snprintf(met, sizeof met, "%s", r.ratio >= r.spec.target ? "yes" : "NO");
     }
-    std::printf("%-12s %-34s %9.3f ms per step (layers run one at a time)\n", "total", "", 1e3 * total);
+    std::printf("%-14s %5d %3d %10.1f %10.1f %6.2fx %7s %5s %8.1f %5.0f%% %6.0f%% %8.1f  %s, %d threads\n",
+                r.spec.name.c_str(), r.batch, r.threads, r.ours, r.torch, r.ratio, target, met, gf,
+                100 * gf / (peak.per_core * r.threads), 100 * tgf / (peak.per_core * tt), r.allocs_per_step,
+                r.torch_setting.format.empty() ? "-" : r.torch_setting.format.c_str(), tt);
   }
   if (convs) conv_table(threads, peak, reps);
+  if (bn) bn_table(threads, reps);
   return 0;
 }
 

@@ -13,8 +13,9 @@ namespace {
 
 constexpr int kH = 12, kW = 11, kC = 2, kClasses = 5, kBatch = 10, kSteps = 20;
 
-// The network under test, one layer factory per entry: conv, batch norm, pooling (max and average), a
-// residual block with a projection shortcut and linear layers.
+// The network under test, one layer factory per entry: conv, batch norm (plain and fused with its ReLU),
+// pooling (max and average), a residual block with a projection shortcut (its join fused into batch norm) and
+// linear layers.
 std::vector<std::function<std::unique_ptr<Layer>()>> small_cnn() {
   return {
       [] { return make_conv2d("conv1", 8, {3, 1, 1, true}); },
@@ -23,7 +24,7 @@ std::vector<std::function<std::unique_ptr<Layer>()>> small_cnn() {
       [] { return make_batchnorm("bn1"); },
       [] { return make_basic_block("res1", 10, 1, Shortcut::kProjection); },
       [] { return make_conv2d("conv2", 12, {3, 2, 1, false}); },
-      [] { return make_relu("relu2"); },
+      [] { return make_batchnorm("bn2", {}, true); },
       [] { return make_maxpool("pool2", 3, 1, 1); },
       [] { return make_avgpool("apool", 2, 1); },
       [] { return make_flatten("flat"); },

@@ -1,6 +1,7 @@
 // The fast CPU backend gives the same bits run to run for a fixed thread count (its results are compared
 // with the reference kernels by the backend sweep, tests/backend/).
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu_backend.h"
 #include "tests/common/test_util.h"
@@ -36,6 +37,39 @@ TEST_P(FastKernels, RunToRunBitExact) {
       if (rep == 0) first[i] = *now[i];
       else EXPECT_EQ(0, std::memcmp(first[i].data(), now[i]->data(), sizeof(float) * first[i].size())) << "output " << i;
     }
+  }
+}
+
+// Filters are re-laid out once per parameter version: under an unchanged version the backend keeps using what
+// it derived (a caller breaking that promise sees the old filters, which shows the cache works), a new version
+// or version 0 re-reads them (the values themselves are the sweep's business).
+TEST_P(FastKernels, FilterLayoutsFollowParamVersion) {
+  auto be = make_cpu_backend(GetParam(), CpuKernels::kFast);
+  auto conv = [](int h, int c, int k, int r, int pad) {
+    ConvDesc d;
+    d.n = 2, d.h = d.w = h, d.c = c, d.k = k, d.r = d.s = r, d.pad_h = d.pad_w = pad;
+    return d;
+  };
+  // Stride-1 "same" (backward-data as a flipped forward) and unpadded 5x5 (oneDNN's backward-data).
+  for (const ConvDesc& d : {conv(8, 16, 16, 3, 1), conv(14, 6, 16, 5, 0)}) {
+    const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+    const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
+    auto x = random_vec(nx, 31), w = random_vec(nw, 32), dy = random_vec(ny, 33);
+    auto run = [&](uint64_t version) {
+      be->set_param_version(version);
+      std::vector<float> y(ny), dx(nx);
+      be->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
+      be->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+      be->set_param_version(0);
+      return std::make_pair(y, dx);
+    };
+    const uint64_t v = (uint64_t{1} << 50) + d.r;
+    const auto first = run(v);
+    for (auto& e : w) e *= -0.5f;  // new values under the same version
+    EXPECT_EQ(run(v), first);
+    const auto fresh = run(v + 100), unversioned = run(0);
+    EXPECT_NE(fresh.first, first.first);
+    EXPECT_EQ(fresh, unversioned);
   }
 }
 

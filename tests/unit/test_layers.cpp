@@ -3,6 +3,7 @@
 // train-vs-eval behaviour, dropout masks keyed by global sample id, flatten as a view, the option-A shortcut
 // and add+ReLU against hand-written values.
 #include <cmath>
+#include <tuple>
 
 #include "kernels/backend.h"
 #include "kernels/batchnorm.h"
@@ -140,7 +141,7 @@ TEST(Dropout, MaskDependsOnGlobalIdNotPosition) {
   EXPECT_EQ(y2, x);
 }
 
-TEST(Elementwise, ShortcutPadAndAddRelu) {
+TEST(Elementwise, ShortcutPad) {
   // x [1,3,3,2] -> stride 2 -> [1,2,2,4]; odd sizes keep the last row/column (ceil).
   std::vector<float> x(18), y(16), dx(18);
   for (int i = 0; i < 18; ++i) x[i] = static_cast<float>(i + 1);
@@ -148,11 +149,86 @@ TEST(Elementwise, ShortcutPadAndAddRelu) {
   EXPECT_EQ(y, (std::vector<float>{1, 2, 0, 0, 5, 6, 0, 0, 13, 14, 0, 0, 17, 18, 0, 0}));
   shortcut_pad_backward_cpu(1, 3, 3, 2, 2, 4, y.data(), dx.data());
   EXPECT_EQ(dx, (std::vector<float>{1, 2, 0, 0, 5, 6, 0, 0, 0, 0, 0, 0, 13, 14, 0, 0, 17, 18}));
-  std::vector<float> a = {1, -2, 0.5f}, b = {-3, 1, 0.25f}, s(3);
-  add_relu_forward_cpu(3, a.data(), b.data(), s.data());
-  EXPECT_EQ(s, (std::vector<float>{0, 0, 0.75f}));
+  std::vector<float> a = {1, -2, 0.5f};
   EXPECT_DOUBLE_EQ(sum_squares_cpu(3, a.data()), 1 + 4 + 0.25);
+}
+
+// The residual join fused into batch norm: an identity normalisation (gamma 1, beta 0, running mean 0 and
+// variance 1 - eps) leaves y = relu(x + residual); training records y > 0 in the mask, and the backward
+// hands dy masked by it to both inputs' paths.
+TEST(BatchNorm, FusedJoinIsAddRelu) {
+  const float eps = 1e-5f;
+  std::vector<float> x = {1, -2, 0.5f, 3}, res = {-3, 1, 0.25f, -3}, y(4);
+  std::vector<float> gamma = {1, 1}, beta = {0, 0}, rm = {0, 0}, rv = {1 - eps, 1 - eps};
+  batchnorm_forward_infer_cpu(2, 2, x.data(), res.data(), gamma.data(), beta.data(), rm.data(), rv.data(), eps, true,
+                              y.data());
+  EXPECT_TRUE(all_close(y, std::vector<float>{0, 0, 0.75f, 0}, 1e-6, 0, "relu(x + residual)"));
+  // Training: columns {1, 0.5} and {-2, 3} normalise to {1, -1} and {-1, 1}; + residual, relu.
+  std::vector<float> sm(2), si(2), dx(4), dres(4), dg(2, 0.f), db(2, 0.f);
+  std::vector<uint32_t> mask(relu_mask_words(4), 0xffffffffu);
+  batchnorm_forward_train_cpu(2, 2, x.data(), res.data(), gamma.data(), beta.data(), 0.f, 0.1f, true, y.data(),
+                              mask.data(), sm.data(), si.data(), rm.data(), rv.data());
+  EXPECT_TRUE(all_close(y, std::vector<float>{0, 0, 0, 0}, 1e-6, 0, "train y"));
+  EXPECT_EQ(mask[0] & 0xfu, 0u);
+  std::vector<float> x2 = {1, -2, 0.5f, 3}, res2 = {3, 1, 0.25f, 3};
+  batchnorm_forward_train_cpu(2, 2, x2.data(), res2.data(), gamma.data(), beta.data(), 0.f, 0.1f, true, y.data(),
+                              mask.data(), sm.data(), si.data(), rm.data(), rv.data());
+  EXPECT_TRUE(all_close(y, std::vector<float>{4, 0, 0, 4}, 1e-5, 0, "train y"));
+  EXPECT_EQ(mask[0] & 0xfu, 0x9u);
+  std::vector<float> dy = {1, 2, 3, 4};
+  batchnorm_backward_cpu(2, 2, x2.data(), mask.data(), dy.data(), gamma.data(), sm.data(), si.data(), dx.data(),
+                         dres.data(), dg.data(), db.data());
+  EXPECT_EQ(dres, (std::vector<float>{1, 0, 0, 4}));
+  EXPECT_TRUE(all_close(db, std::vector<float>{1, 4}, 1e-6, 0, "dbeta = column sums of the masked dy"));
+}
+
+// A fused batch norm + ReLU layer computes what a batch norm layer followed by a ReLU layer computes.
+TEST(BatchNorm, FusedReluMatchesSeparateLayers) {
+  const int n = 3;
+  const Dims d{4, 3, 5};
+  Bound fused(make_batchnorm("bn", {}, true), d, n, 21), plain(make_batchnorm("bn"), d, n, 21);
+  auto relu = make_relu("r");
+  relu->setup(d);
+  std::vector<float> x = random_vec(d.size() * n, 22), dy = random_vec(x.size(), 23);
+  std::vector<float> yf(x.size()), yb(x.size()), yr(x.size()), dxf(x.size()), dxr(x.size()), dxb(x.size());
+  fused.layer->forward(*cpu(), x.data(), yf.data(), n, true);
+  plain.layer->forward(*cpu(), x.data(), yb.data(), n, true);
+  relu->forward(*cpu(), yb.data(), yr.data(), n, true);
+  EXPECT_TRUE(all_close(yf, yr, 1e-6, 1e-6, "forward"));
+  fused.layer->backward(*cpu(), x.data(), yf.data(), dy.data(), dxf.data(), n);
+  relu->backward(*cpu(), yb.data(), yr.data(), dy.data(), dxr.data(), n);
+  plain.layer->backward(*cpu(), x.data(), yb.data(), dxr.data(), dxb.data(), n);
+  EXPECT_TRUE(all_close(dxf, dxb, 1e-5, 1e-5, "dx"));
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(all_close(fused.g[i], plain.g[i], 1e-5, 1e-5, "parameter gradient"));
 }
 
 }  // namespace
 }  // namespace cnn
+
+// ReLU + max pooling as one layer computes exactly what a ReLU layer followed by a pooling layer computes,
+// gradients included (overlapping 3x3 windows, inputs of both signs, all-negative windows).
+TEST(MaxPool, FusedReluEqualsSeparateLayers) {
+  Backend* be = cpu();
+  for (auto [k, stride, pad] : {std::tuple{2, 2, 0}, {3, 2, 1}}) {
+    const Dims in{7, 6, 3};
+    const int n = 2;
+    auto fused = make_maxpool("p", k, stride, pad, true), pool = make_maxpool("p", k, stride, pad);
+    auto relu = make_relu("r");
+    const Dims out = fused->setup(in);
+    pool->setup(in);
+    relu->setup(in);
+    fused->allocate(*be, n);
+    pool->allocate(*be, n);
+    std::vector<float> x = random_vec(in.size() * n, 40 + k, -1.5f, 1.f), r(x.size());
+    std::vector<float> dy = random_vec(out.size() * n, 50);
+    std::vector<float> yf(out.size() * n), yp(yf.size()), dxf(x.size()), dr(x.size()), dxs(x.size());
+    fused->forward(*be, x.data(), yf.data(), n, true);
+    relu->forward(*be, x.data(), r.data(), n, true);
+    pool->forward(*be, r.data(), yp.data(), n, true);
+    EXPECT_EQ(yf, yp);
+    fused->backward(*be, x.data(), yf.data(), dy.data(), dxf.data(), n);
+    pool->backward(*be, r.data(), yp.data(), dy.data(), dr.data(), n);
+    relu->backward(*be, x.data(), r.data(), dr.data(), dxs.data(), n);
+    EXPECT_EQ(dxf, dxs);
+  }
+}

@@ -1,0 +1,156 @@
+#include "tests/bench/op_profile.h"
+
+#include <time.h>
+
+namespace cnn::bench {
+
+namespace {
+
+double seconds(bool cpu_clock) {
+  timespec t;
+  clock_gettime(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+// Times one forwarded call: the clock stops after the wrapped backend has finished the op.
+class Timed {
+ public:
+  Timed(OpProfile& p, Backend& be, const char* op) : p_(p), be_(be), op_(op), t0_(seconds(p.cpu_clock())) {}
+  ~Timed() {
+    be_.synchronize();
+    p_.add(op_, seconds(p_.cpu_clock()) - t0_);
+  }
+
+ private:
+  OpProfile& p_;
+  Backend& be_;
+  const char* op_;
+  double t0_;
+};
+
+#define CNN_TIMED(op, call) \
+  Timed t_(prof_, be_, op); \
+  return be_.call
+
+class ProfilingBackend : public Backend {
+ public:
+  ProfilingBackend(OpProfile& prof, Backend& be) : prof_(prof), be_(be) {}
+  std::string name() const override { return be_.name(); }
+  void* alloc(size_t bytes) override { return be_.alloc(bytes); }
+  void release(void* p) override { be_.release(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { CNN_TIMED("upload", upload(dst, src, bytes)); }
+  void download(void* dst, const void* src, size_t bytes) override { CNN_TIMED("download", download(dst, src, bytes)); }
+  void copy(void* dst, const void* src, size_t bytes) override { CNN_TIMED("copy", copy(dst, src, bytes)); }
+  void fill(float* x, size_t n, float v) override { CNN_TIMED("fill", fill(x, n, v)); }
+  void synchronize() override { be_.synchronize(); }
+  void set_param_version(uint64_t version) override { be_.set_param_version(version); }
+
+  void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
+    CNN_TIMED("conv2d_forward", conv2d_forward(d, x, w, b, y));
+  }
+  void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
+    CNN_TIMED("conv2d_backward_data", conv2d_backward_data(d, dy, w, dx));
+  }
+  void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
+    CNN_TIMED("conv2d_backward_filter", conv2d_backward_filter(d, x, dy, dw, db));
+  }
+  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
+    CNN_TIMED("linear_forward", linear_forward(m, k, n, x, w, b, y));
+  }
+  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
+    CNN_TIMED("linear_backward_data", linear_backward_data(m, k, n, dy, w, dx));
+  }
+  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
+    CNN_TIMED("linear_backward_weight", linear_backward_weight(m, k, n, x, dy, dw, db));
+  }
+  void relu_forward(size_t n, const float* x, float* y) override { CNN_TIMED("relu_forward", relu_forward(n, x, y)); }
+  void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
+    CNN_TIMED("relu_backward", relu_backward(n, y, dy, dx));
+  }
+  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
+    CNN_TIMED("maxpool_forward", maxpool_forward(d, x, relu, y, argmax));
+  }
+  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
+                        float* dx) override {
+    CNN_TIMED("maxpool_backward", maxpool_backward(d, dy, relu_y, argmax, dx));
+  }
+  void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
+                    float* dlogits, double* loss_sum, int64_t* correct) override {
+    CNN_TIMED("softmax_xent", softmax_xent(n, classes, logits, labels, eps, scale, dlogits, loss_sum, correct));
+  }
+  void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
+                  bool nesterov) override {
+    CNN_TIMED("sgd_update", sgd_update(n, w, g, v, lr, momentum, wd, nesterov));
+  }
+  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
+                               float* save_mean, float* save_invstd, float* running_mean,
+                               float* running_var) override {
+    CNN_TIMED("batchnorm_forward_train", batchnorm_forward_train(rows, c, x, residual, gamma, beta, eps, momentum,
+                                                                 relu, y, relu_mask, save_mean, save_invstd,
+                                                                 running_mean, running_var));
+  }
+  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, const float* running_mean, const float* running_var, float eps,
+                               bool relu, float* y) override {
+    CNN_TIMED("batchnorm_forward_infer", batchnorm_forward_infer(rows, c, x, residual, gamma, beta, running_mean,
+                                                                 running_var, eps, relu, y));
+  }
+  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
+                          float* dresidual, float* dgamma, float* dbeta) override {
+    CNN_TIMED("batchnorm_backward", batchnorm_backward(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx,
+                                                       dresidual, dgamma, dbeta));
+  }
+  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
+                       uint8_t* mask) override {
+    CNN_TIMED("dropout_forward", dropout_forward(n, per_sample, x, p, key, ids, y, mask));
+  }
+  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
+    CNN_TIMED("dropout_backward", dropout_backward(count, p, dy, mask, dx));
+  }
+  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
+    CNN_TIMED("avgpool_forward", avgpool_forward(d, x, y));
+  }
+  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
+    CNN_TIMED("avgpool_backward", avgpool_backward(d, dy, dx));
+  }
+  void axpy(size_t n, float alpha, const float* x, float* y) override { CNN_TIMED("axpy", axpy(n, alpha, x, y)); }
+  void scale(size_t n, float alpha, float* x) override { CNN_TIMED("scale", scale(n, alpha, x)); }
+  double sum_squares(size_t n, const float* x) override { CNN_TIMED("sum_squares", sum_squares(n, x)); }
+  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
+    CNN_TIMED("shortcut_pad_forward", shortcut_pad_forward(n, h, w, c, stride, k, x, y));
+  }
+  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
+    CNN_TIMED("shortcut_pad_backward", shortcut_pad_backward(n, h, w, c, stride, k, dy, dx));
+  }
+  void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
+                    float eps, float wd, float bc1, float bc2) override {
+    CNN_TIMED("adamw_update", adamw_update(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2));
+  }
+  void set_label(const char* layer) override { be_.set_label(layer); }
+  void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
+    CNN_TIMED("upload_images", upload_images(b, x, labels, ids));
+  }
+  void count_nonfinite(size_t n, const float* x, int64_t base, int64_t* d_stats) override {
+    CNN_TIMED("count_nonfinite", count_nonfinite(n, x, base, d_stats));
+  }
+  void set_update_gate(const int64_t* d_flag) override { be_.set_update_gate(d_flag); }
+  std::unique_ptr<PhaseTimer> make_phase_timer() override { return be_.make_phase_timer(); }
+  MemoryUse memory_use() const override { return be_.memory_use(); }
+  std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) override {
+    return be_.make_host_mirror(d_src, bytes);
+  }
+
+ private:
+  OpProfile& prof_;
+  Backend& be_;
+};
+
+#undef CNN_TIMED
+
+}  // namespace
+
+std::unique_ptr<Backend> OpProfile::wrap(Backend& inner) { return std::make_unique<ProfilingBackend>(*this, inner); }
+
+}  // namespace cnn::bench
