@@ -73,7 +73,7 @@ std::string rank_tag() {
   return strprintf("[rank %d/%d on %s]", g_rank, g_size, g_host.c_str());
 }
 
-void fatal(int code, const std::string& msg) {
+void report_error(const std::string& msg) {
   std::string tag = rank_tag();
   std::string line = "cnntrain: error" + (tag.empty() ? "" : " " + tag) + ": " + msg + "\n";
   std::fputs(line.c_str(), stderr);
@@ -90,6 +90,10 @@ void fatal(int code, const std::string& msg) {
       }
     }
   }
+}
+
+void fatal(int code, const std::string& msg) {
+  report_error(msg);
   g_abort(code);
   exit_now(code);  // a handler that returned
 }

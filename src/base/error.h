@@ -37,6 +37,10 @@ std::string vstrprintf(const char* fmt, va_list ap);
 // ends the whole job with `code`: MPI_Abort when other ranks exist, exit() otherwise. Never returns.
 [[noreturn]] void fatal(int code, const std::string& msg);
 
+// fatal()'s message without the ending: for a thread that must not end the job itself (the collective
+// watchdog reports, then lets the main thread abort).
+void report_error(const std::string& msg);
+
 // Where fatal() also appends its message (set once the run directory exists); empty = nowhere.
 void set_error_log_path(const std::string& path);
 

@@ -1,21 +1,19 @@
 #include "src/comm/comm.h"
 
-#include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "src/base/error.h"
-
-#define MPI_CHECK(call)                                                      \
-  do {                                                                       \
-    int mpi_rc_ = (call);                                                    \
-    if (mpi_rc_ != MPI_SUCCESS) ::cnn::mpi_failed(#call, __FILE__, __LINE__, mpi_rc_); \
-  } while (0)
+#include "src/comm/mpi_wait.h"
+#include "src/comm/watchdog.h"
 
 namespace cnn {
 
@@ -23,7 +21,48 @@ namespace {
 bool g_init = false;
 int g_rank = 0, g_size = 1, g_local_rank = 0, g_local_size = 1, g_nodes = 1;
 std::string g_host;
+std::vector<int> g_node_ranks{0};
+void (*g_wait_progress)() = nullptr;
+
+std::string count_of(size_t n, const char* type) { return strprintf("%zu %s%s", n, type, n == 1 ? "" : "s"); }
 }  // namespace
+
+PendingCollective begin_collective(const std::string& what) {
+  const int64_t step = collective_step();
+  const std::string name = step >= 0 ? strprintf("%s at step %lld", what.c_str(), (long long)step) : what;
+  PendingCollective p;
+  p.seq = begin_host_collective(Channel::kMpi, name, true);
+  p.started = watchdog_now();
+  return p;
+}
+
+void test_collectives(std::vector<PendingCollective>& pending) {
+  for (size_t i = 0; i < pending.size();) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&pending[i].req, &done, MPI_STATUS_IGNORE));
+    if (done) {
+      end_host_collective(Channel::kMpi, pending[i].seq);
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void wait_collectives(std::vector<PendingCollective>& pending) {
+  // MPI_Test drives Open MPI's progress engine as its blocking calls would; after a short spin the loop
+  // yields and then naps, so that a rank waiting for a slow peer leaves the cores to the compute threads.
+  for (long i = 0; !pending.empty(); ++i) {
+    test_collectives(pending);
+    if (pending.empty()) break;
+    if (g_wait_progress) g_wait_progress();
+    if (i % 64 == 0) check_collective_deadline(Channel::kMpi, pending.front().seq, pending.front().started);
+    if (i > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (i > 200) sched_yield();
+  }
+}
+
+void set_wait_progress_hook(void (*hook)()) { g_wait_progress = hook; }
 
 [[noreturn]] void mpi_failed(const char* expr, const char* file, int line, int rc) {
   char msg[MPI_MAX_ERROR_STRING] = {0};
@@ -49,6 +88,8 @@ void comm_init(int* argc, char*** argv) {
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &local));
   MPI_CHECK(MPI_Comm_rank(local, &g_local_rank));
   MPI_CHECK(MPI_Comm_size(local, &g_local_size));
+  g_node_ranks.assign(static_cast<size_t>(g_local_size), 0);
+  MPI_CHECK(MPI_Allgather(&g_rank, 1, MPI_INT, g_node_ranks.data(), 1, MPI_INT, local));
   MPI_CHECK(MPI_Comm_free(&local));
   int leader = g_local_rank == 0 ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(&leader, &g_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
@@ -58,6 +99,7 @@ void comm_init(int* argc, char*** argv) {
 
 void comm_finalize() {
   if (!g_init) return;
+  stop_watchdog();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -80,13 +122,16 @@ int world_size() { return g_size; }
 int local_rank() { return g_local_rank; }
 int local_size() { return g_local_size; }
 int num_nodes() { return g_nodes; }
+const std::vector<int>& node_ranks() { return g_node_ranks; }
 const std::string& host_name() { return g_host; }
 
 std::string topology_summary() {
   const int kLen = 64;
   std::vector<char> mine(kLen, 0), all(static_cast<size_t>(kLen) * g_size, 0);
   std::copy_n(g_host.begin(), std::min<size_t>(g_host.size(), kLen - 1), mine.begin());
-  MPI_CHECK(MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, MPI_COMM_WORLD));
+  run_collective("MPI allgather of host names", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, MPI_COMM_WORLD, r));
+  });
   std::map<std::string, std::vector<int>> by_host;
   std::vector<std::string> order;
   for (int r = 0; r < g_size; ++r) {
@@ -106,42 +151,47 @@ std::string topology_summary() {
   return s;
 }
 
-void barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
-
-void allreduce_sum(float* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  CNN_CHECK(n <= static_cast<size_t>(INT_MAX), "allreduce of %zu floats exceeds MPI's int count", n);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+void barrier() {
+  if (g_size == 1) return;
+  run_collective("MPI barrier", [](MPI_Request* r) { MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, r)); });
 }
 
-void allreduce_sum(double* data, size_t n) {
+namespace {
+
+template <class T>
+void allreduce_in_place(T* data, size_t n, MPI_Datatype type, MPI_Op op, const char* what) {
   if (g_size == 1 || n == 0) return;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  CNN_CHECK(n <= static_cast<size_t>(INT_MAX), "allreduce of %zu elements exceeds MPI's int count", n);
+  run_collective(strprintf("MPI allreduce (%s) of %s", op == MPI_SUM ? "sum" : op == MPI_MAX ? "max" : "min",
+                           count_of(n, what).c_str()),
+                 [&](MPI_Request* r) {
+                   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), type, op, MPI_COMM_WORLD, r));
+                 });
 }
 
-void allreduce_sum(int64_t* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-}
+}  // namespace
+
+void allreduce_sum(float* data, size_t n) { allreduce_in_place(data, n, MPI_FLOAT, MPI_SUM, "float"); }
+void allreduce_sum(double* data, size_t n) { allreduce_in_place(data, n, MPI_DOUBLE, MPI_SUM, "double"); }
+void allreduce_sum(int64_t* data, size_t n) { allreduce_in_place(data, n, MPI_INT64_T, MPI_SUM, "int64"); }
 
 int allreduce_max(int v) {
-  if (g_size == 1) return v;
-  int out = v;
-  MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  return out;
+  allreduce_in_place(&v, 1, MPI_INT, MPI_MAX, "int");
+  return v;
 }
 
 int allreduce_min(int v) {
-  if (g_size == 1) return v;
-  int out = v;
-  MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  return out;
+  allreduce_in_place(&v, 1, MPI_INT, MPI_MIN, "int");
+  return v;
 }
 
 void broadcast(void* data, size_t bytes, int root) {
   if (g_size == 1 || bytes == 0) return;
   CNN_CHECK(bytes <= static_cast<size_t>(INT_MAX), "broadcast of %zu bytes is too large", bytes);
-  MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+  run_collective(strprintf("MPI broadcast of %s from rank %d", count_of(bytes, "byte").c_str(), root),
+                 [&](MPI_Request* r) {
+                   MPI_CHECK(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD, r));
+                 });
 }
 
 void allgather(const uint64_t* mine, size_t n, uint64_t* out) {
@@ -149,8 +199,10 @@ void allgather(const uint64_t* mine, size_t n, uint64_t* out) {
     std::copy_n(mine, n, out);
     return;
   }
-  MPI_CHECK(MPI_Allgather(mine, static_cast<int>(n), MPI_UINT64_T, out, static_cast<int>(n), MPI_UINT64_T,
-                          MPI_COMM_WORLD));
+  run_collective(strprintf("MPI allgather of %s", count_of(n, "uint64").c_str()), [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(mine, static_cast<int>(n), MPI_UINT64_T, out, static_cast<int>(n), MPI_UINT64_T,
+                             MPI_COMM_WORLD, r));
+  });
 }
 
 void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
@@ -165,8 +217,11 @@ void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
       counts[r] = static_cast<int>(offsets[r + 1] - offsets[r]);
       displs[r] = static_cast<int>(offsets[r]);
     }
-    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), MPI_BYTE,
-                             MPI_COMM_WORLD));
+    run_collective(strprintf("MPI allgatherv of %s", count_of(offsets.back(), "byte").c_str()),
+                   [&](MPI_Request* r) {
+                     MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(),
+                                               displs.data(), MPI_BYTE, MPI_COMM_WORLD, r));
+                   });
     return;
   }
   // Beyond 2 GiB: broadcast each rank's share in blocks (rare: checkpoints of multi-GB models).
@@ -182,34 +237,6 @@ void broadcast(std::string& s, int root) {
   broadcast(&n, sizeof n, root);
   s.resize(n);
   broadcast(&s[0], n, root);
-}
-
-struct AsyncAllreduce::Impl {
-  std::vector<MPI_Request> reqs;
-};
-
-AsyncAllreduce::AsyncAllreduce() : impl_(new Impl) {}
-AsyncAllreduce::~AsyncAllreduce() { delete impl_; }
-
-void AsyncAllreduce::start(float* data, size_t n) {
-  if (g_size == 1 || n == 0) return;
-  CNN_CHECK(n <= static_cast<size_t>(INT_MAX), "bucket of %zu floats exceeds MPI's int count", n);
-  MPI_Request r;
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r));
-  impl_->reqs.push_back(r);
-}
-
-void AsyncAllreduce::test_some() {
-  if (impl_->reqs.empty()) return;
-  int flag = 0;
-  MPI_CHECK(MPI_Testall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), &flag, MPI_STATUSES_IGNORE));
-  if (flag) impl_->reqs.clear();
-}
-
-void AsyncAllreduce::wait_all() {
-  if (impl_->reqs.empty()) return;
-  MPI_CHECK(MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE));
-  impl_->reqs.clear();
 }
 
 void agree_or_exit(int code, const std::string& message) {
