@@ -1,7 +1,8 @@
-// Batch normalisation (optionally over fixed "ghost" groups of samples).
+// Batch normalisation (optionally over fixed "ghost" groups of samples, or synchronised over all ranks).
 #include <vector>
 
 #include "src/base/error.h"
+#include "src/comm/collectives.h"
 #include "src/model/layers.h"
 
 namespace cnn {
@@ -15,11 +16,14 @@ class BatchNorm : public Layer {
     if (be_) {
       be_->release(save_mean_);
       be_->release(save_invstd_);
+      be_->release(stats_);
+      be_->release(sums_local_);
+      be_->release(sums_global_);
     }
   }
   std::string describe() const override {
-    return strprintf("batchnorm %d eps %g momentum %g%s", c_, o_.eps, o_.momentum,
-                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "");
+    return strprintf("batchnorm %d eps %g momentum %g%s%s", c_, o_.eps, o_.momentum,
+                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "", o_.sync ? " sync" : "");
   }
   Dims setup(const Dims& in) override {
     in_ = in;
@@ -47,11 +51,26 @@ class BatchNorm : public Layer {
     const int groups = o_.group > 0 ? (max_n + o_.group - 1) / o_.group : 1;
     save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
     save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
+    if (o_.sync) {
+      const size_t bytes = sizeof(double) * (2 * c_ + 1);
+      stats_ = static_cast<double*>(be.alloc(bytes));
+      sums_local_ = static_cast<double*>(be.alloc(bytes));
+      sums_global_ = static_cast<double*>(be.alloc(bytes));
+    }
   }
+  void set_batch(const BatchContext& ctx) override { comm_ = ctx.comm; }
   void forward(Backend& be, const float* x, float* y, int n, bool train) override {
     be.set_label(name_.c_str());
     if (!train) {
       be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
+      return;
+    }
+    if (o_.sync) {
+      const int rows = n * in_.h * in_.w;
+      be.batchnorm_stats(rows, c_, x, stats_);
+      if (comm_) comm_->allreduce_sum(stats_, 2 * c_ + 1, name_ + " batch-norm statistics");
+      be.batchnorm_forward_from_stats(rows, c_, x, stats_, gamma_, beta_, o_.eps, o_.momentum, y, save_mean_,
+                                      save_invstd_, rmean_, rvar_);
       return;
     }
     const int g = group_of(n);
@@ -62,6 +81,21 @@ class BatchNorm : public Layer {
   }
   void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
     be.set_label(name_.c_str());
+    if (o_.sync) {
+      // This rank's sums give its share of dgamma/dbeta (the gradient allreduce adds the shares up); dx needs
+      // the sums over the global batch.
+      const int rows = n * in_.h * in_.w;
+      be.batchnorm_backward_sums(rows, c_, x, dy, save_mean_, save_invstd_, sums_local_);
+      const double* global = sums_local_;
+      if (comm_) {
+        be.copy(sums_global_, sums_local_, sizeof(double) * (2 * c_ + 1));
+        comm_->allreduce_sum(sums_global_, 2 * c_ + 1, name_ + " batch-norm gradient sums");
+        global = sums_global_;
+      }
+      be.batchnorm_backward_from_sums(rows, c_, x, dy, gamma_, save_mean_, save_invstd_, sums_local_, global, dx,
+                                      dgamma_, dbeta_);
+      return;
+    }
     const int g = group_of(n);
     const size_t stride = static_cast<size_t>(g) * in_.size();
     for (int i = 0; i < n / g; ++i)
@@ -84,6 +118,9 @@ class BatchNorm : public Layer {
   Backend* be_ = nullptr;
   float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;
   float *rmean_ = nullptr, *rvar_ = nullptr, *save_mean_ = nullptr, *save_invstd_ = nullptr;
+  // Synchronised batch norm: statistics and gradient sums, double [2c+1] each; the ranks to sum them over.
+  double *stats_ = nullptr, *sums_local_ = nullptr, *sums_global_ = nullptr;
+  Collectives* comm_ = nullptr;
 };
 
 }  // namespace

@@ -59,7 +59,10 @@ TrainRun train(Backend& be, bool nesterov) {
     be.upload(buf.labels, y.data(), y.size() * sizeof(int32_t));
     StepStats st;
     train_step(be, net, *opt, nullptr, buf, kBatch, kBatch, 0.1f, 0.05, st);
-    run.losses.push_back(st.loss_sum / kBatch);
+    double loss = 0;
+    int64_t correct = 0;
+    take_loss_totals(be, buf, &loss, &correct);
+    run.losses.push_back(loss / kBatch);
   }
   be.synchronize();
   run.weights.resize(net.num_params());
