@@ -52,11 +52,20 @@ void test_collectives(std::vector<PendingCollective>& pending) {
 void wait_collectives(std::vector<PendingCollective>& pending) {
   // MPI_Test drives Open MPI's progress engine as its blocking calls would; after a short spin the loop
   // yields and then naps, so that a rank waiting for a slow peer leaves the cores to the compute threads.
+  double last = watchdog_now();
   for (long i = 0; !pending.empty(); ++i) {
     test_collectives(pending);
     if (pending.empty()) break;
     if (g_wait_progress) g_wait_progress();
-    if (i % 64 == 0) check_collective_deadline(Channel::kMpi, pending.front().seq, pending.front().started);
+    if (i % 64 == 0) {
+      // A gap between checks means this process did not run (SIGSTOP, a suspended VM) or was busy in the
+      // progress hook: that time is not waiting for the other ranks.
+      const double now = watchdog_now();
+      if (now - last > kNotRunningGap)
+        for (auto& p : pending) p.started += now - last;
+      last = now;
+      check_collective_deadline(Channel::kMpi, pending.front().seq, pending.front().started);
+    }
     if (i > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     else if (i > 200) sched_yield();
   }

@@ -69,7 +69,7 @@ DeviceBinding choose_device(int local_rank, const std::vector<int>& node_ranks, 
   if (local_size > device_count && !allow_share)
     raise(kExitUsage, "host %s: %d ranks (%s) run on this node but only %d GPU%s visible%s; start one rank per "
           "GPU (mpirun --map-by ppr:%d:node, srun --ntasks-per-node=%d), or let ranks share GPUs with --gpu.share "
-          "true (NCCL then refuses to create the communicator: it needs one GPU per rank)",
+          "true (slower: NCCL needs one GPU per rank, so sums then go through MPI on host copies)",
           host.c_str(), local_size, format_rank_list(node_ranks).c_str(), device_count,
           device_count == 1 ? " is" : "s are", visible.c_str(), device_count, device_count);
   DeviceBinding b;

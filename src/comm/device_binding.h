@@ -1,7 +1,8 @@
 // Which GPU each rank uses. A rank takes the GPU of its node-local rank (MPI_COMM_TYPE_SHARED) modulo the
 // GPUs it can see; CUDA_VISIBLE_DEVICES, already applied by CUDA to that count, names the physical device.
-// More ranks on a node than visible GPUs is an error (exit 2) unless sharing is asked for: NCCL refuses two
-// ranks of one communicator on one GPU, and silently doubling up would halve every rank's speed. The
+// More ranks on a node than visible GPUs is an error (exit 2) unless sharing is asked for (--gpu.share): NCCL
+// refuses two ranks of one communicator on one GPU, so shared GPUs sum through MPI on host copies, and silently
+// doubling up would halve every rank's speed. The
 // decision is a pure function of its inputs (tested with made-up device counts).
 #pragma once
 #include <string>

@@ -147,7 +147,7 @@ void fire(const std::function<std::string()>& message) {
 
 void watchdog_loop() {
   State& s = state();
-  double last_beat = 0;
+  double last_beat = 0, last_loop = watchdog_now();
   for (;;) {
     double timeout;
     std::vector<std::function<void()>> probes;
@@ -163,6 +163,13 @@ void watchdog_loop() {
       for (auto& p : probes) p();
     }
     const double now = watchdog_now();
+    if (now - last_loop > kNotRunningGap) {  // the process was stopped: that was no waiting
+      std::lock_guard<std::mutex> lk(s.mu);
+      for (auto& q : s.inflight)
+        for (auto& f : q)
+          if (f.arrived >= 0) f.arrived += now - last_loop;
+    }
+    last_loop = now;
     if (now - last_beat >= heartbeat_period(timeout)) {
       beat_now();
       last_beat = now;

@@ -45,6 +45,9 @@ void end_host_collective(Channel channel, uint64_t seq);
 // `started` (steady_clock seconds, see watchdog_now) has passed its deadline.
 void check_collective_deadline(Channel channel, uint64_t seq, double started);
 double watchdog_now();
+// Waiting loops that see more than this many seconds between two of their checks conclude that the process
+// was not running (stopped, or the machine suspended) and do not count the gap against the deadline.
+constexpr double kNotRunningGap = 1.0;
 
 // A collective section the main thread cannot poll (e.g. a collective checkpoint write): RAII.
 class CollectiveSection {
