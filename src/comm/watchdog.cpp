@@ -132,7 +132,7 @@ void run_abort_hooks() {
 void fire(const std::function<std::string()>& message) {
   int quiet = 0;
   if (!g_fired.compare_exchange_strong(quiet, 1)) return;
-  report_error(message() + "\n  aborting the job: ncclCommAbort on the device communicators, then MPI_Abort");
+  report_error(message() + "\n  aborting the job: ncclCommAbort on any device communicator, then MPI_Abort");
   run_abort_hooks();
   g_fired_at.store(watchdog_now());
   g_fired.store(2);

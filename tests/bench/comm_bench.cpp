@@ -65,6 +65,22 @@ struct Rig {
   }
   ~Rig() { free_step_buffers(*be, buf); }
 
+  // Milliseconds of one allreduce of the whole gradient with both ranks ready (after a barrier): the cost of
+  // the communication itself, without the waiting for a slower rank that the exposed share also contains.
+  double allreduce_alone_ms(Collectives& comm, int reps) {
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+      barrier();
+      const auto t0 = Clock::now();
+      comm.allreduce_sum(net->grads(), net->num_params(), "gradient allreduce alone");
+      std::vector<double> all(static_cast<size_t>(world_size()), 0.0);
+      all[world_rank()] = std::chrono::duration<double>(Clock::now() - t0).count() * 1000;
+      allreduce_sum(all.data(), all.size());
+      ms.push_back(*std::max_element(all.begin(), all.end()));
+    }
+    return median(ms);
+  }
+
   // Milliseconds per step and the exposed share (%), both the maximum over ranks (the slowest rank sets the
   // pace of synchronous data parallelism).
   std::pair<double, double> run(Collectives& comm, const Setting& s, int steps) {
@@ -135,9 +151,11 @@ int main_bench(int argc, char** argv) {
         res[s].step_ms.push_back(ms);
         res[s].exposed_pct.push_back(pct);
       }
+    const double alone = rig.allreduce_alone_ms(*comm, 5 * reps);
     if (!root) continue;
-    std::printf("\n%s: %zu parameters (%.2f MB of gradient)\n", model.c_str(), rig.net->num_params(),
-                rig.net->num_params() * 4 / 1e6);
+    std::printf("\n%s: %zu parameters (%.2f MB of gradient); one allreduce of it with both ranks ready: %.2f ms "
+                "(median of %d)\n", model.c_str(), rig.net->num_params(), rig.net->num_params() * 4 / 1e6, alone,
+                5 * reps);
     std::printf("| bucket MiB | buckets | overlap | step ms (median) | exposed comm %% of step (median) | min-max %% |\n");
     std::printf("|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < settings.size(); ++s) {
