@@ -47,8 +47,8 @@ const char* nccl_result_name(ncclResult_t rc) {
 
 std::string nccl_error_text(ncclResult_t rc, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
-  return strprintf("%s (%s)%s%s", nccl_result_name(rc), ncclGetErrorString(rc), last && *last ? "; last NCCL error: " : "",
-                   last ? last : "");
+  return strprintf("%s (%s)%s%s", nccl_result_name(rc), ncclGetErrorString(rc),
+                   last && *last ? "; last NCCL error: " : "", last ? last : "");
 }
 
 // The one error path of NCCL calls: rank and host (through fatal), the call, NCCL's strings. After the

@@ -264,10 +264,13 @@ ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, size_t
   if (comm->state.load() == ncclInProgress)
     return fail(comm, ncclInvalidUsage, std::string(fn) + ": the communicator is still being created (poll "
                                                           "ncclCommGetAsyncError until ncclSuccess)");
-  if (type_size(t) == 0) return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: data type %d is not emulated", fn, t));
-  if (op < ncclSum || op > ncclAvg) return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: bad reduction %d", fn, op));
+  if (type_size(t) == 0)
+    return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: data type %d is not emulated", fn, t));
+  if (op < ncclSum || op > ncclAvg)
+    return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: bad reduction %d", fn, op));
   if (count * (per_rank_slots ? static_cast<size_t>(comm->nranks) : 1) > static_cast<size_t>(INT_MAX))
-    return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: %zu elements exceed the emulation's int counts", fn, count));
+    return fail(comm, ncclInvalidArgument,
+                cnn::strprintf("%s: %zu elements exceed the emulation's int counts", fn, count));
   return ncclSuccess;
 }
 
@@ -317,7 +320,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
   if (!out) return fail(nullptr, ncclInvalidArgument, "ncclCommInitRank: null result pointer");
   int world = 1, me = 0, inited = 0;
   MPI_Initialized(&inited);
-  if (!inited) return fail(nullptr, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL needs MPI to be initialised");
+  if (!inited)
+    return fail(nullptr, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL needs MPI to be initialised");
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   if (nranks != world || rank != me)

@@ -156,7 +156,8 @@ int main_bench(int argc, char** argv) {
     std::printf("\n%s: %zu parameters (%.2f MB of gradient); one allreduce of it with both ranks ready: %.2f ms "
                 "(median of %d)\n", model.c_str(), rig.net->num_params(), rig.net->num_params() * 4 / 1e6, alone,
                 5 * reps);
-    std::printf("| bucket MiB | buckets | overlap | step ms (median) | exposed comm %% of step (median) | min-max %% |\n");
+    std::printf("| bucket MiB | buckets | overlap | step ms (median) | exposed comm %% of step (median) | "
+                "min-max %% |\n");
     std::printf("|---|---|---|---|---|---|\n");
     for (size_t s = 0; s < settings.size(); ++s) {
       const size_t per = std::max<size_t>(1, static_cast<size_t>(settings[s].bucket_mb * 1048576.0) / 4);

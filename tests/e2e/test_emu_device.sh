@@ -40,8 +40,8 @@ done
 if ! nvidia-smi >/dev/null 2>&1; then
   for np in 1 2; do
     rc=0
-    out=$(timeout 60 "${MPIRUN[@]}" $np "$BUILD/cnntrain" "${args[@]}" --device cuda --run-dir "$E2E_TMP/cuda$np" 2>&1) ||
-      rc=$?
+    out=$(timeout 60 "${MPIRUN[@]}" $np "$BUILD/cnntrain" "${args[@]}" --device cuda \
+          --run-dir "$E2E_TMP/cuda$np" 2>&1) || rc=$?
     case "$rc:$out" in
       *"multi-rank"*) fail "--device cuda at np=$np was refused as multi-rank:\n$out" ;;
       1:*"no usable GPU"* | 2:*"built without CUDA"*)

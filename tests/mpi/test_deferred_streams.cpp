@@ -78,7 +78,8 @@ TEST_F(PlantedMissingWait, ImmediateStreamsHideItDeferredStreamsCatchIt) {
     caught += step(seed, false) ? 0 : 1;
   }
   EXPECT_GT(caught, 0) << "no deferred seed out of " << seeds << " exposed the missing cudaStreamWaitEvent";
-  if (world_rank() == 0) std::printf("planted missing cudaStreamWaitEvent caught under %d of %d seeds\n", caught, seeds);
+  if (world_rank() == 0)
+    std::printf("planted missing cudaStreamWaitEvent caught under %d of %d seeds\n", caught, seeds);
 }
 
 }  // namespace

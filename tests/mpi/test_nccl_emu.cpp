@@ -94,8 +94,8 @@ class NcclEmu : public ::testing::TestWithParam<uint64_t> {
         ASSERT_EQ(ncclAllReduce(send, recv, n, type, op, comm_, stream_), ncclSuccess);
         const auto got = host(recv, n);
         for (size_t i = 0; i < n; ++i)
-          ASSERT_EQ(got[i], reduce_ref<T>(op, i, w_)) << "type " << type << " op " << op << (in_place ? " in" : " out of")
-                                                     << " place, element " << i;
+          ASSERT_EQ(got[i], reduce_ref<T>(op, i, w_))
+              << "type " << type << " op " << op << (in_place ? " in" : " out of") << " place, element " << i;
       }
     }
   }
@@ -151,7 +151,8 @@ TEST_P(NcclEmu, AllGatherInAndOutOfPlace) {
     int32_t* recv = device(std::vector<int32_t>(per * w_, -1));
     int32_t* send = in_place ? recv + per * r_ : device(mine);
     if (in_place)
-      ASSERT_EQ(cudaMemcpyAsync(send, mine.data(), per * sizeof(int32_t), cudaMemcpyHostToDevice, stream_), cudaSuccess);
+      ASSERT_EQ(cudaMemcpyAsync(send, mine.data(), per * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+                cudaSuccess);
     ASSERT_EQ(ncclAllGather(send, recv, per, ncclInt32, comm_, stream_), ncclSuccess);
     const auto got = host(recv, per * w_);
     for (int r = 0; r < w_; ++r)
@@ -212,7 +213,9 @@ TEST_P(NcclEmu, RejectsWhatItDoesNotEmulate) {
 
 // 0: every operation at once; others: deferred streams, queued work run in seeded orders.
 INSTANTIATE_TEST_SUITE_P(Streams, NcclEmu, ::testing::Values(0, 5, 23),
-                         [](const auto& info) { return info.param ? "deferred" + std::to_string(info.param) : std::string("immediate"); });
+                         [](const auto& info) {
+                           return info.param ? "deferred" + std::to_string(info.param) : std::string("immediate");
+                         });
 
 }  // namespace
 }  // namespace cnn

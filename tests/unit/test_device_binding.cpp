@@ -33,7 +33,8 @@ TEST(DeviceBinding, MoreRanksThanGpusIsAUsageErrorNamingHostRanksAndCount) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), kExitUsage);
     const std::string m = e.what();
-    for (const char* needle : {"host gpu07", "8 ranks (0-7)", "only 4 GPUs", "CUDA_VISIBLE_DEVICES=0,1,2,3", "--gpu.share"})
+    for (const char* needle :
+         {"host gpu07", "8 ranks (0-7)", "only 4 GPUs", "CUDA_VISIBLE_DEVICES=0,1,2,3", "--gpu.share"})
       EXPECT_NE(m.find(needle), std::string::npos) << "missing '" << needle << "' in: " << m;
   }
 }
