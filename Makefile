@@ -30,21 +30,31 @@ CXXFLAGS  = -std=c++17 $(OPT) $(ARCH) -g -pthread -Wall -Wextra -Wno-unused-para
 LDFLAGS   = -pthread -Wl,-z,now $(EXTRA_LDFLAGS)
 LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
 
-# One static library per layer; src/main*.cpp are the programs. From the bottom: base (src/base: errors and
-# messages; the SIMT emulator's libsimt.a sits beside it), kernels (the ops and backends) and io (datasets),
-# then train (the rest of src/). $(LIB) lists them in link order. A lower layer that uses a higher one fails
-# the build (tests/layers/check_layers.sh). Subsystems add their own rules in */*.mk fragments (included
-# below) instead of editing this file; sources a fragment generates join a layer through EXTRA_IO_SRCS.
+# One static library per layer; src/main*.cpp are the programs. From the bottom:
+#   base     src/base: errors and messages; the SIMT emulator's libsimt.a sits beside it
+#   comm     src/comm: MPI (the only mpi.h user besides MPI-IO), the collective watchdog and its heartbeat
+#            files, the Collectives/GradSync interface with its MPI implementation, device binding, and the
+#            emulated NCCL (over MPI, ordered by the emulator's streams). It sits below kernels because the
+#            NCCL-calling source (kernels/nccl_collectives_cuda.cu, compiled twice like every .cu) bootstraps
+#            its communicator through MPI and, in the emulated build, calls the NCCL emulation.
+#   kernels  the ops and backends, including the NCCL implementation of Collectives
+#   io       datasets
+#   train    the rest of src/ (model, trainer, checkpoints)
+# $(LIB) lists them in link order. A lower layer that uses a higher one fails the build
+# (tests/layers/check_layers.sh). Subsystems add their own rules in */*.mk fragments (included below) instead
+# of editing this file; sources a fragment generates join a layer through EXTRA_IO_SRCS.
 BASE_SRCS    = $(wildcard src/base/*.cpp)
+COMM_SRCS    = $(wildcard src/comm/*.cpp)
 KERNELS_SRCS = $(wildcard kernels/*.cpp)
 IO_SRCS      = $(wildcard io/*.cpp) $(EXTRA_IO_SRCS)
-TRAIN_SRCS   = $(filter-out src/main%.cpp src/base/%,$(wildcard src/*/*.cpp))
+TRAIN_SRCS   = $(filter-out src/main%.cpp src/base/% src/comm/%,$(wildcard src/*/*.cpp))
 objs_of      = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(patsubst %.cc,$(BUILD)/obj/%.o,$(1)))
 BASE_LIB     = $(BUILD)/libcnnbase.a
+COMM_LIB     = $(BUILD)/libcnncomm.a
 KERNELS_LIB  = $(BUILD)/libcnnkernels.a
 IO_LIB       = $(BUILD)/libcnnio.a
 TRAIN_LIB    = $(BUILD)/libcnntrain.a
-LIB          = $(TRAIN_LIB) $(IO_LIB) $(KERNELS_LIB) $(BASE_LIB)
+LIB          = $(TRAIN_LIB) $(IO_LIB) $(KERNELS_LIB) $(COMM_LIB) $(BASE_LIB)
 LAYERS_OK    = $(BUILD)/layers.ok
 BINS         = $(BUILD)/cnntrain $(BUILD)/cnntrain-data
 
@@ -93,6 +103,7 @@ $(BUILD)/obj/%.o: %.cc
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
 $(BASE_LIB): $(call objs_of,$(BASE_SRCS))
+$(COMM_LIB): $(call objs_of,$(COMM_SRCS))
 $(KERNELS_LIB): $(call objs_of,$(KERNELS_SRCS))
 $(IO_LIB): $(call objs_of,$(IO_SRCS))
 $(TRAIN_LIB): $(call objs_of,$(TRAIN_SRCS))
@@ -102,11 +113,12 @@ $(LIB):
 	ar rcs $@ $^
 
 # Layer order, checked whenever a library changes; the programs wait for it (order-only: not linked).
+LAYER_GROUPS = "base:$(BASE_LIB) $(SIMT_LIB)" "comm:$(COMM_LIB)" "kernels:$(KERNELS_LIB)" "io:$(IO_LIB)" \
+               "train:$(TRAIN_LIB)"
 .PHONY: check-layers
 check-layers: $(LAYERS_OK)
 $(LAYERS_OK): $(LIB) $(SIMT_LIB) tests/layers/check_layers.sh
-	bash tests/layers/check_layers.sh "base:$(BASE_LIB) $(SIMT_LIB)" "kernels:$(KERNELS_LIB)" "io:$(IO_LIB)" \
-	  "train:$(TRAIN_LIB)"
+	bash tests/layers/check_layers.sh $(LAYER_GROUPS)
 	@touch $@
 $(BINS) $(UNIT_TEST) $(MPI_TEST): | $(LAYERS_OK)
 

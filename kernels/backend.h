@@ -84,6 +84,12 @@ class HostMirror {
 // 32-bit words of a ReLU mask over n elements (Backend::batchnorm_forward_train).
 inline size_t relu_mask_words(size_t n) { return (n + 31) / 32; }
 
+// What a training step adds up on the device (see Backend::softmax_xent_totals); read with download().
+struct LossTotals {
+  double loss_sum;
+  unsigned long long correct;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -223,6 +229,32 @@ class Backend {
   virtual MemoryUse memory_use() const = 0;
   // d_src must stay allocated while the mirror exists; bytes is small (a few counters).
   virtual std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) = 0;
+
+  // --- Data-parallel steps without host synchronisation (kernels/loss.h, kernels/batchnorm_sync.h): a step
+  // leaves its loss sums on the device, and synchronised batch norm splits its per-channel sums out of the
+  // forward and backward passes so that they can be added up across ranks in between. None synchronises. ---
+
+  // softmax_xent, except that the loss sum and correct count are added to *totals (backend memory).
+  virtual void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels,
+                                   float label_smoothing, float scale, float* dlogits, LossTotals* totals) = 0;
+  // stats (double, backend memory) = [sum of x per channel (c values), sum of x^2 per channel (c), rows].
+  virtual void batchnorm_stats(int rows, int c, const float* x, double* stats) = 0;
+  // batchnorm_forward_train with the batch statistics of `stats` (the sums above over stats[2c] rows, e.g.
+  // added up over every rank): mean = sum/count, biased variance = max(sum_sq/count - mean^2, 0), running
+  // variance updated with the unbiased count/(count-1) form.
+  virtual void batchnorm_forward_from_stats(int rows, int c, const float* x, const double* stats,
+                                            const float* gamma, const float* beta, float eps, float momentum,
+                                            float* y, float* save_mean, float* save_invstd, float* running_mean,
+                                            float* running_var) = 0;
+  // sums (double, backend memory) = [sum dy per channel, sum dy*xhat per channel, rows].
+  virtual void batchnorm_backward_sums(int rows, int c, const float* x, const float* dy, const float* save_mean,
+                                       const float* save_invstd, double* sums) = 0;
+  // dgamma += local[c..2c), dbeta += local[0..c) (this rank's share of the parameter gradient); dx (may be
+  // null) = gamma*invstd*(dy - g[j]/g[2c] - xhat*g[c+j]/g[2c]) with the global sums g.
+  virtual void batchnorm_backward_from_sums(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                            const float* save_mean, const float* save_invstd,
+                                            const double* local_sums, const double* global_sums, float* dx,
+                                            float* dgamma, float* dbeta) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -2,7 +2,8 @@
 // residual add and ReLU of kernels/batchnorm.h (CPU reference: kernels/batchnorm_cpu.cpp). Per-channel sums are
 // block reductions over a (32 channels x 8 row lanes) block whose grid rows split the rows; the partial sums
 // meet in double atomicAdds. The variance takes a second pass over (x - mean)^2, as the reference does: the
-// one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean.
+// one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean. The synchronised variants at the
+// end take their statistics from sums added up across ranks (kernels/batchnorm_sync.h).
 #include "kernels/cuda_ops.h"
 
 namespace cnn {
@@ -177,6 +178,55 @@ __global__ void batchnorm_backward_data_kernel(size_t total, int c, const float*
   }
 }
 
+struct SumXAndSquare {
+  const float* x;
+  __device__ SumPair operator()(size_t i, int) const {
+    const double v = x[i];
+    return {v, v * v};
+  }
+};
+
+__global__ void store_count_kernel(double* __restrict__ count, int rows) { *count = rows; }
+
+// Synchronised batch norm: the statistics of `stats` (sums over stats[2c] rows) instead of this batch's.
+__global__ void batchnorm_finalize_from_stats_kernel(int c, const double* __restrict__ stats,
+                                                     const float* __restrict__ gamma, const float* __restrict__ beta,
+                                                     float eps, float momentum, float* __restrict__ save_mean,
+                                                     float* __restrict__ save_invstd,
+                                                     float* __restrict__ running_mean,
+                                                     float* __restrict__ running_var, float* __restrict__ scale,
+                                                     float* __restrict__ shift) {
+  const double count = stats[2 * c];
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < c; j += gridDim.x * blockDim.x) {
+    const double mean = stats[j] / count;
+    const double biased = fmax(stats[c + j] / count - mean * mean, 0.0);
+    const double invstd = 1.0 / sqrt(biased + eps);
+    save_mean[j] = static_cast<float>(mean);
+    save_invstd[j] = static_cast<float>(invstd);
+    scale[j] = static_cast<float>(gamma[j] * invstd);
+    shift[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
+    const double unbiased = count > 1 ? biased * count / (count - 1) : biased;
+    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
+    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
+  }
+}
+
+// Synchronised batch norm: this rank's share of dgamma/dbeta, the global means for dx.
+__global__ void batchnorm_finalize_from_sums_kernel(int c, const double* __restrict__ local,
+                                                    const double* __restrict__ global, const float* __restrict__ gamma,
+                                                    const float* __restrict__ invstd, float* __restrict__ dgamma,
+                                                    float* __restrict__ dbeta, float* __restrict__ k,
+                                                    float* __restrict__ mean_dy, float* __restrict__ mean_dyx) {
+  const double count = global[2 * c];
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < c; j += gridDim.x * blockDim.x) {
+    dgamma[j] += static_cast<float>(local[c + j]);
+    dbeta[j] += static_cast<float>(local[j]);
+    k[j] = gamma[j] * invstd[j];
+    mean_dy[j] = static_cast<float>(global[j] / count);
+    mean_dyx[j] = static_cast<float>(global[c + j] / count);
+  }
+}
+
 // Workspace layout: two double sums per channel, then up to three float vectors per channel.
 struct Work {
   double* a;
@@ -249,6 +299,68 @@ cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uin
   if (err == cudaSuccess && (d_dx || d_dresidual))
     err = CNN_LAUNCH(batchnorm_backward_data_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c,
                      d_x, d_relu_mask, d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx, d_dresidual);
+  return err;
+}
+
+namespace {
+
+// Zeroes the 2c sums and stores the row count after them; the caller adds the sums.
+cudaError_t start_sums(int rows, int c, double* d_sums, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(d_sums, 0, 2 * sizeof(double) * c, stream);
+  if (err == cudaSuccess) err = CNN_LAUNCH(store_count_kernel, 1, 1, 0, stream, d_sums + 2 * c, rows);
+  return err;
+}
+
+}  // namespace
+
+cudaError_t batchnorm_stats_cuda(int rows, int c, const float* d_x, double* d_stats, cudaStream_t stream) {
+  if (c <= 0) return cudaSuccess;
+  cudaError_t err = start_sums(rows, c, d_stats, stream);
+  if (err == cudaSuccess && rows > 0) err = channel_sums(rows, c, SumXAndSquare{d_x}, d_stats, d_stats + c, stream);
+  return err;
+}
+
+cudaError_t batchnorm_forward_from_stats_cuda(int rows, int c, const float* d_x, const double* d_stats,
+                                              const float* d_gamma, const float* d_beta, float eps, float momentum,
+                                              float* d_y, float* d_save_mean, float* d_save_invstd,
+                                              float* d_running_mean, float* d_running_var, void* d_work,
+                                              cudaStream_t stream) {
+  if (c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = CNN_LAUNCH(batchnorm_finalize_from_stats_kernel, channel_blocks(c), kBlock, 0, stream, c, d_stats,
+                               d_gamma, d_beta, eps, momentum, d_save_mean, d_save_invstd, d_running_mean,
+                               d_running_var, w.f0, w.f1);
+  const size_t total = static_cast<size_t>(rows) * c;
+  if (err == cudaSuccess && total > 0)
+    err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
+                     static_cast<const float*>(nullptr), w.f0, w.f1, false, d_y, static_cast<uint32_t*>(nullptr));
+  return err;
+}
+
+cudaError_t batchnorm_backward_sums_cuda(int rows, int c, const float* d_x, const float* d_dy,
+                                         const float* d_save_mean, const float* d_save_invstd, double* d_sums,
+                                         cudaStream_t stream) {
+  if (c <= 0) return cudaSuccess;
+  cudaError_t err = start_sums(rows, c, d_sums, stream);
+  if (err == cudaSuccess && rows > 0)
+    err = channel_sums(rows, c, BackwardSums{d_x, nullptr, d_dy, d_save_mean, d_save_invstd}, d_sums, d_sums + c, stream);
+  return err;
+}
+
+cudaError_t batchnorm_backward_from_sums_cuda(int rows, int c, const float* d_x, const float* d_dy,
+                                              const float* d_gamma, const float* d_save_mean,
+                                              const float* d_save_invstd, const double* d_local,
+                                              const double* d_global, float* d_dx, float* d_dgamma, float* d_dbeta,
+                                              void* d_work, cudaStream_t stream) {
+  if (c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = CNN_LAUNCH(batchnorm_finalize_from_sums_kernel, channel_blocks(c), kBlock, 0, stream, c, d_local,
+                               d_global, d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
+  const size_t total = static_cast<size_t>(rows) * c;
+  if (err == cudaSuccess && d_dx && total > 0)
+    err = CNN_LAUNCH(batchnorm_backward_data_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c,
+                     d_x, static_cast<const uint32_t*>(nullptr), d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2,
+                     d_dx, static_cast<float*>(nullptr));
   return err;
 }
 

@@ -10,6 +10,7 @@
 #include "kernels/activation.h"
 #include "kernels/backend.h"
 #include "kernels/batchnorm.h"
+#include "kernels/batchnorm_sync.h"
 #include "kernels/conv2d.h"
 #include "kernels/dnnl_ops.h"
 #include "kernels/dropout.h"
@@ -195,6 +196,33 @@ class CpuBackend : public Backend {
   MemoryUse memory_use() const override { return mem_; }
   std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) override {
     return cnn::make_host_mirror(d_src, bytes);
+  }
+  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
+                           float* dlogits, LossTotals* totals) override {
+    double loss = 0;
+    int64_t correct = 0;
+    softmax_xent(n, classes, logits, labels, eps, scale, dlogits, &loss, &correct);
+    totals->loss_sum += loss;
+    totals->correct += static_cast<unsigned long long>(correct);
+  }
+  void batchnorm_stats(int rows, int c, const float* x, double* stats) override {
+    batchnorm_stats_cpu(rows, c, x, stats);
+  }
+  void batchnorm_forward_from_stats(int rows, int c, const float* x, const double* stats, const float* gamma,
+                                    const float* beta, float eps, float momentum, float* y, float* save_mean,
+                                    float* save_invstd, float* running_mean, float* running_var) override {
+    batchnorm_forward_from_stats_cpu(rows, c, x, stats, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                     running_mean, running_var);
+  }
+  void batchnorm_backward_sums(int rows, int c, const float* x, const float* dy, const float* save_mean,
+                               const float* save_invstd, double* sums) override {
+    batchnorm_backward_sums_cpu(rows, c, x, dy, save_mean, save_invstd, sums);
+  }
+  void batchnorm_backward_from_sums(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                    const float* save_mean, const float* save_invstd, const double* local_sums,
+                                    const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
+    batchnorm_backward_from_sums_cpu(rows, c, x, dy, gamma, save_mean, save_invstd, local_sums, global_sums, dx,
+                                     dgamma, dbeta);
   }
 
  private:

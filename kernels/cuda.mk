@@ -2,11 +2,13 @@
 # USE_CUDA on (auto: when nvcc is found) also by nvcc (sm_80 and sm_90 code plus compute_90 PTX, which the
 # driver compiles for newer GPUs) for --device cuda, together with the cuDNN/cuBLASLt paths
 # (kernels/cudnn_*.cu, kernels/cublaslt_*.cu: nvcc only), into the plugin $(BUILD)/libcnntrain-cuda.so. The
-# plugin links the CUDA runtime statically and cuDNN and cuBLASLt dynamically (never libcuda); cnntrain
+# plugin links the CUDA runtime statically and cuDNN, cuBLASLt and NCCL dynamically (never libcuda); cnntrain
 # dlopens it for --device cuda only, so the trainer starts, and runs --device cpu, without any CUDA library.
+# The plugin takes the base and comm layers' symbols (errors, MPI bootstrap, watchdog) from the executable.
 #   make test-cuda        emu-vs-reference training (the kernels themselves: the backend sweep, tests/backend/)
 #   make cuda-nvcc-check  nvcc build of every kernels/*.cu; ptxas reports in $(BUILD)/nvcc/kernels/*.ptxas.txt
-#   make gpu-test         the sweep's and the training test's GPU instances (skipped without a GPU)
+#   make gpu-test         the sweep's and the training test's GPU instances and a one-rank NCCL allreduce
+#                         (skipped without a GPU)
 #   make test-cuda-asan   test-cuda and the backend sweep built with AddressSanitizer (out-of-bounds accesses
 #                         in kernels), on demand
 
@@ -29,7 +31,7 @@ CUDA_GPU_OBJS := $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(CUDA_SRCS) $(CUDA_VENDOR_SR
 CUDA_PIC_OBJS := $(BUILD)/pic/kernels/algo_select.o
 CUDA_GPU_LIB  := $(BUILD)/libcnngpu.a
 CUDA_PLUGIN   := $(BUILD)/libcnntrain-cuda.so
-CUDA_LINK     := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt -lcudart_static -ldl -lrt
+CUDA_LINK     := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt -lnccl -lcudart_static -ldl -lrt
 CUDA_SIMT_LIB := $(BUILD)/libsimt.a   # = $(SIMT_LIB) of kernels/simt/simt.mk, which is included after this file
 CUDA_TEST     := $(BUILD)/tests/cuda_tests
 CUDA_TEST_OBJS = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp) $(TEST_COMMON_SRCS))
@@ -56,7 +58,7 @@ CUDA_TEST_GPU := $(CUDA_GPU_LIB)
 CUDA_TEST_LINK := $(CUDA_LINK)
 # The shared test helpers (tests/common/backend_targets.cpp) make the GPU backend directly: every test binary
 # that links them links the GPU library too (after the layers it uses).
-CUDA_TEST_EXTRA_LIBS := $(CUDA_GPU_LIB) $(KERNELS_LIB) $(BASE_LIB) $(CUDA_LINK)
+CUDA_TEST_EXTRA_LIBS := $(CUDA_GPU_LIB) $(KERNELS_LIB) $(COMM_LIB) $(BASE_LIB) $(CUDA_LINK)
 $(UNIT_TEST) $(MPI_TEST): $(CUDA_GPU_LIB)
 $(UNIT_TEST) $(MPI_TEST): EXTRA_LDLIBS += $(CUDA_TEST_EXTRA_LIBS)
 endif
@@ -104,7 +106,7 @@ test-cuda-asan:
 # adds it to the prerequisites).
 gpu-test: $(CUDA_TEST)
 	CNN_REQUIRE_GPU=1 $(BACKEND_TEST) --gtest_filter='*__cuda*:*/cuda*'
-	CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='*/cuda*:VendorSpeed.*'
+	CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='*/cuda*:VendorSpeed.*:NcclOneRank.*'
 
 # Compiles every kernels/*.cu with nvcc (whether or not USE_CUDA links them in) and summarises the ptxas
 # reports: a kernel that spills registers fails the check.

@@ -24,6 +24,27 @@ DeviceArena::~DeviceArena() {
   // Errors are ignored here: at exit after a failure the context may already be gone.
   for (void* c : chunks_) cudaFree(c);
   for (const auto& kv : dedicated_) cudaFree(const_cast<void*>(kv.first));
+  for (const auto& kv : free_)
+    for (const FreeBlock& b : kv.second) cudaEventDestroy(b.done);
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+}
+
+char* DeviceArena::reuse(size_t size, cudaStream_t stream) {
+  auto it = free_.find(size);
+  if (it == free_.end()) return nullptr;
+  auto& blocks = it->second;
+  for (size_t i = blocks.size(); i-- > 0;) {
+    const FreeBlock b = blocks[i];
+    if (b.stream != stream) {
+      const cudaError_t q = cudaEventQuery(b.done);
+      if (q == cudaErrorNotReady) continue;
+      CUDA_CHECK(q);
+    }
+    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    spare_events_.push_back(b.done);
+    return b.p;
+  }
+  return nullptr;
 }
 
 void* DeviceArena::cuda_malloc(size_t bytes) {
@@ -42,18 +63,14 @@ void* DeviceArena::cuda_malloc(size_t bytes) {
   return p;
 }
 
-void* DeviceArena::alloc(size_t bytes) {
+void* DeviceArena::alloc(size_t bytes, cudaStream_t stream) {
   const size_t size = ((bytes ? bytes : 1) + kAlign - 1) / kAlign * kAlign;
-  char* p = nullptr;
-  auto it = free_.find(size);
-  if (!kExactBlocks && it != free_.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
-  } else if (kExactBlocks || size > chunk_bytes_ / 2) {
+  char* p = kExactBlocks ? nullptr : reuse(size, stream);
+  if (!p && (kExactBlocks || size > chunk_bytes_ / 2)) {
     const size_t got = kExactBlocks ? (bytes ? bytes : 1) : size;
     p = static_cast<char*>(cuda_malloc(got));
     dedicated_[p] = got;
-  } else {
+  } else if (!p) {
     if (size > bump_left_) {  // the old chunk's tail is abandoned; at most half a chunk per chunk
       bump_ = static_cast<char*>(cuda_malloc(chunk_bytes_));
       chunks_.push_back(bump_);
@@ -69,7 +86,7 @@ void* DeviceArena::alloc(size_t bytes) {
   return p;
 }
 
-void DeviceArena::release(void* p) {
+void DeviceArena::release(void* p, cudaStream_t stream) {
   if (!p) return;
   auto it = live_.find(p);
   CNN_CHECK(it != live_.end(), "release of %p, which the device arena did not allocate (or already released)", p);
@@ -83,7 +100,15 @@ void DeviceArena::release(void* p) {
     CUDA_CHECK(cudaFree(p));
     return;
   }
-  free_[size].push_back(static_cast<char*>(p));
+  cudaEvent_t done = nullptr;
+  if (spare_events_.empty()) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  } else {
+    done = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  CUDA_CHECK(cudaEventRecord(done, stream));
+  free_[size].push_back(FreeBlock{static_cast<char*>(p), stream, done});
 }
 
 }  // namespace CNN_CUDA_NS

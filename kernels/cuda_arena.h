@@ -2,6 +2,9 @@
 // freed blocks kept on per-size free lists. A training run allocates the same sizes over and over (per-layer
 // activations, workspaces), so exact-size reuse never fragments in practice and no cudaMalloc/cudaFree (both
 // synchronise the device) happens after start-up. Requests larger than half a chunk get their own cudaMalloc.
+// Free lists are stream-aware: a block released on one stream is reused at once on that stream (stream order
+// keeps the new owner's work after the old one's) but by another stream only once an event recorded at the
+// release says the work queued before it has finished.
 #pragma once
 #include <cstddef>
 #include <unordered_map>
@@ -21,10 +24,12 @@ class DeviceArena {
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
-  // Never returns null: running out of device memory ends the job with the sizes involved.
-  void* alloc(size_t bytes);
-  // p must come from alloc() of this arena (or be null); anything else ends the job.
-  void release(void* p);
+  // Never returns null: running out of device memory ends the job with the sizes involved. The block is for
+  // work on `stream`.
+  void* alloc(size_t bytes, cudaStream_t stream = nullptr);
+  // p must come from alloc() of this arena (or be null); anything else ends the job. Work already queued on
+  // `stream` may still use it.
+  void release(void* p, cudaStream_t stream = nullptr);
 
   size_t bytes_in_use() const { return in_use_; }
   size_t peak_bytes() const { return peak_; }
@@ -32,13 +37,20 @@ class DeviceArena {
   int cuda_mallocs() const { return mallocs_; }
 
  private:
+  struct FreeBlock {
+    char* p;
+    cudaStream_t stream;  // released on
+    cudaEvent_t done;     // recorded on `stream` at the release
+  };
   void* cuda_malloc(size_t bytes);
+  char* reuse(size_t size, cudaStream_t stream);
 
   size_t chunk_bytes_;
   std::vector<void*> chunks_;
   char* bump_ = nullptr;  // next free byte of the newest chunk
   size_t bump_left_ = 0;
-  std::unordered_map<size_t, std::vector<char*>> free_;  // rounded size -> released blocks
+  std::unordered_map<size_t, std::vector<FreeBlock>> free_;  // rounded size -> released blocks
+  std::vector<cudaEvent_t> spare_events_;
   std::unordered_map<const void*, size_t> live_;          // block -> rounded size
   std::unordered_map<const void*, size_t> dedicated_;     // own cudaMalloc, freed on release
   size_t in_use_ = 0, peak_ = 0, reserved_ = 0;

@@ -1,13 +1,15 @@
 // CudaBackend: the Backend interface on one CUDA device (or the SIMT emulator). Kernels run in order on one
-// compute stream; host->device uploads are staged through pinned buffers and copied on a second stream, so a
-// batch upload overlaps kernels still running from earlier work. On a GPU, convolutions, batch norm and
-// linear layers go to cuDNN/cuBLASLt first (kernels/vendor_libs.h) and to the custom kernels when the
-// library has no algorithm for the problem or --conv.impl custom asks for them.
+// compute stream; host->device uploads are staged through a ring of pinned buffers and copied on a second
+// stream, so a batch upload overlaps kernels still running from earlier work. On a GPU, convolutions, batch
+// norm and linear layers go to cuDNN/cuBLASLt first (kernels/vendor_libs.h) and to the custom kernels when the
+// library has no algorithm for the problem or --conv.impl custom asks for them. Nothing in a training step
+// synchronises the host: loss sums stay on the device (softmax_xent_totals).
 #include <cstdio>
 #include <cstring>
 
 #include "kernels/cuda_arena.h"
 #include "kernels/cuda_backend.h"
+#include "kernels/cuda_context.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_timing.h"
 #include "src/base/error.h"
@@ -52,13 +54,10 @@ bool deterministic_reductions() { return g_deterministic; }
 namespace {
 
 constexpr size_t kStagingBytes = 4u << 20;  // per pinned buffer; larger uploads go in pieces
+// A step uploads images, labels and ids: with four buffers, refilling one waits for a copy of the previous
+// step (itself queued after that step's kernels), not for the current step's, so the host stays a step ahead.
+constexpr int kStagingBuffers = 4;
 constexpr size_t kArenaChunkBytes = 64u << 20;
-
-// What softmax_xent's kernel accumulates on the device and the host reads back.
-struct LossTotals {
-  double loss_sum;
-  unsigned long long correct;
-};
 
 // One slot of the input path: the batch's bytes (normalisation constants, labels, ids, augmentation, pixels)
 // in pinned host memory and in device memory. Two slots alternate, so batch k+1's copy never waits for the
@@ -114,7 +113,7 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kStagingBuffers; ++i) {
       CUDA_CHECK(cudaMallocHost(&staging_[i], kStagingBytes));
       CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_[i], cudaEventDisableTiming));
     }
@@ -153,7 +152,7 @@ class CudaBackend final : public Backend {
       cudaEventDestroy(slot.consumed);
     }
     cudaFreeHost(h_totals_);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kStagingBuffers; ++i) {
       cudaFreeHost(staging_[i]);
       cudaEventDestroy(staging_free_[i]);
     }
@@ -165,8 +164,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return name_; }
 
-  void* alloc(size_t bytes) override { return arena_.alloc(bytes); }
-  void release(void* p) override { arena_.release(p); }
+  void* alloc(size_t bytes) override { return arena_.alloc(bytes, stream_); }
+  void release(void* p) override { arena_.release(p, stream_); }
 
   void upload(void* dst, const void* host_src, size_t bytes) override {
     // The copy must not overtake kernels already queued that may still read dst.
@@ -175,7 +174,7 @@ class CudaBackend final : public Backend {
     for (size_t done = 0; done < bytes;) {
       const size_t len = bytes - done < kStagingBytes ? bytes - done : kStagingBytes;
       const int b = next_staging_;
-      next_staging_ ^= 1;
+      next_staging_ = (next_staging_ + 1) % kStagingBuffers;
       CUDA_CHECK(cudaEventSynchronize(staging_free_[b]));  // its previous copy has left the buffer
       std::memcpy(staging_[b], static_cast<const char*>(host_src) + done, len);
       CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, staging_[b], len, cudaMemcpyHostToDevice,
@@ -305,6 +304,35 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     return h_totals_->loss_sum;
   }
+  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
+                           float* dlogits, LossTotals* totals) override {
+    CUDA_CHECK(softmax_xent_cuda(n, classes, logits, labels, eps, scale, dlogits, &totals->loss_sum,
+                                 &totals->correct, stream_));
+  }
+  void batchnorm_stats(int rows, int c, const float* x, double* stats) override {
+    CUDA_CHECK(batchnorm_stats_cuda(rows, c, x, stats, stream_));
+  }
+  void batchnorm_forward_from_stats(int rows, int c, const float* x, const double* stats, const float* gamma,
+                                    const float* beta, float eps, float momentum, float* y, float* save_mean,
+                                    float* save_invstd, float* running_mean, float* running_var) override {
+    CUDA_CHECK(batchnorm_forward_from_stats_cuda(rows, c, x, stats, gamma, beta, eps, momentum, y, save_mean,
+                                                 save_invstd, running_mean, running_var,
+                                                 workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_backward_sums(int rows, int c, const float* x, const float* dy, const float* save_mean,
+                               const float* save_invstd, double* sums) override {
+    CUDA_CHECK(batchnorm_backward_sums_cuda(rows, c, x, dy, save_mean, save_invstd, sums, stream_));
+  }
+  void batchnorm_backward_from_sums(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                    const float* save_mean, const float* save_invstd, const double* local_sums,
+                                    const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
+    CUDA_CHECK(batchnorm_backward_from_sums_cuda(rows, c, x, dy, gamma, save_mean, save_invstd, local_sums,
+                                                 global_sums, dx, dgamma, dbeta, workspace(batchnorm_work_bytes(c)),
+                                                 stream_));
+  }
+  cudaStream_t stream() const { return stream_; }
+  DeviceArena& arena() { return arena_; }
+
   void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
     CUDA_CHECK(shortcut_pad_forward_cuda(n, h, w, c, stride, k, x, y, stream_));
   }
@@ -386,8 +414,8 @@ class CudaBackend final : public Backend {
   std::string name_;
   DeviceArena arena_;
   cudaStream_t stream_ = nullptr, copy_stream_ = nullptr;
-  cudaEvent_t compute_mark_ = nullptr, copy_done_ = nullptr, staging_free_[2] = {nullptr, nullptr};
-  void* staging_[2] = {nullptr, nullptr};
+  cudaEvent_t compute_mark_ = nullptr, copy_done_ = nullptr, staging_free_[kStagingBuffers] = {};
+  void* staging_[kStagingBuffers] = {};
   int next_staging_ = 0;
   LossTotals* h_totals_ = nullptr;  // pinned
   LossTotals* d_totals_ = nullptr;
@@ -402,24 +430,47 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+DeviceInfo device_info(int device) {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  char bus[32] = {0};
+  CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device));
+  return DeviceInfo{prop.name, bus, prop.totalGlobalMem / 1073741824.0};
+}
+
+DeviceContext device_context(Backend& be) {
+  auto* cb = dynamic_cast<CudaBackend*>(&be);
+  CNN_CHECK(cb, "backend '%s' is not the CUDA backend of this build", be.name().c_str());
+  return {cb->stream(), &cb->arena()};
+}
+
 }  // namespace CNN_CUDA_NS
 
 #if CNN_SIMT_EMULATED
 std::unique_ptr<Backend> make_emu_backend(const GpuOptions& opts) {
   return std::make_unique<emu::CudaBackend>("emu", opts, false);
 }
+DeviceInfo emu_device_info() { return emu::device_info(0); }
 #else
-std::unique_ptr<Backend> make_cuda_backend(int local_rank, const GpuOptions& opts) {
+int cuda_device_count() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess)
     raise(kExitFailure, "--device cuda: no usable GPU (cudaGetDeviceCount: %s: %s); check the NVIDIA driver and "
           "CUDA_VISIBLE_DEVICES, or use --device cpu (or emu, the SIMT emulator)", cudaGetErrorName(err),
           cudaGetErrorString(err));
+  return count;
+}
+
+DeviceInfo cuda_device_info(int device) { return gpu::device_info(device); }
+
+std::unique_ptr<Backend> make_cuda_backend(int device, const GpuOptions& opts) {
+  const int count = cuda_device_count();
   if (count == 0)
     raise(kExitFailure, "--device cuda: no GPU visible to this process (check CUDA_VISIBLE_DEVICES and the job's GPU "
           "allocation), or use --device cpu");
-  CUDA_CHECK(cudaSetDevice(local_rank % count));
+  CUDA_CHECK(cudaSetDevice(device % count));
   return std::make_unique<gpu::CudaBackend>("cuda", opts, true);
 }
 #endif
@@ -427,14 +478,26 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank, const GpuOptions& opt
 }  // namespace cnn
 
 #if !CNN_SIMT_EMULATED
-extern "C" cnn::Backend* cnntrain_cuda_make_backend(int local_rank, const cnn::GpuOptions* opts, std::string* error,
+extern "C" cnn::Backend* cnntrain_cuda_make_backend(int device, const cnn::GpuOptions* opts, std::string* error,
                                                     int* error_code) {
   try {
-    return cnn::make_cuda_backend(local_rank, *opts).release();
+    return cnn::make_cuda_backend(device, *opts).release();
   } catch (const cnn::Error& e) {
     *error = e.what();
     *error_code = e.code();
   }
   return nullptr;
 }
+
+extern "C" int cnntrain_cuda_device_count(std::string* error, int* error_code) {
+  try {
+    return cnn::cuda_device_count();
+  } catch (const cnn::Error& e) {
+    *error = e.what();
+    *error_code = e.code();
+  }
+  return -1;
+}
+
+extern "C" void cnntrain_cuda_device_info(int device, cnn::DeviceInfo* info) { *info = cnn::cuda_device_info(device); }
 #endif

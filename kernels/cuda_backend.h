@@ -17,6 +17,8 @@
 
 namespace cnn {
 
+class Collectives;
+
 // How the CUDA backend computes (the --conv.*, --cudnn.*, --gpu.* and --deterministic options).
 struct GpuOptions {
   ConvImpl conv_impl = ConvImpl::kAuto;  // vendor libraries on a GPU under auto; never under the emulator
@@ -28,22 +30,46 @@ struct GpuOptions {
   std::function<void(const std::string&)> log;
 };
 
+// What the binding table shows of a device.
+struct DeviceInfo {
+  std::string name, pci_bus_id;
+  double memory_gib = 0;
+};
+
 std::unique_ptr<Backend> make_emu_backend(const GpuOptions& opts = {});
+DeviceInfo emu_device_info();
+// NCCL collectives (kernels/nccl_collectives_cuda.cu) over the memory of `be`, which must come from
+// make_emu_backend (emulated NCCL) or the CUDA backend (libnccl). Collective: every rank calls it, rank 0's
+// ncclUniqueId reaches the others through MPI. Must not outlive `be`.
+std::unique_ptr<Collectives> make_emu_collectives(Backend& be);
 
 #ifdef CNN_WITH_CUDA
-// Binds GPU local_rank % device count. Throws cnn::Error(kExitFailure) with the CUDA runtime's reason when no
-// usable GPU or driver is present (cudaGetDeviceCount fails or finds none). Linked directly by the GPU tests;
-// cnntrain reaches it through load_cuda_backend.
-std::unique_ptr<Backend> make_cuda_backend(int local_rank, const GpuOptions& opts = {});
+// The GPU build's functions, linked directly by the GPU tests; cnntrain reaches them through the plugin
+// (load_cuda_* below). cuda_device_count: GPUs this process can see (CUDA_VISIBLE_DEVICES applied); throws
+// cnn::Error(kExitFailure) with the CUDA runtime's reason when no usable driver is present.
+int cuda_device_count();
+DeviceInfo cuda_device_info(int device);
+// Binds GPU device % device count (the device chosen by choose_device of src/comm/device_binding.h). Throws
+// cnn::Error(kExitFailure) with the CUDA runtime's reason when no usable GPU or driver is present.
+std::unique_ptr<Backend> make_cuda_backend(int device, const GpuOptions& opts = {});
+std::unique_ptr<Collectives> make_cuda_collectives(Backend& be);
 #endif
 
 // Loads the plugin (libcnntrain-cuda.so beside the executable, in ../lib from it, or $CNNTRAIN_CUDA_PLUGIN) and
 // makes its backend. Throws cnn::Error(kExitFailure) naming the library that did not load (dlerror) and what
 // to install, or the CUDA runtime's reason as make_cuda_backend does.
-std::unique_ptr<Backend> load_cuda_backend(int local_rank, const GpuOptions& opts);
+std::unique_ptr<Backend> load_cuda_backend(int device, const GpuOptions& opts);
+// The plugin's cuda_device_count, cuda_device_info and make_cuda_collectives (loading it if needed).
+int load_cuda_device_count();
+DeviceInfo load_cuda_device_info(int device);
+std::unique_ptr<Collectives> load_cuda_collectives(Backend& be);
 
 }  // namespace cnn
 
-// The plugin's entry point (C linkage, looked up with dlsym). Returns null and sets *error on failure.
-extern "C" cnn::Backend* cnntrain_cuda_make_backend(int local_rank, const cnn::GpuOptions* opts, std::string* error,
+// The plugin's entry points (C linkage, looked up with dlsym). They return null (or -1) and set *error and
+// *error_code on failure.
+extern "C" cnn::Backend* cnntrain_cuda_make_backend(int device, const cnn::GpuOptions* opts, std::string* error,
                                                     int* error_code);
+extern "C" int cnntrain_cuda_device_count(std::string* error, int* error_code);
+extern "C" void cnntrain_cuda_device_info(int device, cnn::DeviceInfo* info);
+extern "C" cnn::Collectives* cnntrain_cuda_make_collectives(cnn::Backend* be, std::string* error, int* error_code);

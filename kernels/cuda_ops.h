@@ -76,6 +76,22 @@ cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uin
                                     const float* d_dy, const float* d_gamma, const float* d_save_mean,
                                     const float* d_save_invstd, float* d_dx, float* d_dresidual, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream);
+// Synchronised batch norm (kernels/batchnorm_sync.h; also batchnorm_cuda.cu): d_stats and d_sums are
+// double [2c+1]; d_work as above.
+cudaError_t batchnorm_stats_cuda(int rows, int c, const float* d_x, double* d_stats, cudaStream_t stream);
+cudaError_t batchnorm_forward_from_stats_cuda(int rows, int c, const float* d_x, const double* d_stats,
+                                              const float* d_gamma, const float* d_beta, float eps, float momentum,
+                                              float* d_y, float* d_save_mean, float* d_save_invstd,
+                                              float* d_running_mean, float* d_running_var, void* d_work,
+                                              cudaStream_t stream);
+cudaError_t batchnorm_backward_sums_cuda(int rows, int c, const float* d_x, const float* d_dy,
+                                         const float* d_save_mean, const float* d_save_invstd, double* d_sums,
+                                         cudaStream_t stream);
+cudaError_t batchnorm_backward_from_sums_cuda(int rows, int c, const float* d_x, const float* d_dy,
+                                              const float* d_gamma, const float* d_save_mean,
+                                              const float* d_save_invstd, const double* d_local,
+                                              const double* d_global, float* d_dx, float* d_dgamma, float* d_dbeta,
+                                              void* d_work, cudaStream_t stream);
 
 // dropout_cuda.cu; the keep bits are the CPU reference's (counter-based hash of key, sample id, index).
 cudaError_t dropout_forward_cuda(int n, size_t per_sample, const float* d_x, float p, uint64_t key,

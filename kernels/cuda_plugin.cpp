@@ -1,5 +1,5 @@
 // cnntrain's way to the nvcc-built backend: dlopen of build/libcnntrain-cuda.so (kernels/cuda.mk), which
-// carries the GPU code and links the CUDA runtime, cuDNN and cuBLASLt. Loading it only for --device cuda
+// carries the GPU code and links the CUDA runtime, cuDNN, cuBLASLt and NCCL. Loading it only for --device cuda
 // keeps those libraries out of the trainer's own dependencies.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda_backend.h"
+#include "src/comm/collectives.h"
 #include "src/base/error.h"
 
 namespace cnn {
@@ -26,40 +27,74 @@ std::string exe_dir() {
   return p.substr(0, p.rfind('/'));
 }
 
-}  // namespace
-
-std::unique_ptr<Backend> load_cuda_backend(int local_rank, const GpuOptions& opts) {
+// The plugin, loaded once; it stays loaded for the process's lifetime (the backend's code lives in it).
+void* plugin() {
+  static void* lib = nullptr;
+  if (lib) return lib;
   std::vector<std::string> paths;
   if (const char* env = std::getenv("CNNTRAIN_CUDA_PLUGIN")) paths.push_back(env);
   const std::string dir = exe_dir();
   paths.push_back(dir + "/" + kPluginName);
   paths.push_back(dir + "/../lib/" + kPluginName);
   std::string tried;
-  void* lib = nullptr;
   for (const std::string& p : paths) {
     if (::access(p.c_str(), R_OK) != 0) {
       tried += "\n  " + p + ": not found";
       continue;
     }
-    // RTLD_NOW: a missing cuDNN/cuBLASLt symbol fails here, with its name, not in the middle of a step.
+    // RTLD_NOW: a missing cuDNN/cuBLASLt/NCCL symbol fails here, with its name, not in the middle of a step.
     lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib) break;
     tried += "\n  " + p + ": " + ::dlerror();
   }
   if (!lib)
     raise(kExitFailure, "--device cuda: cannot load the CUDA backend (%s):%s\nIt needs the CUDA 13 runtime's "
-          "driver, cuDNN 9 and cuBLASLt 13 on the library path (LD_LIBRARY_PATH; pip's nvidia-cudnn-cu13 and "
-          "nvidia-cublas wheels work too); or use --device cpu", kPluginName, tried.c_str());
-  using MakeFn = Backend* (*)(int, const GpuOptions*, std::string*, int*);
-  auto make = reinterpret_cast<MakeFn>(::dlsym(lib, "cnntrain_cuda_make_backend"));
-  if (!make) raise(kExitFailure, "--device cuda: %s has no entry point cnntrain_cuda_make_backend (a plugin of "
-                   "another cnntrain version?)", kPluginName);
+          "driver, cuDNN 9, cuBLASLt 13 and NCCL 2 on the library path (LD_LIBRARY_PATH; pip's nvidia-cudnn-cu13, "
+          "nvidia-cublas and nvidia-nccl wheels work too); or use --device cpu", kPluginName, tried.c_str());
+  return lib;
+}
+
+template <class Fn>
+Fn entry(const char* name) {
+  auto fn = reinterpret_cast<Fn>(::dlsym(plugin(), name));
+  if (!fn) raise(kExitFailure, "--device cuda: %s has no entry point %s (a plugin of another cnntrain version?)",
+                 kPluginName, name);
+  return fn;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> load_cuda_backend(int device, const GpuOptions& opts) {
+  auto make = entry<Backend* (*)(int, const GpuOptions*, std::string*, int*)>("cnntrain_cuda_make_backend");
   std::string error;
   int code = kExitFailure;
-  Backend* be = make(local_rank, &opts, &error, &code);
+  Backend* be = make(device, &opts, &error, &code);
   if (!be) raise(code, "%s", error.c_str());
-  // The library stays loaded for the process's lifetime: the backend's code lives in it.
   return std::unique_ptr<Backend>(be);
+}
+
+int load_cuda_device_count() {
+  auto count = entry<int (*)(std::string*, int*)>("cnntrain_cuda_device_count");
+  std::string error;
+  int code = kExitFailure;
+  const int n = count(&error, &code);
+  if (n < 0) raise(code, "%s", error.c_str());
+  return n;
+}
+
+DeviceInfo load_cuda_device_info(int device) {
+  DeviceInfo info;
+  entry<void (*)(int, DeviceInfo*)>("cnntrain_cuda_device_info")(device, &info);
+  return info;
+}
+
+std::unique_ptr<Collectives> load_cuda_collectives(Backend& be) {
+  auto make = entry<Collectives* (*)(Backend*, std::string*, int*)>("cnntrain_cuda_make_collectives");
+  std::string error;
+  int code = kExitFailure;
+  Collectives* c = make(&be, &error, &code);
+  if (!c) raise(code, "%s", error.c_str());
+  return std::unique_ptr<Collectives>(c);
 }
 
 }  // namespace cnn

@@ -1,7 +1,8 @@
 // The host half of the CUDA runtime API as the SIMT emulator provides it: the subset cnntrain uses, with
-// the same names, types and error codes as <cuda_runtime.h>, working on host memory. Everything is
+// the same names, types and error codes as <cuda_runtime.h>, working on host memory. By default everything is
 // synchronous: streams and events are handles that order nothing, copies finish before they return, and a
-// kernel launch runs all its blocks before the launch returns.
+// kernel launch runs all its blocks before the launch returns. With deferred streams (simt.h,
+// set_deferred_streams) streams queue their work and run it at synchronisation points (streams.cpp).
 //
 // Everything lives in namespace simt::runtime, made visible by a using-directive: the mangled names then
 // differ from those of <cuda_runtime.h> (whose inline templates such as cudaMalloc<T> would otherwise be
@@ -163,6 +164,7 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceGetPCIBusId(char* pci_bus_id, int len, int device);
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
 template <typename... P>

@@ -1,5 +1,6 @@
 // Shared between the emulator's scheduler and its runtime API; not for kernel or backend code.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "kernels/simt/simt.h"
@@ -18,6 +19,18 @@ cudaError_t record_error(cudaError_t code, const std::string& message, ErrorKind
 cudaError_t take_pending_error();
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Streams (streams.cpp). With deferred streams off, submit_work runs `work` at once and returns its error;
+// on, it queues it on the stream (the null stream is one more stream) and returns success.
+bool deferred_streams();
+cudaError_t submit_work(cudaStream_t stream, std::function<cudaError_t()> work);
+// Runs queued work until every stream is empty / until `stream` is (no-ops with deferred streams off).
+void synchronize_all();
+void synchronize_stream(cudaStream_t stream);
+// Pinned host memory (cudaHostAlloc), which asynchronous copies read and write when the stream gets there.
+void note_pinned(const void* p, size_t bytes);
+void forget_pinned(const void* p);
+bool is_pinned(const void* p, size_t bytes);
 
 // Largest dynamic shared memory a kernel may launch with (cudaFuncSetAttribute opt-in, else 48 KiB).
 size_t max_dynamic_shared(const void* kernel);

@@ -7,23 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "kernels/simt/internal.h"
 
 namespace simt {
-namespace runtime {
-
-struct CUstream_st {
-  unsigned flags;
-};
-struct CUevent_st {
-  unsigned flags;
-  bool recorded;
-  std::chrono::steady_clock::time_point when;
-};
-
-}  // namespace runtime
 
 namespace {
 
@@ -158,6 +148,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
+  detail::synchronize_all();  // as on a GPU: queued work may still use the memory
   {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
     auto it = g_allocs.find(reinterpret_cast<uintptr_t>(ptr));
@@ -178,10 +169,14 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   *ptr = std::aligned_alloc(kAlign, rounded);
   if (!*ptr) return api_error(cudaErrorMemoryAllocation, format("cudaHostAlloc: out of memory for %zu bytes", bytes));
+  detail::note_pinned(*ptr, rounded);
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  detail::synchronize_all();
+  detail::forget_pinned(ptr);
   std::free(ptr);
   return cudaSuccess;
 }
@@ -195,91 +190,68 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  detail::synchronize_all();
   if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return api_error(cudaErrorInvalidValue, "cudaMemcpy: null pointer");
-  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
     return api_error(cudaErrorInvalidValue, format("cudaMemcpy: bad kind %d", static_cast<int>(kind)));
   }
+  if (kind == cudaMemcpyDefault) {  // unified addressing: the pointers say where they live
+    const bool d = inside_allocation(dst, bytes), s = inside_allocation(src, bytes);
+    kind = d ? (s ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+             : (s ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  }
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (dst_dev) {
     if (cudaError_t e = check_range("cudaMemcpy", "destination", dst, bytes)) return e;
   }
   if (src_dev) {
     if (cudaError_t e = check_range("cudaMemcpy", "source", src, bytes)) return e;
   }
-  std::memmove(dst, src, bytes);
+  if (!detail::deferred_streams()) {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  }
+  // As CUDA does with pageable host memory: the source is read before the call returns, and a copy into
+  // pageable memory has finished when it returns. Pinned memory is read and written when the stream gets there.
+  if (!src_dev && !detail::is_pinned(src, bytes)) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    return detail::submit_work(stream, [dst, staged] {
+      std::memcpy(dst, staged->data(), staged->size());
+      return cudaSuccess;
+    });
+  }
+  detail::submit_work(stream, [dst, src, bytes] {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  });
+  if (!dst_dev && !detail::is_pinned(dst, bytes)) detail::synchronize_stream(stream);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  detail::synchronize_all();
   if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   if (cudaError_t e = check_range("cudaMemset", "destination", ptr, bytes)) return e;
-  std::memset(ptr, value, bytes);
-  return cudaSuccess;
+  return detail::submit_work(stream, [ptr, value, bytes] {
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+  });
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
-  if (!stream) return api_error(cudaErrorInvalidValue, "cudaStreamCreate: null result pointer");
-  *stream = new CUstream_st{flags};
-  return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  delete stream;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return detail::take_pending_error(); }
-cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
-  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: null event");
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  if (!event) return api_error(cudaErrorInvalidValue, "cudaEventCreate: null result pointer");
-  *event = new CUevent_st{flags, false, {}};
-  return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  delete event;
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventRecord: null event");
-  event->recorded = true;
-  event->when = std::chrono::steady_clock::now();
-  return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventSynchronize: null event");
-  return detail::take_pending_error();
-}
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-  if (!event) return api_error(cudaErrorInvalidResourceHandle, "cudaEventQuery: null event");
-  return cudaSuccess;
-}
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (!ms || !start || !end) return api_error(cudaErrorInvalidValue, "cudaEventElapsedTime: null argument");
-  if (!start->recorded || !end->recorded || ((start->flags | end->flags) & cudaEventDisableTiming)) {
-    return api_error(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: event not recorded or without timing");
-  }
-  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize() { return detail::take_pending_error(); }
 cudaError_t cudaDeviceReset() {
+  detail::synchronize_all();
   errors() = ErrorState{};
   return cudaSuccess;
 }
@@ -386,6 +358,13 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       return cudaSuccess;
   }
   return api_error(cudaErrorInvalidValue, format("cudaDeviceGetAttribute: attribute %d not emulated", attr));
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* pci_bus_id, int len, int device) {
+  if (!pci_bus_id || len < 13 || device != 0)
+    return api_error(cudaErrorInvalidValue, "cudaDeviceGetPCIBusId: bad buffer or device");
+  std::snprintf(pci_bus_id, static_cast<size_t>(len), "0000:00:00.0");
+  return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {

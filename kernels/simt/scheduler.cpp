@@ -113,8 +113,10 @@ bool same_site(const Lane& a, const Lane& b) {
 
 class Engine {
  public:
-  cudaError_t launch(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
-                     const LaunchSite& site);
+  // Configuration errors (returned by CNN_LAUNCH at once), then running a checked launch.
+  cudaError_t check(const void* kernel, dim3 grid, dim3 block, size_t shmem, const LaunchSite& site);
+  cudaError_t run(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
+                  const LaunchSite& site);
   int block_barrier(BarrierKind kind, int pred, const char* file, int line);
   uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line);
   void* shared_static(const void* key, size_t bytes, size_t align, const char* file, int line);
@@ -197,8 +199,7 @@ void Engine::draw_order(uint64_t salt) {
   for (unsigned i = nthreads_; i > 1; --i) std::swap(order_[i - 1], order_[splitmix64(state) % i]);
 }
 
-cudaError_t Engine::launch(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block,
-                           size_t shmem, const LaunchSite& site) {
+cudaError_t Engine::check(const void* kernel, dim3 grid, dim3 block, size_t shmem, const LaunchSite& site) {
   const std::string at = format("%s:%d: launch of %s", site.file, site.line, site.kernel);
   if (current_) {
     return record_error(cudaErrorNotSupported, at + ": launching from inside a kernel is not supported",
@@ -228,7 +229,13 @@ cudaError_t Engine::launch(const void* kernel, Invoker invoke, const void* pack,
                                     shmem, dyn_limit, kSharedOptinLimit),
                         ErrorKind::kLaunch);
   }
+  return cudaSuccess;
+}
 
+cudaError_t Engine::run(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
+                        const LaunchSite& site) {
+  const std::string at = format("%s:%d: launch of %s", site.file, site.line, site.kernel);
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (seed_generation_ != g_seed_generation.load()) {
     seed_generation_ = g_seed_generation.load();
     launch_index_ = 0;
@@ -560,9 +567,10 @@ void* shared_static(const void* key, size_t bytes, size_t align, const char* fil
 }
 void* dynamic_shared(const char* file, int line) { return engine().dynamic_shared(file, line); }
 
-cudaError_t launch(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
-                   cudaStream_t, const LaunchSite& site) {
-  return engine().launch(kernel, invoke, pack, grid, block, shmem, site);
+cudaError_t launch(const void* kernel, Invoker invoke, std::shared_ptr<const void> pack, dim3 grid, dim3 block,
+                   size_t shmem, cudaStream_t stream, const LaunchSite& site) {
+  if (cudaError_t e = engine().check(kernel, grid, block, shmem, site)) return e;
+  return submit_work(stream, [=] { return engine().run(kernel, invoke, pack.get(), grid, block, shmem, site); });
 }
 
 }  // namespace detail

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -24,6 +26,18 @@ namespace simt {
 // results under different seeds. Deterministic for a given seed and sequence of launches.
 void set_schedule_seed(uint64_t seed);
 uint64_t schedule_seed();
+
+// Deferred streams: 0 (the default, unless CNN_SIMT_DEFER is set) runs every stream operation when it is
+// called; any other seed queues each stream's operations and runs them at synchronisation points in an order
+// drawn from the seed that respects stream order and events (see streams.cpp). Setting it synchronises first.
+void set_deferred_streams(uint64_t seed);
+uint64_t deferred_streams_seed();
+// Host work ordered on `stream` like a kernel (runs at once when streams are not deferred); its error, if
+// any, is the caller's to record. The emulated NCCL's collectives are such work.
+cudaError_t enqueue_host_work(cudaStream_t stream, std::function<cudaError_t()> work);
+// Runs all queued work, as a GPU progresses while its host waits elsewhere (a no-op without deferred
+// streams, or when called from inside queued work).
+void progress_streams();
 
 // The full text of the most recent error (launch configuration, kernel fault, bad runtime call), with
 // the source line of the primitive involved and of the launch; empty when there was none. Not cleared by
@@ -94,13 +108,16 @@ struct LaunchSite {
   int line;
 };
 using Invoker = void (*)(const void* pack);
-cudaError_t launch(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
-                   cudaStream_t stream, const LaunchSite& site);
+// Checks the configuration (its errors are returned now), then runs the kernel or, with deferred streams,
+// queues it holding on to `pack`.
+cudaError_t launch(const void* kernel, Invoker invoke, std::shared_ptr<const void> pack, dim3 grid, dim3 block,
+                   size_t shmem, cudaStream_t stream, const LaunchSite& site);
 
 }  // namespace detail
 
-// Runs kernel<<<grid, block, shmem, stream>>>(args...) to completion. Each emulated thread calls the
-// kernel with its own copy of the converted arguments, as CUDA passes parameters by value.
+// Runs kernel<<<grid, block, shmem, stream>>>(args...) to completion (or queues it, with deferred streams).
+// Each emulated thread calls the kernel with its own copy of the converted arguments, as CUDA passes
+// parameters by value.
 template <typename... P, typename... A>
 cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
                    const detail::LaunchSite& site, A&&... args) {
@@ -109,12 +126,13 @@ cudaError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, cu
     void (*kernel)(P...);
     std::tuple<std::decay_t<P>...> args;
   };
-  const Pack pack{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)};
+  auto pack = std::make_shared<const Pack>(Pack{kernel, std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)});
   detail::Invoker invoke = [](const void* p) {
     const Pack* pk = static_cast<const Pack*>(p);
     std::apply(pk->kernel, pk->args);
   };
-  return detail::launch(reinterpret_cast<const void*>(kernel), invoke, &pack, grid, block, shmem, stream, site);
+  return detail::launch(reinterpret_cast<const void*>(kernel), invoke, std::move(pack), grid, block, shmem, stream,
+                        site);
 }
 
 }  // namespace simt

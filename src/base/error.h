@@ -46,7 +46,8 @@ std::string vstrprintf(const char* fmt, va_list ap);
 [[noreturn]] void fatal(int code, const std::string& msg);
 
 // fatal()'s message without the ending: "cnntrain: error [rank R/W on HOST]: msg" (without the tag when
-// with_rank_tag is false) to stderr and to the run log.
+// with_rank_tag is false) to stderr and to the run log. Also for a thread that must not end the job itself (the
+// collective watchdog reports, then lets the main thread abort).
 void report_error(const std::string& msg, bool with_rank_tag = true);
 
 // Where fatal() also appends its message (set once the run directory exists); empty = nowhere.

@@ -1,21 +1,19 @@
 #include "src/comm/comm.h"
 
-#include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "src/base/error.h"
-
-#define MPI_CHECK(call)                                                      \
-  do {                                                                       \
-    int mpi_rc_ = (call);                                                    \
-    if (mpi_rc_ != MPI_SUCCESS) ::cnn::mpi_failed(#call, __FILE__, __LINE__, mpi_rc_); \
-  } while (0)
+#include "src/comm/mpi_wait.h"
+#include "src/comm/watchdog.h"
 
 namespace cnn {
 
@@ -24,7 +22,57 @@ bool g_init = false;
 int g_rank = 0, g_size = 1, g_local_rank = 0, g_local_size = 1, g_nodes = 1;
 size_t g_max_count = INT_MAX;
 std::string g_host;
+std::vector<int> g_node_ranks{0};
+void (*g_wait_progress)() = nullptr;
+
+std::string count_of(size_t n, const char* type) { return strprintf("%zu %s%s", n, type, n == 1 ? "" : "s"); }
 }  // namespace
+
+PendingCollective begin_collective(const std::string& what) {
+  const int64_t step = collective_step();
+  const std::string name = step >= 0 ? strprintf("%s at step %lld", what.c_str(), (long long)step) : what;
+  PendingCollective p;
+  p.seq = begin_host_collective(Channel::kMpi, name, true);
+  p.started = watchdog_now();
+  return p;
+}
+
+void test_collectives(std::vector<PendingCollective>& pending) {
+  for (size_t i = 0; i < pending.size();) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&pending[i].req, &done, MPI_STATUS_IGNORE));
+    if (done) {
+      end_host_collective(Channel::kMpi, pending[i].seq);
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void wait_collectives(std::vector<PendingCollective>& pending) {
+  // MPI_Test drives Open MPI's progress engine as its blocking calls would; after a short spin the loop
+  // yields and then naps, so that a rank waiting for a slow peer leaves the cores to the compute threads.
+  double last = watchdog_now();
+  for (long i = 0; !pending.empty(); ++i) {
+    test_collectives(pending);
+    if (pending.empty()) break;
+    if (g_wait_progress) g_wait_progress();
+    if (i % 64 == 0) {
+      // A gap between checks means this process did not run (SIGSTOP, a suspended VM) or was busy in the
+      // progress hook: that time is not waiting for the other ranks.
+      const double now = watchdog_now();
+      if (now - last > kNotRunningGap)
+        for (auto& p : pending) p.started += now - last;
+      last = now;
+      check_collective_deadline(Channel::kMpi, pending.front().seq, pending.front().started);
+    }
+    if (i > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (i > 200) sched_yield();
+  }
+}
+
+void set_wait_progress_hook(void (*hook)()) { g_wait_progress = hook; }
 
 [[noreturn]] void mpi_failed(const char* expr, const char* file, int line, int rc) {
   char msg[MPI_MAX_ERROR_STRING] = {0};
@@ -50,6 +98,8 @@ void comm_init(int* argc, char*** argv) {
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &local));
   MPI_CHECK(MPI_Comm_rank(local, &g_local_rank));
   MPI_CHECK(MPI_Comm_size(local, &g_local_size));
+  g_node_ranks.assign(static_cast<size_t>(g_local_size), 0);
+  MPI_CHECK(MPI_Allgather(&g_rank, 1, MPI_INT, g_node_ranks.data(), 1, MPI_INT, local));
   MPI_CHECK(MPI_Comm_free(&local));
   int leader = g_local_rank == 0 ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(&leader, &g_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
@@ -59,6 +109,7 @@ void comm_init(int* argc, char*** argv) {
 
 void comm_finalize() {
   if (!g_init) return;
+  stop_watchdog();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -81,13 +132,16 @@ int world_size() { return g_size; }
 int local_rank() { return g_local_rank; }
 int local_size() { return g_local_size; }
 int num_nodes() { return g_nodes; }
+const std::vector<int>& node_ranks() { return g_node_ranks; }
 const std::string& host_name() { return g_host; }
 
 std::string topology_summary() {
   const int kLen = 64;
   std::vector<char> mine(kLen, 0), all(static_cast<size_t>(kLen) * g_size, 0);
   std::copy_n(g_host.begin(), std::min<size_t>(g_host.size(), kLen - 1), mine.begin());
-  MPI_CHECK(MPI_Allgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, MPI_COMM_WORLD));
+  run_collective("MPI allgather of host names", [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(mine.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, MPI_COMM_WORLD, r));
+  });
   std::map<std::string, std::vector<int>> by_host;
   std::vector<std::string> order;
   for (int r = 0; r < g_size; ++r) {
@@ -107,61 +161,65 @@ std::string topology_summary() {
   return s;
 }
 
-void barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void barrier() {
+  if (g_size == 1) return;
+  run_collective("MPI barrier", [](MPI_Request* r) { MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, r)); });
+}
 
 size_t max_count_per_call() { return g_max_count; }
 void set_max_count_per_call(size_t n) { g_max_count = n ? std::min<size_t>(n, INT_MAX) : INT_MAX; }
 
-namespace {
-// Elements of T one call carries: the int count limit, and 1 GiB (MPI implementations have had overflows in
-// the byte arithmetic of messages near 2 GiB).
-template <class T>
-size_t piece_elems() {
-  return std::min(g_max_count, (size_t{1} << 30) / sizeof(T));
-}
+size_t mpi_piece_elems(size_t elem_bytes) { return std::min(g_max_count, (size_t{1} << 30) / elem_bytes); }
 
-// In-place sum over the ranks in pieces.
+namespace {
+
+const char* op_name(MPI_Op op) { return op == MPI_SUM ? "sum" : op == MPI_MAX ? "max" : "min"; }
+
+// In place over the ranks, in pieces of at most mpi_piece_elems() (one watchdog-timed collective each).
 template <class T>
-void allreduce_sum_pieces(T* data, size_t n, MPI_Datatype type) {
-  if (g_size == 1) return;
+void allreduce_in_place(T* data, size_t n, MPI_Datatype type, MPI_Op op, const char* what) {
+  if (g_size == 1 || n == 0) return;
+  const size_t piece = mpi_piece_elems(sizeof(T));
   for (size_t done = 0; done < n;) {
-    const size_t len = std::min(n - done, piece_elems<T>());
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), type, MPI_SUM, MPI_COMM_WORLD));
+    const size_t len = std::min(n - done, piece);
+    std::string name = strprintf("MPI allreduce (%s) of %s", op_name(op), count_of(n, what).c_str());
+    if (len < n) name += strprintf(" (elements %zu..%zu)", done, done + len - 1);
+    run_collective(name, [&](MPI_Request* r) {
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), type, op, MPI_COMM_WORLD, r));
+    });
     done += len;
   }
 }
+
 }  // namespace
 
-void allreduce_sum(float* data, size_t n) { allreduce_sum_pieces(data, n, MPI_FLOAT); }
-void allreduce_sum(double* data, size_t n) { allreduce_sum_pieces(data, n, MPI_DOUBLE); }
-void allreduce_sum(int64_t* data, size_t n) { allreduce_sum_pieces(data, n, MPI_INT64_T); }
+void allreduce_sum(float* data, size_t n) { allreduce_in_place(data, n, MPI_FLOAT, MPI_SUM, "float"); }
+void allreduce_sum(double* data, size_t n) { allreduce_in_place(data, n, MPI_DOUBLE, MPI_SUM, "double"); }
+void allreduce_sum(int64_t* data, size_t n) { allreduce_in_place(data, n, MPI_INT64_T, MPI_SUM, "int64"); }
 
 int allreduce_max(int v) {
-  if (g_size == 1) return v;
-  int out = v;
-  MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  return out;
+  allreduce_in_place(&v, 1, MPI_INT, MPI_MAX, "int");
+  return v;
 }
 
 int allreduce_min(int v) {
-  if (g_size == 1) return v;
-  int out = v;
-  MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  return out;
+  allreduce_in_place(&v, 1, MPI_INT, MPI_MIN, "int");
+  return v;
 }
 
-void allreduce_min(int* data, size_t n) {
-  if (g_size == 1) return;
-  CNN_CHECK(n <= g_max_count, "allreduce_min of %zu ints exceeds MPI's int count", n);
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-}
+void allreduce_min(int* data, size_t n) { allreduce_in_place(data, n, MPI_INT, MPI_MIN, "int"); }
 
 void broadcast(void* data, size_t bytes, int root) {
-  if (g_size == 1) return;
+  if (g_size == 1 || bytes == 0) return;
   auto* p = static_cast<char*>(data);
+  const size_t piece = mpi_piece_elems(1);
   for (size_t done = 0; done < bytes;) {
-    const size_t len = std::min(bytes - done, piece_elems<char>());
-    MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(len), MPI_BYTE, root, MPI_COMM_WORLD));
+    const size_t len = std::min(bytes - done, piece);
+    std::string name = strprintf("MPI broadcast of %s from rank %d", count_of(bytes, "byte").c_str(), root);
+    if (len < bytes) name += strprintf(" (bytes %zu..%zu)", done, done + len - 1);
+    run_collective(name, [&](MPI_Request* r) {
+      MPI_CHECK(MPI_Ibcast(p + done, static_cast<int>(len), MPI_BYTE, root, MPI_COMM_WORLD, r));
+    });
     done += len;
   }
 }
@@ -174,8 +232,10 @@ void allgather(const uint64_t* mine, size_t n, uint64_t* out) {
   // The receive side holds world_size * n values; both counts must fit MPI's int.
   CNN_CHECK(n * static_cast<size_t>(g_size) <= g_max_count, "allgather of %zu values from %d ranks exceeds MPI's "
             "int count", n, g_size);
-  MPI_CHECK(MPI_Allgather(mine, static_cast<int>(n), MPI_UINT64_T, out, static_cast<int>(n), MPI_UINT64_T,
-                          MPI_COMM_WORLD));
+  run_collective(strprintf("MPI allgather of %s", count_of(n, "uint64").c_str()), [&](MPI_Request* r) {
+    MPI_CHECK(MPI_Iallgather(mine, static_cast<int>(n), MPI_UINT64_T, out, static_cast<int>(n), MPI_UINT64_T,
+                             MPI_COMM_WORLD, r));
+  });
 }
 
 void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
@@ -189,8 +249,11 @@ void allgather_bytes(void* buf, const std::vector<size_t>& offsets) {
       counts[r] = static_cast<int>(offsets[r + 1] - offsets[r]);
       displs[r] = static_cast<int>(offsets[r]);
     }
-    MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(), displs.data(), MPI_BYTE,
-                             MPI_COMM_WORLD));
+    run_collective(strprintf("MPI allgatherv of %s", count_of(offsets.back(), "byte").c_str()),
+                   [&](MPI_Request* r) {
+                     MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts.data(),
+                                               displs.data(), MPI_BYTE, MPI_COMM_WORLD, r));
+                   });
     return;
   }
   // Beyond: displacements no longer fit an int, so each rank broadcasts its share (in pieces, see broadcast).
@@ -204,40 +267,6 @@ void broadcast(std::string& s, int root) {
   broadcast(&n, sizeof n, root);
   s.resize(n);
   broadcast(&s[0], n, root);
-}
-
-struct AsyncAllreduce::Impl {
-  std::vector<MPI_Request> reqs;
-};
-
-AsyncAllreduce::AsyncAllreduce() : impl_(new Impl) {}
-AsyncAllreduce::~AsyncAllreduce() { delete impl_; }
-
-void AsyncAllreduce::start(float* data, size_t n) {
-  if (g_size == 1) return;
-  for (size_t done = 0; done < n;) {
-    const size_t len = std::min(n - done, piece_elems<float>());
-    MPI_Request r;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                             &r));
-    impl_->reqs.push_back(r);
-    done += len;
-  }
-}
-
-void AsyncAllreduce::test_some() {
-  if (impl_->reqs.empty()) return;
-  int flag = 0;
-  MPI_CHECK(MPI_Testall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), &flag, MPI_STATUSES_IGNORE));
-  if (flag) impl_->reqs.clear();
-}
-
-size_t AsyncAllreduce::in_flight() const { return impl_->reqs.size(); }
-
-void AsyncAllreduce::wait_all() {
-  if (impl_->reqs.empty()) return;
-  MPI_CHECK(MPI_Waitall(static_cast<int>(impl_->reqs.size()), impl_->reqs.data(), MPI_STATUSES_IGNORE));
-  impl_->reqs.clear();
 }
 
 void agree_or_exit(int code, const std::string& message) {

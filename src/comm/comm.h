@@ -1,5 +1,6 @@
 // The MPI layer: world/node-local ranks, checked collectives and the job-wide abort. Only src/comm*.cpp
-// (and MPI-IO code) include mpi.h; everything else talks to MPI through these functions.
+// (and MPI-IO code) include mpi.h; everything else talks to MPI through these functions. Every collective
+// here has the watchdog's deadline (src/comm/watchdog.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,11 +21,13 @@ int world_size();
 int local_rank();  // rank among the processes on this node (MPI_COMM_TYPE_SHARED)
 int local_size();
 int num_nodes();
+// The world ranks on this node, in node-local order (node_ranks()[local_rank()] == world_rank()).
+const std::vector<int>& node_ranks();
 const std::string& host_name();
 // One line for rank 0 to print: ranks, nodes, ranks per node and the host names (collective).
 std::string topology_summary();
 
-// Collectives over MPI_COMM_WORLD. MPI counts are ints: transfers longer than max_count_per_call() elements
+// Collectives over MPI_COMM_WORLD; each waits in the watchdog's polling loop (below). MPI counts are ints: transfers longer than max_count_per_call() elements
 // (or 1 GiB) are split into several calls (allreduce, broadcast) or go another way (allgather_bytes); where
 // a split cannot keep the meaning (allgather), the call fails with a clear message instead of overflowing.
 void barrier();
@@ -49,26 +52,10 @@ void broadcast(std::string& s, int root);
 size_t max_count_per_call();
 void set_max_count_per_call(size_t n);
 
-// In-place sum-allreduces started without waiting, completed by wait_all(); requests are progressed by
-// test_some() so that transfers of finished buckets overlap the rest of the backward pass.
-class AsyncAllreduce {
- public:
-  AsyncAllreduce();
-  ~AsyncAllreduce();
-  AsyncAllreduce(const AsyncAllreduce&) = delete;
-  AsyncAllreduce& operator=(const AsyncAllreduce&) = delete;
-  // Sums n floats in place across the ranks once complete (split into several requests beyond
-  // max_count_per_call()).
-  void start(float* data, size_t n);
-  void test_some();
-  void wait_all();
-  // Requests started and not yet seen complete (by test_some or wait_all).
-  size_t in_flight() const;
-
- private:
-  struct Impl;
-  Impl* impl_;
-};
+// Every collective above waits in a polling loop with the watchdog's deadline (src/comm/watchdog.h). The
+// hook, when set, runs in that loop: the emulated NCCL progresses queued device work there, as a GPU would
+// while the host waits.
+void set_wait_progress_hook(void (*hook)());
 
 // After a phase in which each rank may have failed on its own (config, opening files): all ranks learn
 // whether any failed. If one did, the lowest failing rank prints its message, every rank finalizes MPI and

@@ -1,37 +1,43 @@
-#include "src/comm/grad_sync.h"
-
 #include <algorithm>
-#include <chrono>
+
+#include "src/base/error.h"
+#include "src/comm/collectives.h"
 
 namespace cnn {
 
-GradSync::GradSync(float* grads, size_t n, size_t bucket_bytes) : grads_(grads), n_(n) {
-  const size_t per = std::max<size_t>(1, bucket_bytes / sizeof(float));
+GradSync::GradSync(Collectives* owner, float* grads, size_t n, const GradSyncOptions& o)
+    : owner_(owner), grads_(grads), n_(n), opt_(o) {
+  const size_t per = std::max<size_t>(1, o.bucket_bytes / sizeof(float));
   for (size_t end = n; end > 0;) {
-    size_t start = end > per ? end - per : 0;
+    const size_t start = end > per ? end - per : 0;
     starts_.push_back(start);
     end = start;
   }
 }
 
+void GradSync::launch_bucket(size_t i) {
+  const size_t begin = bucket_begin(i), end = bucket_end(i);
+  launch(i, grads_ + begin, end - begin,
+         strprintf("gradient bucket %zu/%zu (elements %zu-%zu)", i + 1, starts_.size(), begin, end));
+  ++counters_.buckets;
+}
+
 void GradSync::on_ready(size_t ready_offset) {
-  bool started = false;
+  if (!opt_.overlap) return;
+  bool launched = false;
   while (next_ < starts_.size() && starts_[next_] >= ready_offset) {
-    size_t end = next_ == 0 ? n_ : starts_[next_ - 1];
-    async_.start(grads_ + starts_[next_], end - starts_[next_]);
-    ++next_;
-    started = true;
+    launch_bucket(next_++);
+    ++counters_.launched_in_backward;
+    launched = true;
   }
-  // Without a progress thread, MPI moves non-blocking collectives only inside MPI calls: poke it.
-  if (!started) async_.test_some();
+  if (!launched) progress();
 }
 
 double GradSync::finish() {
-  auto t0 = std::chrono::steady_clock::now();
-  on_ready(0);
-  async_.wait_all();
+  while (next_ < starts_.size()) launch_bucket(next_++);
   next_ = 0;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++counters_.steps;
+  return complete();
 }
 
 }  // namespace cnn

@@ -1,8 +1,9 @@
-// Batch normalisation (optionally over fixed "ghost" groups of samples), fused with a following ReLU or with
-// a residual block's join.
+// Batch normalisation (optionally over fixed "ghost" groups of samples, or synchronised over all ranks), fused
+// with a following ReLU or with a residual block's join.
 #include <vector>
 
 #include "src/base/error.h"
+#include "src/comm/collectives.h"
 #include "src/model/layers.h"
 
 namespace cnn {
@@ -19,11 +20,16 @@ class BatchNorm : public BatchNormJoin {
       be_->release(save_mean_);
       be_->release(save_invstd_);
       be_->release(mask_);
+      be_->release(stats_);
+      be_->release(sums_local_);
+      be_->release(sums_global_);
+      be_->release(g_);
     }
   }
   std::string describe() const override {
-    return strprintf("batchnorm %d eps %g momentum %g%s%s", c_, o_.eps, o_.momentum,
-                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "", relu_ ? " + relu" : "");
+    return strprintf("batchnorm %d eps %g momentum %g%s%s%s", c_, o_.eps, o_.momentum,
+                     o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "", o_.sync ? " sync" : "",
+                     relu_ ? " + relu" : "");
   }
   Dims setup(const Dims& in) override {
     in_ = in;
@@ -51,23 +57,34 @@ class BatchNorm : public BatchNormJoin {
     const int groups = o_.group > 0 ? (max_n + o_.group - 1) / o_.group : 1;
     save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
     save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
+    if (o_.sync) {
+      const size_t bytes = sizeof(double) * (2 * c_ + 1);
+      stats_ = static_cast<double*>(be.alloc(bytes));
+      sums_local_ = static_cast<double*>(be.alloc(bytes));
+      sums_global_ = static_cast<double*>(be.alloc(bytes));
+      // The synchronised ops have no fused epilogue: the join and the ReLU run as separate passes, and
+      // backward needs the gradient at the batch norm's output apart from dy.
+      if (relu_ || join_) g_ = static_cast<float*>(be.alloc(sizeof(float) * static_cast<size_t>(max_n) * in_.size()));
+      return;
+    }
     if (relu_ || join_) {
       mask_words_ = relu_mask_words(static_cast<size_t>(o_.group > 0 ? o_.group : max_n) * in_.size());
       mask_ = static_cast<uint32_t*>(be.alloc(sizeof(uint32_t) * mask_words_ * groups));
     }
   }
+  void set_batch(const BatchContext& ctx) override { comm_ = ctx.comm; }
   void forward(Backend& be, const float* x, float* y, int n, bool train) override {
     run_forward(be, x, nullptr, relu_, y, n, train);
   }
-  void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
-    run_backward(be, x, dy, relu_, dx, nullptr, n);
+  void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
+    run_backward(be, x, y, dy, relu_, dx, nullptr, n);
   }
   void forward_join(Backend& be, const float* x, const float* z, float* y, int n, bool train) override {
     run_forward(be, x, z, true, y, n, train);
   }
-  void backward_join(Backend& be, const float* x, const float*, const float* dy, float* dx, float* dz,
+  void backward_join(Backend& be, const float* x, const float* y, const float* dy, float* dx, float* dz,
                      int n) override {
-    run_backward(be, x, dy, true, dx, dz, n);
+    run_backward(be, x, y, dy, true, dx, dz, n);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
 
@@ -84,6 +101,17 @@ class BatchNorm : public BatchNormJoin {
       be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
       return;
     }
+    if (o_.sync) {
+      const int rows = n * in_.h * in_.w;
+      be.batchnorm_stats(rows, c_, x, stats_);
+      if (comm_) comm_->allreduce_sum(stats_, 2 * c_ + 1, name_ + " batch-norm statistics");
+      be.batchnorm_forward_from_stats(rows, c_, x, stats_, gamma_, beta_, o_.eps, o_.momentum, y, save_mean_,
+                                      save_invstd_, rmean_, rvar_);
+      const size_t count = static_cast<size_t>(n) * in_.size();
+      if (z) be.axpy(count, 1.f, z, y);
+      if (relu) be.relu_forward(count, y, y);
+      return;
+    }
     const int g = group_of(n);
     const size_t stride = static_cast<size_t>(g) * in_.size();
     for (int i = 0; i < n / g; ++i)
@@ -91,14 +119,42 @@ class BatchNorm : public BatchNormJoin {
                                  o_.eps, o_.momentum, relu, y + i * stride, relu ? mask_ + i * mask_words_ : nullptr,
                                  save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
   }
-  void run_backward(Backend& be, const float* x, const float* dy, bool relu, float* dx, float* dz, int n) {
+  void run_backward(Backend& be, const float* x, const float* y, const float* dy, bool relu, float* dx, float* dz,
+                    int n) {
     be.set_label(name_.c_str());
+    if (o_.sync) {
+      run_backward_sync(be, x, y, dy, relu, dx, dz, n);
+      return;
+    }
     const int g = group_of(n);
     const size_t stride = static_cast<size_t>(g) * in_.size();
     for (int i = 0; i < n / g; ++i)
       be.batchnorm_backward(g * in_.h * in_.w, c_, x + i * stride, relu ? mask_ + i * mask_words_ : nullptr,
                             dy + i * stride, gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
                             dx ? dx + i * stride : nullptr, dz ? dz + i * stride : nullptr, dgamma_, dbeta_);
+  }
+
+  // Synchronised: the statistics and the backward sums are summed over the ranks. This rank's sums give its
+  // share of dgamma/dbeta (the gradient allreduce adds the shares up); dx needs the sums over the global batch.
+  void run_backward_sync(Backend& be, const float* x, const float* y, const float* dy, bool relu, float* dx,
+                         float* dz, int n) {
+    const int rows = n * in_.h * in_.w;
+    const size_t count = static_cast<size_t>(n) * in_.size();
+    const float* g = dy;  // the gradient at the batch norm's output
+    if (relu) {
+      be.relu_backward(count, y, dy, g_);
+      g = g_;
+    }
+    if (dz) be.copy(dz, g, sizeof(float) * count);
+    be.batchnorm_backward_sums(rows, c_, x, g, save_mean_, save_invstd_, sums_local_);
+    const double* global = sums_local_;
+    if (comm_) {
+      be.copy(sums_global_, sums_local_, sizeof(double) * (2 * c_ + 1));
+      comm_->allreduce_sum(sums_global_, 2 * c_ + 1, name_ + " batch-norm gradient sums");
+      global = sums_global_;
+    }
+    be.batchnorm_backward_from_sums(rows, c_, x, g, gamma_, save_mean_, save_invstd_, sums_local_, global, dx,
+                                    dgamma_, dbeta_);
   }
 
   BnOptions o_;
@@ -110,6 +166,11 @@ class BatchNorm : public BatchNormJoin {
   float *rmean_ = nullptr, *rvar_ = nullptr, *save_mean_ = nullptr, *save_invstd_ = nullptr;
   uint32_t* mask_ = nullptr;  // the ReLU's mask per group, mask_words_ apart
   size_t mask_words_ = 0;
+  // Synchronised batch norm: statistics and gradient sums, double [2c+1] each; the gradient at the output
+  // (with a ReLU or join); the ranks to sum over.
+  double *stats_ = nullptr, *sums_local_ = nullptr, *sums_global_ = nullptr;
+  float* g_ = nullptr;
+  Collectives* comm_ = nullptr;
 };
 
 }  // namespace

@@ -36,12 +36,16 @@ struct ParamSpec {
   }
 };
 
-// What stochastic layers know about the current (micro-)batch: dropout masks are a function of (seed, step,
-// global sample id), so they do not depend on the rank count or the position in the local batch.
+class Collectives;
+
+// What layers know about the current (micro-)batch: dropout masks are a function of (seed, step, global
+// sample id), so they do not depend on the rank count or the position in the local batch; synchronised batch
+// norm sums its statistics over the ranks that share the global batch.
 struct BatchContext {
   uint64_t seed = 0;
   int64_t step = 0;              // optimizer step
   const int64_t* ids = nullptr;  // device [n] global sample ids; null: 0..n-1
+  Collectives* comm = nullptr;   // the ranks sharing this global batch; null: this process alone
 };
 
 class Layer {
@@ -92,10 +96,13 @@ struct BnOptions {
   // Training statistics over fixed groups of this many samples ("ghost" batch norm); 0 = the rank's whole
   // (micro-)batch. A fixed group makes training independent of the rank count (exact resharded resume).
   int group = 0;
+  // Synchronised: training statistics over the whole global batch, the per-channel sums added up across the
+  // ranks of BatchContext::comm in forward and backward (exclusive with group).
+  bool sync = false;
 };
 // Batch normalisation per channel; params weight (gamma, init 1) and bias (beta, init 0), neither decayed
 // unless --train.decay_bn_bias; buffers running_mean, running_var. Training normalises with this rank's
-// (micro-)batch statistics; evaluation with the running statistics. With `relu` the layer is batch norm
+// (micro-)batch statistics (with sync: the global batch's); evaluation with the running statistics. With `relu` the layer is batch norm
 // followed by a ReLU, run as one fused op (the activations are read and written once).
 std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt = {}, bool relu = false);
 

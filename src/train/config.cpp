@@ -202,6 +202,22 @@ const std::vector<Opt>& options() {
     v.push_back(real_opt("bn.momentum", &Config::bn_momentum, 0, 1, false,
                          "batch norm: running = (1-momentum) running + momentum batch"));
     v.push_back(real_opt("bn.eps", &Config::bn_eps, 0, 1, true, "batch norm: variance epsilon"));
+    v.push_back(bool_opt("bn.sync", &Config::bn_sync,
+                         "synchronised batch norm: statistics over the global batch, summed across ranks in forward "
+                         "and backward (N ranks then compute what one rank computes with the whole batch)"));
+    v.push_back(real_opt("comm.bucket_mb", &Config::comm_bucket_mb, 0, 1 << 20, true,
+                         "gradient allreduce bucket size (MiB); each bucket starts as soon as backward has made it"));
+    v.push_back(bool_opt("comm.overlap", &Config::comm_overlap,
+                         "start gradient buckets during backward (false: all after backward, for measuring)"));
+    v.push_back(real_opt("comm.timeout_s", &Config::comm_timeout_s, 0, 1e7, true,
+                         "collective deadline: a rank that waits longer reports the ranks that did not arrive and "
+                         "aborts the job"));
+    v.push_back(str_opt("comm.backend", &Config::comm_backend, {"auto", "nccl", "mpi"},
+                        "gradient/batch-norm sums: auto (MPI for cpu, NCCL for cuda/emu unless GPUs are shared), "
+                        "nccl, or mpi (device runs: through host copies)"));
+    v.push_back(bool_opt("gpu.share", &Config::gpu_share,
+                         "allow more ranks than visible GPUs on a node (ranks share GPUs round-robin and sum through "
+                         "MPI on host copies: NCCL needs one GPU per rank)"));
     v.push_back(int_opt("bn.group_size", &Config::bn_group, 0, 1 << 20,
                         "batch norm: training statistics over groups of this many samples (0: the rank's whole "
                         "micro-batch); a fixed group makes results independent of the rank count"));
@@ -306,6 +322,11 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
           (long long)cfg.batch, cfg.accum_steps);
   if (cfg.min_lr > cfg.lr)
     raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
+  if (cfg.bn_sync && cfg.bn_group > 0)
+    raise(kExitUsage, "options --bn.sync and --bn.group_size exclude each other: synchronised batch norm uses the "
+          "whole global batch, ghost batch norm fixed groups of it");
+  if (cfg.comm_backend == "nccl" && cfg.device == "cpu")
+    raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
   if (cfg.resume.empty())
     raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
   if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg)};

@@ -49,6 +49,13 @@ struct Config {
   double clip_norm = 0.0;      // 0: no clipping
   int bn_group = 0;
   double bn_momentum = 0.1, bn_eps = 1e-5;
+  bool bn_sync = false;  // batch-norm statistics over the global batch (all ranks)
+  // Data-parallel communication (docs/gpu_clusters.md).
+  double comm_bucket_mb = 25;
+  bool comm_overlap = true;
+  double comm_timeout_s = 600;
+  std::string comm_backend = "auto";  // auto | nccl | mpi
+  bool gpu_share = false;
   int augment_crop_pad = 0;  // random crop of the original size from the image zero-padded by this much
   bool augment_flip = false;
   double augment_erase_p = 0.0;

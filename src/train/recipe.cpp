@@ -13,6 +13,7 @@ ModelOptions make_model_options(const Config& cfg) {
   mo.bn.momentum = static_cast<float>(cfg.bn_momentum);
   mo.bn.eps = static_cast<float>(cfg.bn_eps);
   mo.bn.group = cfg.bn_group;
+  mo.bn.sync = cfg.bn_sync;
   return mo;
 }
 

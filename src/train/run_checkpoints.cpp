@@ -4,6 +4,7 @@
 
 #include "src/base/error.h"
 #include "src/comm/comm.h"
+#include "src/comm/watchdog.h"
 #include "src/train/recipe.h"
 
 namespace cnn {
@@ -65,6 +66,7 @@ void RunCheckpoints::save(const Cursor& next) {
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
   CheckpointWriteStats st;
   try {
+    CollectiveSection section("checkpoint write of " + path);  // MPI-IO inside HDF5: only the watchdog sees it
     st = write_checkpoint(path, arrays(), m);
   } catch (const Error& e) {
     Json j;
@@ -112,7 +114,10 @@ Cursor RunCheckpoints::resume() {
   for (const auto& path : candidates) {
     CheckpointMeta m;
     std::string err;
-    const bool ok = read_checkpoint(path, views, m, err);
+    const bool ok = [&] {
+      CollectiveSection section("checkpoint read of " + path);
+      return read_checkpoint(path, views, m, err);
+    }();
     if (ok && m.global_batch != cfg_.batch) {
       // Same verdict everywhere; a different batch changes the global batch sequence, so no exact continuation.
       agree_or_exit(kExitCheckpoint, strprintf("checkpoint '%s' was written with global batch %lld; resume with "

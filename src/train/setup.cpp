@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -16,6 +17,7 @@
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"
+#include "src/train/host_staged_collectives.h"
 #include "src/train/recipe.h"
 
 namespace cnn {
@@ -49,16 +51,29 @@ GpuOptions make_gpu_options(const Config& cfg) {
   return o;
 }
 
-std::unique_ptr<Backend> make_backend(const Config& cfg) {
+std::unique_ptr<Backend> make_backend(const Config& cfg, BindingRow& row) {
+  row.rank = world_rank();
+  row.host = host_name();
+  row.local_rank = local_rank();
   if (cfg.device == "cpu") return make_cpu_backend(cfg.threads);
-  if (cfg.device == "emu") return make_emu_backend(make_gpu_options(cfg));
+  if (cfg.device == "emu") {
+    // Every process runs its own emulator: nothing is shared whatever the rank count.
+    const DeviceInfo info = emu_device_info();
+    row.binding.visible_id = "emulated";
+    row.name = info.name;
+    row.pci_bus_id = info.pci_bus_id;
+    row.memory_gib = info.memory_gib;
+    return make_emu_backend(make_gpu_options(cfg));
+  }
 #ifdef CNN_WITH_CUDA
   if (cfg.device == "cuda") {
-    // GradSync hands gradient buffers to MPI; device pointers need the NCCL path, which is not written yet.
-    if (world_size() > 1)
-      raise(kExitUsage, "option --device cuda: multi-rank GPU training needs NCCL gradient averaging, which this "
-            "version lacks; run one rank, or use --device cpu or emu");
-    return load_cuda_backend(local_rank(), make_gpu_options(cfg));
+    row.binding = choose_device(local_rank(), node_ranks(), load_cuda_device_count(),
+                                std::getenv("CUDA_VISIBLE_DEVICES"), cfg.gpu_share, host_name());
+    const DeviceInfo info = load_cuda_device_info(row.binding.device);
+    row.name = info.name;
+    row.pci_bus_id = info.pci_bus_id;
+    row.memory_gib = info.memory_gib;
+    return load_cuda_backend(row.binding.device, make_gpu_options(cfg));
   }
 #endif
   raise(kExitUsage, "option --device: '%s' is not available in this build (built without CUDA: USE_CUDA=0 or no "
@@ -110,11 +125,25 @@ Setup local_setup(const Config& cfg) {
       raise(kExitData, "test set '%s' has %d classes but the training set has %d", cfg.data_test.c_str(),
             e.num_classes, ti.num_classes);
   }
-  s.be = make_backend(cfg);
+  s.be = make_backend(cfg, s.binding);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
   build_model(cfg.model, *s.net, make_model_options(cfg));
   s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
   return s;
+}
+
+std::unique_ptr<Collectives> make_collectives(const Config& cfg, Setup& s) {
+  if (world_size() == 1) return nullptr;
+  const bool shared = allreduce_max(s.binding.binding.shared ? 1 : 0) != 0;
+  std::string backend = cfg.comm_backend;
+  if (backend == "auto") backend = cfg.device == "cpu" || shared ? "mpi" : "nccl";
+  if (backend == "mpi") return cfg.device == "cpu" ? make_mpi_collectives() : make_host_staged_collectives(*s.be);
+  if (cfg.device == "emu") return make_emu_collectives(*s.be);
+#ifdef CNN_WITH_CUDA
+  return load_cuda_collectives(*s.be);
+#else
+  raise(kExitUsage, "option --comm.backend nccl: this build has no NCCL (built without CUDA)");
+#endif
 }
 
 std::string default_run_dir(const Config& cfg) {

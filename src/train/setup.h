@@ -7,6 +7,8 @@
 
 #include "io/dataset.h"
 #include "kernels/backend.h"
+#include "src/comm/collectives.h"
+#include "src/comm/device_binding.h"
 #include "src/model/net.h"
 #include "src/train/config.h"
 
@@ -17,11 +19,17 @@ struct Setup {
   std::unique_ptr<Backend> be;
   std::unique_ptr<Net> net;
   int local_batch = 0;  // this rank's share of the global batch
+  BindingRow binding;   // the device this rank uses (--device cuda/emu)
 };
 
 // Checks the batch arithmetic against the rank count, opens the datasets, creates the backend of
 // --device and builds the model for the data's shape. Throws cnn::Error.
 Setup local_setup(const Config& cfg);
+
+// The collectives of a multi-rank run (null on one rank): --comm.backend, by default MPI for --device cpu and
+// NCCL for cuda/emu unless ranks share GPUs (then MPI on host copies). Collective: after local_setup has
+// succeeded on every rank.
+std::unique_ptr<Collectives> make_collectives(const Config& cfg, Setup& s);
 
 // mkdir -p with mode 0700; throws Error(kExitUsage) naming the directory.
 void mkdir_p(const std::string& path);

@@ -14,7 +14,19 @@ StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch) {
   b.labels = static_cast<int32_t*>(be.alloc(sizeof(int32_t) * n));
   b.ids = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * n));
   b.dlogits = static_cast<float*>(be.alloc(sizeof(float) * net.num_classes() * net.max_batch()));
+  b.totals = static_cast<LossTotals*>(be.alloc(sizeof(LossTotals)));
+  const LossTotals zero{0, 0};
+  be.upload(b.totals, &zero, sizeof zero);
   return b;
+}
+
+void take_loss_totals(Backend& be, const StepBuffers& b, double* loss_sum, int64_t* correct) {
+  LossTotals t{0, 0};
+  be.download(&t, b.totals, sizeof t);
+  *loss_sum = t.loss_sum;
+  *correct = static_cast<int64_t>(t.correct);
+  const LossTotals zero{0, 0};
+  be.upload(b.totals, &zero, sizeof zero);
 }
 
 void free_step_buffers(Backend& be, StepBuffers& b) {
@@ -22,6 +34,7 @@ void free_step_buffers(Backend& be, StepBuffers& b) {
   be.release(b.labels);
   be.release(b.ids);
   be.release(b.dlogits);
+  be.release(b.totals);
   b = {};
 }
 
@@ -45,19 +58,19 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   if (guard) guard->begin_step(sc.step);
   for (int i = 0; i < k; ++i) {
     mark(sc, Phase::kForward);
-    net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr});
+    net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr,
+                   sync ? sync->collectives() : nullptr});
     const float* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
-    be.softmax_xent(m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m, sc.label_smoothing,
-                    1.0f / static_cast<float>(sc.global_batch), buf.dlogits, &stats.loss_sum, &stats.correct);
+    be.softmax_xent_totals(m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m,
+                           sc.label_smoothing, 1.0f / static_cast<float>(sc.global_batch), buf.dlogits,
+                           sc.totals ? sc.totals : buf.totals);
     mark(sc, Phase::kBackward);
     // Only the last micro-batch's backward overlaps the allreduce: earlier ones are still accumulating.
     if (sync && i == k - 1) {
       net.backward(buf.dlogits, m, [&](size_t off) {
         if (guard) guard->check_ready(off);  // this rank's own gradient, before the allreduce sums it in place
-        be.synchronize();  // a bucket's gradient must be complete before MPI reads it
         sync->on_ready(off);
       });
-      be.synchronize();
       mark(sc, Phase::kComm);
       stats.comm_s += sync->finish();
     } else {

@@ -2,12 +2,13 @@
 // global batch), backward with bucketed gradient allreduce, optional clipping, optimizer update. With
 // accum_steps K the slice runs as K micro-batches whose gradients add up before one allreduce and one update
 // (the sum of K micro-batch gradients of the mean loss is the full batch's; batch norm, if any, normalises
-// each micro-batch with its own statistics).
+// each micro-batch with its own statistics). Nothing here synchronises the host with the device: the loss sums
+// stay on the device until take_loss_totals, and the gradient sync orders the optimizer after its buckets.
 #pragma once
 #include <cstdint>
 
 #include "kernels/backend.h"
-#include "src/comm/grad_sync.h"
+#include "src/comm/collectives.h"
 #include "src/model/net.h"
 #include "src/obs/step_timing.h"
 #include "src/train/nonfinite.h"
@@ -20,6 +21,7 @@ struct StepBuffers {
   int32_t* labels = nullptr;  // device, [max local batch]
   int64_t* ids = nullptr;     // device, [max local batch] global sample ids (dropout masks)
   float* dlogits = nullptr;   // device, [net.max_batch(), classes] (one micro-batch)
+  LossTotals* totals = nullptr;  // device: loss sum and correct count of the steps since take_loss_totals
 };
 
 struct StepConfig {
@@ -32,20 +34,23 @@ struct StepConfig {
   const int64_t* ids = nullptr;  // device [n] global sample ids (usually StepBuffers::ids), or null
   StepTiming* timing = nullptr;          // marks forward/backward/comm/optimizer when not null
   NonFiniteGuard* nonfinite = nullptr;   // checks the gradient before and after the allreduce when not null
+  LossTotals* totals = nullptr;          // device: where the step adds its loss sums; null: StepBuffers::totals
 };
 
 struct StepStats {
-  double loss_sum = 0;   // sum over this rank's samples
-  int64_t correct = 0;
-  double comm_s = 0;
+  double comm_s = 0;     // host seconds waiting for the gradient sync (device runs: ~0, the device waits)
   double grad_norm = 0;  // of the last step, when clipping is on
 };
 
 // Device buffers for up to max(local_batch, net.max_batch()) samples; released by free_step_buffers.
 StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch = 0);
 void free_step_buffers(Backend& be, StepBuffers& b);
+// This rank's loss sum and correct count since the last call, then zeroes them: synchronises the host with
+// the device, so call it at log intervals only.
+void take_loss_totals(Backend& be, const StepBuffers& b, double* loss_sum, int64_t* correct);
 
-// x/labels (and ids) of the n local samples must already be in `buf`. `sync` may be null (single process).
+// x/labels (and ids) of the n local samples must already be in `buf`. `sync` may be null (single process);
+// its collectives also serve synchronised batch norm.
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
                 const StepConfig& sc, double lr, StepStats& stats);
 // The short form: one micro-batch, no clipping, no sample ids.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <functional>
@@ -14,10 +15,12 @@
 #include "io/loader.h"
 #include "io/sampler.h"
 #include "src/base/error.h"
+#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
-#include "src/comm/grad_sync.h"
+#include "src/comm/watchdog.h"
 #include "src/obs/run_observer.h"
 #include "src/train/input_path.h"
+#include "src/train/loss_ring.h"
 #include "src/train/nonfinite.h"
 #include "src/train/recipe.h"
 #include "src/train/run_checkpoints.h"
@@ -48,7 +51,8 @@ struct BatchPos {
 // steps the non-finite check confirmed (`counted`); skipped steps are counted apart.
 struct Interval {
   StepStats stats;
-  double data_s = 0, compute_s = 0, grad_norm = -1;
+  double loss_sum = 0, data_s = 0, compute_s = 0, grad_norm = -1;
+  int64_t correct = 0;
   int64_t steps = 0, counted = 0, skipped = 0;
   Clock::time_point start = Clock::now();
 };
@@ -70,9 +74,9 @@ class Trainer {
   Cursor plan();
   // Waits for the loader's next batch and uploads it.
   const Batch& next_batch(Loader& loader);
-  // One step on the uploaded batch; `before_sync` runs after the step is queued and before the host waits
-  // for it (the next batch's upload goes there, so that its copy overlaps this step on a device).
-  void train_one_step(int64_t step, const std::function<void()>& before_sync);
+  // One step on the uploaded batch; `after_queue` runs once the step is queued (the next batch's upload goes
+  // there, so that its copy overlaps this step on a device). The host does not wait for the device.
+  void train_one_step(int64_t step, const std::function<void()>& after_queue);
   void log_interval(const BatchPos& b, int64_t step);
   void evaluate_and_log(const BatchPos& b, int64_t step);
   EvalResult evaluate();
@@ -99,9 +103,11 @@ class Trainer {
   LrSchedule sched_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<RunCheckpoints> ckpt_;
+  std::unique_ptr<Collectives> comm_;  // before sync_, which uses it
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<RunObserver> obs_;
   std::unique_ptr<NonFiniteGuard> guard_;
+  std::unique_ptr<LossRing> losses_;
   std::deque<std::pair<int64_t, StepStats>> unconfirmed_;  // per-step stats awaiting the guard's verdict
   int64_t skipped_total_ = 0;
   double last_loss_ = NAN;
@@ -134,12 +140,16 @@ void Trainer::prepare_run_dir() {
   agree_or_exit(code, msg);
   set_error_log_path(run_dir_ + "/log.txt");
   ckpt_dir_ = run_dir_ + "/checkpoints";
+  // The collective watchdog's side channel (src/comm/heartbeat.h): shared like the checkpoints.
+  const std::string heartbeat_dir = run_dir_ + "/heartbeat";
   if (world_rank() == 0) {
     mkdir_p(ckpt_dir_);
+    mkdir_p(heartbeat_dir);
     if (int n = remove_stale_tmp(ckpt_dir_)) log_.warn("removed %d unfinished checkpoint file(s) in %s", n,
                                                        ckpt_dir_.c_str());
   }
   barrier();
+  start_watchdog(heartbeat_dir);
 }
 
 void Trainer::broadcast_initial_params() {
@@ -157,6 +167,10 @@ void Trainer::log_start() {
   log_.info("%s, device %s, %d thread%s/rank", topo.c_str(), cfg_.device.c_str(), cfg_.threads,
             cfg_.threads == 1 ? "" : "s");
   log_.info("run directory: %s", run_dir_.c_str());
+  if (cfg_.device != "cpu") {
+    const std::string table = gather_binding_table(s_.binding);  // collective
+    log_.info("%s", table.c_str());
+  }
   log_.info("train: %s (%lld samples, %dx%dx%d, %d classes)%s%s", s_.train->path().c_str(), (long long)ti.count,
             ti.height, ti.width, ti.channels, ti.num_classes, s_.test ? ", test: " : "",
             s_.test ? cfg_.data_test.c_str() : "");
@@ -168,6 +182,7 @@ void Trainer::log_start() {
       .add("global_batch", static_cast<int64_t>(cfg_.batch)).add("train_samples", static_cast<int64_t>(ti.count))
       .add("seed", static_cast<int64_t>(cfg_.seed)).add("threads", cfg_.threads)
       .add("version", version_string()).add("hosts", obs_->hosts());
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) j.add("visible_gpus", std::string(v));
   log_.event(j);
 }
 
@@ -183,10 +198,22 @@ Cursor Trainer::plan() {
   opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, log_, ckpt_dir_);
   const Cursor start = ckpt_->resume();
-  sync_ = std::make_unique<GradSync>(net_.grads(), net_.num_params(), 25u << 20);
+  comm_ = make_collectives(cfg_, s_);
+  if (comm_) {
+    GradSyncOptions go;
+    go.bucket_bytes = static_cast<size_t>(cfg_.comm_bucket_mb * 1048576.0);
+    go.overlap = cfg_.comm_overlap;
+    sync_ = comm_->make_grad_sync(net_.grads(), net_.num_params(), go);
+    log_.info("gradient sync: %s; %zu bucket%s of up to %.3g MiB, %s; collective timeout %.0f s",
+              comm_->describe().c_str(), sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s",
+              cfg_.comm_bucket_mb,
+              cfg_.comm_overlap ? "started during backward" : "started after backward (--comm.overlap false)",
+              cfg_.comm_timeout_s);
+  }
   sc_ = make_step_config(cfg_);
   sc_.ids = buf_.ids;
   guard_ = std::make_unique<NonFiniteGuard>(be_, net_.grads(), net_.num_params(), true);
+  losses_ = std::make_unique<LossRing>(be_);
   guard_->arm_test_injection(net_, world_rank());
   be_.set_update_gate(guard_->d_flag());
   sc_.nonfinite = guard_.get();
@@ -217,32 +244,34 @@ const Batch& Trainer::next_batch(Loader& loader) {
   return b;
 }
 
-void Trainer::train_one_step(int64_t step, const std::function<void()>& before_sync) {
-  auto t0 = Clock::now();
-  const double data_before = iv_.data_s;
+// No host-device synchronisation here: on a GPU the host queues the step (and, through after_queue, the next
+// batch's upload) and moves on; the step's loss reaches the host with the non-finite verdict, a step later.
+void Trainer::train_one_step(int64_t step, const std::function<void()>& after_queue) {
+  set_collective_step(step);
   sc_.step = step;
+  sc_.totals = losses_->begin_step(step);
   StepStats st;
   train_step(be_, net_, *opt_, sync_.get(), buf_, s_.local_batch, sc_, sched_.at(step), st);
-  guard_->end_step(step, std::isfinite(st.loss_sum));
-  before_sync();
-  be_.synchronize();
-  iv_.compute_s += since(t0) - st.comm_s - (iv_.data_s - data_before);
+  losses_->end_step(step);  // queued before the guard's record: when the host has that, it has the loss
+  guard_->end_step(step, true);  // the loss's own finiteness joins the record when it is settled
+  after_queue();
   iv_.stats.comm_s += st.comm_s;
   if (sc_.clip_norm > 0) iv_.grad_norm = st.grad_norm;
-  last_loss_ = st.loss_sum / s_.local_batch;
   unconfirmed_.emplace_back(step, st);
   ++iv_.steps;
 }
 
 int Trainer::settle_nonfinite(bool all) {
-  for (const NonFiniteRecord& r : all ? guard_->drain() : guard_->poll()) {
+  for (NonFiniteRecord r : all ? guard_->drain() : guard_->poll()) {
     CNN_CHECK(!unconfirmed_.empty() && unconfirmed_.front().first == r.step, "non-finite verdict for step %lld "
               "out of order", (long long)r.step);
-    const StepStats st = unconfirmed_.front().second;
     unconfirmed_.pop_front();
+    const LossTotals t = losses_->take(r.step);  // landed with the record, queued before it
+    r.local_loss_finite = std::isfinite(t.loss_sum);
+    last_loss_ = t.loss_sum / s_.local_batch;
     if (!r.bad()) {
-      iv_.stats.loss_sum += st.loss_sum;
-      iv_.stats.correct += st.correct;
+      iv_.loss_sum += t.loss_sum;
+      iv_.correct += static_cast<int64_t>(t.correct);
       ++iv_.counted;
       continue;
     }
@@ -277,12 +306,14 @@ int Trainer::stop_on_nonfinite(const NonFiniteRecord& r) {
   return kExitNonFinite;
 }
 
+// After settle_nonfinite(true), which waited for the device: the interval's work is done.
 void Trainer::log_interval(const BatchPos& b, int64_t step) {
-  double sums[2] = {iv_.stats.loss_sum, static_cast<double>(iv_.stats.correct)};
+  const double wall = since(iv_.start);
+  iv_.compute_s = std::max(0.0, wall - iv_.data_s - iv_.stats.comm_s);
+  double sums[2] = {iv_.loss_sum, static_cast<double>(iv_.correct)};
   allreduce_sum(sums, 2);
   const double samples = static_cast<double>(iv_.steps) * cfg_.batch;
   const double counted = static_cast<double>(iv_.counted) * cfg_.batch;
-  const double wall = since(iv_.start);
   const double loss = sums[0] / counted, tacc = sums[1] / counted, lr = sched_.at(step);
   log_.info("epoch %lld step %lld/%lld (global %lld) loss %.4f train-acc %.2f%% lr %.5f %.0f samples/s "
             "(data %.0f%% comm %.0f%%)%s", (long long)b.epoch + 1, (long long)b.step + 1, (long long)spe_,
@@ -438,6 +469,7 @@ int Trainer::run() {
 }  // namespace
 
 int run_training(const Config& cfg) {
+  set_collective_timeout(cfg.comm_timeout_s);
   Setup s;
   int code = 0;
   std::string msg;

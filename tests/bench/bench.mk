@@ -14,8 +14,12 @@ $(BENCH_DIR)/train_bench: $(TRAIN_BENCH_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-BENCH_TARGETS += bench-train bench-ckpt
-.PHONY: bench bench-ckpt bench-train
+$(BENCH_DIR)/comm_bench: $(BUILD)/obj/tests/bench/comm_bench.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+BENCH_TARGETS += bench-train bench-ckpt bench-comm
+.PHONY: bench bench-ckpt bench-train bench-comm
 # Training-step throughput vs PyTorch, per-layer breakdown, conv GFLOP/s (figures in docs/perf.md).
 # TRAIN_BENCH_ARGS e.g. "--models fmnist_cnn --threads 2 --reps 3". OpenMP threads (cnntrain's and PyTorch's)
 # sleep instead of spinning at barriers unless OMP_WAIT_POLICY says otherwise: on a shared machine a spinning
@@ -32,3 +36,8 @@ bench-ckpt: $(BENCH_DIR)/ckpt_bench
 bench:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory $(BENCH_TARGETS)
+# Exposed gradient communication at np 2 on cpu, overlap on vs off (docs/perf.md). COMM_BENCH_ARGS e.g.
+# "--models resnet20 --reps 3".
+COMM_BENCH_ARGS ?=
+bench-comm: $(BENCH_DIR)/comm_bench
+	$(MPIRUN) -np 2 $(BENCH_DIR)/comm_bench $(COMM_BENCH_ARGS)

@@ -11,8 +11,8 @@ $(LAYERS_PLANTED): $(BASE_LIB) $(BUILD)/obj/tests/layers/planted_violation.o
 
 .PHONY: test-layers
 test-layers: $(LAYERS_OK) $(LAYERS_PLANTED)
-	@if bash tests/layers/check_layers.sh "base:$(LAYERS_PLANTED) $(SIMT_LIB)" "kernels:$(KERNELS_LIB)" \
-	    "io:$(IO_LIB)" "train:$(TRAIN_LIB)" 2>$(BUILD)/tests/layers/planted.log; then \
+	@if bash tests/layers/check_layers.sh "base:$(LAYERS_PLANTED) $(SIMT_LIB)" "comm:$(COMM_LIB)" \
+	    "kernels:$(KERNELS_LIB)" "io:$(IO_LIB)" "train:$(TRAIN_LIB)" 2>$(BUILD)/tests/layers/planted.log; then \
 	  echo "test-layers: the planted base -> comm dependency was not detected" >&2; exit 1; fi; \
 	grep -q 'world_rank' $(BUILD)/tests/layers/planted.log || { cat $(BUILD)/tests/layers/planted.log; exit 1; }; \
 	echo "test-layers: layer order holds; a planted base -> comm call is rejected"

@@ -1,5 +1,5 @@
 // Linked into a copy of the base library by `make test-layers`: the base layer calling into the comm layer
-// (train) must make tests/layers/check_layers.sh fail.
+// must make tests/layers/check_layers.sh fail.
 #include "src/comm/comm.h"
 
 namespace cnn {

@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "src/comm/comm.h"
+#include "src/comm/collectives.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -31,6 +32,25 @@ TEST(Comm, AllreduceAndBroadcastExact) {
   std::string s = r == w - 1 ? "from the last rank" : "";
   broadcast(s, w - 1);
   EXPECT_EQ(s, "from the last rank");
+}
+
+TEST(GradSync, BucketedSumMatchesPlainSum) {
+  const size_t n = 1000;
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>((i % 17) + world_rank());
+  auto comm = make_mpi_collectives();
+  GradSyncOptions o;
+  o.bucket_bytes = 96 * sizeof(float);
+  auto sync = comm->make_grad_sync(g.data(), n, o);  // 11 buckets, the last one short
+  EXPECT_EQ(sync->num_buckets(), 11u);
+  // Readiness reported in decreasing offsets, as backward does.
+  for (size_t off : {900u, 700u, 650u, 10u}) sync->on_ready(off);
+  EXPECT_EQ(sync->counters().launched_in_backward, 10);  // all but the one starting at 0
+  sync->finish();
+  EXPECT_EQ(sync->counters().buckets, 11);
+  const int w = world_size();
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(g[i], static_cast<float>(w * (i % 17) + w * (w - 1) / 2)) << "element " << i;
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // type the program sends, over message sizes from 1 element to 256 MiB + a ragged tail, with inputs that make
 // the results exact (small integers: every sum is exact in float), each checked element by element on every
 // rank. Also the split paths beyond max_count_per_call() (on small buffers, with the limit lowered), the
-// > 2 GiB allgather_bytes path (np 2), AsyncAllreduce progression, GradSync buckets and average_buffers.
+// > 2 GiB allgather_bytes path (np 2), the host gradient collectives (bucketed, split) and average_buffers.
 // Runs under mpirun -np 2 and -np 4 (make test-mpi).
 //
 // ADDING A COLLECTIVE (e.g. an NCCL or emulated-NCCL one): register a CommCase in comm_cases() below: its
@@ -19,7 +19,7 @@
 #include "kernels/cpu_backend.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
-#include "src/comm/grad_sync.h"
+#include "src/comm/collectives.h"
 #include "src/model/layers.h"
 #include "src/model/net.h"
 #include "src/train/recipe.h"
@@ -127,19 +127,26 @@ std::vector<CommCase> comm_cases() {
                    return pattern(i, r) + 8;
                  });
                }});
-  // Several in flight at once, completed only by polling test_some (deadline 60 s), never wait_all.
-  v.push_back({"async_allreduce_progress", 4, true, [](size_t n) -> std::string {
+  // The paths gradients take on host memory (make_mpi_collectives): a blocking sum, and bucketed averaging
+  // whose buckets (about five) are all launched during "backward" and completed by finish().
+  v.push_back({"collectives_allreduce_float", 4, true, [](size_t n) {
                  std::vector<float> x(n);
                  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(pattern(i, world_rank()));
-                 AsyncAllreduce a;
-                 const size_t pieces = std::min<size_t>(n, 5);
-                 for (size_t p = 0; p < pieces; ++p) a.start(x.data() + n * p / pieces, n * (p + 1) / pieces - n * p / pieces);
-                 if (world_size() > 1 && a.in_flight() != pieces) return strprintf("%zu requests in flight", a.in_flight());
-                 const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-                 while (a.in_flight() > 0) {
-                   if (std::chrono::steady_clock::now() > deadline) return "did not complete through test_some";
-                   a.test_some();
-                 }
+                 make_mpi_collectives()->allreduce_sum(x.data(), n, "sweep");
+                 return first_mismatch(x, pattern_sum);
+               }});
+  v.push_back({"grad_sync_buckets", 4, true, [](size_t n) -> std::string {
+                 std::vector<float> x(n);
+                 for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(pattern(i, world_rank()));
+                 auto coll = make_mpi_collectives();
+                 GradSyncOptions o;
+                 o.bucket_bytes = std::max<size_t>(1, n / 5) * sizeof(float);
+                 auto sync = coll->make_grad_sync(x.data(), n, o);
+                 for (size_t b = 0; b < sync->num_buckets(); ++b) sync->on_ready(sync->bucket_begin(b));
+                 if (sync->counters().launched_in_backward != static_cast<int64_t>(sync->num_buckets()))
+                   return strprintf("%lld of %zu buckets launched during backward",
+                                    (long long)sync->counters().launched_in_backward, sync->num_buckets());
+                 sync->finish();
                  return first_mismatch(x, pattern_sum);
                }});
   return v;
@@ -188,7 +195,7 @@ INSTANTIATE_TEST_SUITE_P(Collectives, CommSweep, ::testing::ValuesIn(sweep_param
                            return c.name + (c.sized ? "_" + size_name(i.param.bytes) : "");
                          });
 
-// Transfers beyond one MPI call's count are split (allreduce, broadcast, async) or take the broadcast path
+// Transfers beyond one MPI call's count are split (allreduce, broadcast, the host gradient collectives) or take the broadcast path
 // (allgather_bytes); shown with the limit lowered to 1000 elements and sizes across several pieces.
 TEST(CommSplit, PiecesBeyondTheCountLimit) {
   set_max_count_per_call(1000);
@@ -238,17 +245,6 @@ TEST(CommSplit, AllgatherBytesOverTwoGiB) {
         if (b[at + i] != want[i]) bad = at + i;
   }
   EXPECT_EQ(bad, n) << "first wrong byte of " << n;
-}
-
-TEST(GradSync, BucketedSumMatchesPlainSum) {
-  const size_t n = 1000;
-  std::vector<float> g(n);
-  for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>(pattern(i, world_rank()));
-  GradSync sync(g.data(), n, 96 * sizeof(float));  // 11 buckets, the last one short
-  EXPECT_EQ(sync.num_buckets(), 11u);
-  for (size_t off : {900u, 700u, 650u, 10u}) sync.on_ready(off);  // decreasing offsets, as backward reports them
-  sync.finish();
-  EXPECT_EQ(first_mismatch(g, pattern_sum), "");
 }
 
 // Batch norm's running statistics: every rank ends with their exact mean (world sizes 2 and 4 divide exactly).

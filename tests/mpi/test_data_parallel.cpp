@@ -48,8 +48,11 @@ std::vector<float> train(int rank, int world, bool communicate, int steps) {
   oc.momentum = 0.9;
   oc.weight_decay = 1e-3;
   auto opt = make_optimizer(oc, *be, *net);
+  auto comm = make_mpi_collectives();
+  GradSyncOptions go;
+  go.bucket_bytes = 256 * sizeof(float);
   std::unique_ptr<GradSync> sync;
-  if (communicate) sync = std::make_unique<GradSync>(net->grads(), net->num_params(), 256 * sizeof(float));
+  if (communicate) sync = comm->make_grad_sync(net->grads(), net->num_params(), go);
   StepBuffers buf = alloc_step_buffers(*be, *net);
   Sampler sampler(200, global, 5);
   Synthetic data;

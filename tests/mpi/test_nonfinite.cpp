@@ -7,6 +7,7 @@
 
 #include "src/base/error.h"
 #include "kernels/cuda_backend.h"
+#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"
 #include "src/obs/rank_report.h"
@@ -33,6 +34,7 @@ struct Rig {
   std::unique_ptr<Backend> be;
   std::unique_ptr<Net> net;
   std::unique_ptr<Optimizer> opt;
+  std::unique_ptr<Collectives> comm;  // MPI on the CPU backend, the emulated NCCL on the emulated CUDA backend
   std::unique_ptr<GradSync> sync;
   std::unique_ptr<NonFiniteGuard> guard;
   StepBuffers buf;
@@ -41,7 +43,10 @@ struct Rig {
     net = small_net(*be, n);
     OptimizerConfig oc;
     opt = make_optimizer(oc, *be, *net);
-    sync = std::make_unique<GradSync>(net->grads(), net->num_params(), 64 * sizeof(float));
+    comm = emu ? make_emu_collectives(*be) : make_mpi_collectives();
+    GradSyncOptions go;
+    go.bucket_bytes = 64 * sizeof(float);
+    sync = comm->make_grad_sync(net->grads(), net->num_params(), go);
     guard = std::make_unique<NonFiniteGuard>(*be, net->grads(), net->num_params(), true);
     be->set_update_gate(guard->d_flag());
     buf = alloc_step_buffers(*be, *net);
@@ -49,6 +54,8 @@ struct Rig {
   ~Rig() {
     be->set_update_gate(nullptr);
     free_step_buffers(*be, buf);
+    sync.reset();
+    comm.reset();
   }
   // One step on this rank's samples of global step `step`.
   void step(int64_t step) {
@@ -63,7 +70,10 @@ struct Rig {
     sc.nonfinite = guard.get();
     StepStats st;
     train_step(*be, *net, *opt, sync.get(), buf, n, sc, 0.05, st);
-    guard->end_step(step, std::isfinite(st.loss_sum));
+    double loss = 0;
+    int64_t correct = 0;
+    take_loss_totals(*be, buf, &loss, &correct);
+    guard->end_step(step, std::isfinite(loss));
   }
   std::vector<float> params() const {
     std::vector<float> p(net->num_params());

@@ -61,8 +61,11 @@ std::vector<float> train(int rank, int world, int accum, bool bn, int steps, std
   auto be = make_cpu_backend(1);
   auto net = make_net(*be, local / accum, bn);
   auto opt = make_optimizer(optimizer_config(), *be, *net);
+  auto comm = make_mpi_collectives();
+  GradSyncOptions go;
+  go.bucket_bytes = 64 * sizeof(float);
   std::unique_ptr<GradSync> sync;
-  if (world > 1) sync = std::make_unique<GradSync>(net->grads(), net->num_params(), 64 * sizeof(float));
+  if (world > 1) sync = comm->make_grad_sync(net->grads(), net->num_params(), go);
   StepBuffers buf = alloc_step_buffers(*be, *net, local);
   Sampler sampler(100, global, 3);
   StepConfig sc;

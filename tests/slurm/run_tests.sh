@@ -12,7 +12,7 @@ STANDIN=$BUILD/tests/slurm/fake_trainer
 
 # The trainer command under test (binary and extra options; the batch script adds --config, --run-dir and
 # --resume auto): the real trainer on Fashion-MNIST, a few hundred small steps. The stand-in (same signal
-# contract) plays a failing trainer and the GPU jobs, which cannot run here.
+# contract) plays a failing trainer and the time-limit test, which needs thousands of steps.
 TRAINER=${SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 600 --log.every_steps 1}
 export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
 # Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's: every parameter
@@ -185,14 +185,24 @@ test_cancel_is_final() {
     fail "expected CANCELLED without restart, got $(field JobState) restarts $(field Restarts)"
 }
 
-# The GPU scripts on this CPU-only node: 2 tasks instead of 8, the stand-in trainer, GPUs that exist only as
-# a Slurm count (the launch path, the #SBATCH options and the GPU visibility are what is tested).
+# The GPU scripts on this CPU-only node: 2 tasks instead of 8, GPUs that exist only as a Slurm count, and the
+# real trainer on the CUDA kernels under the SIMT emulator (--device emu overrides the script's --device cuda)
+# for a few steps of a small model, so the scripts' launch line, the device binding and the NCCL code path
+# (against the emulated NCCL) all run as they would on GPUs.
 gpu_script_runs() {   # SCRIPT SBATCH-OPTIONS...
-  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 10"
+  local cfg=$T/emu_small.ini
+  printf '%s\n' "model = fmnist_cnn" "[data]" "train = data/fashion_mnist/train.h5" "[train]" "batch = 8" \
+    "max_steps = 6" "[log]" "every_steps = 1" > "$cfg"
+  export CNNTRAIN_BIN=$TRAINER_BIN CNNTRAIN_CONFIG=$cfg CNNTRAIN_ARGS="--device emu --bn.sync true"
   submit "$@" --ntasks-per-node=2 --cpus-per-task=1
+  unset CNNTRAIN_CONFIG
   expect_completed 0
   grep -q '"visible_gpus":"0,1,2,3,4,5,6,7"' "$(metrics)" ||
     fail "rank 0 should see all 8 GPUs of the node (CUDA_VISIBLE_DEVICES=0,...,7) to pick its own"
+  local log=$CNNTRAIN_RUNS/$JOB/log.txt
+  grep -q "gradient sync: emulated NCCL" "$log" || fail "the job did not average gradients through the NCCL path"
+  grep -q "device binding (2 ranks)" "$log" || fail "no binding table in $log"
+  [[ $(grep -c '"event":"train"' "$(metrics)") == 6 ]] || fail "expected 6 train events in $(metrics)"
 }
 test_gpu_node() { gpu_script_runs jobs/gpu_node.sbatch; }
 test_multinode_ib() {
@@ -234,8 +244,8 @@ run_test "SIGTERM to the training step -> checkpoint, requeue, resume" preempt_c
 run_test "SIGTERM to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM --batch
 run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue" test_cancel_is_final
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
-run_test "gpu_node.sbatch runs (2 of 8 tasks, stand-in, count-only GPUs)" test_gpu_node
-run_test "multinode_ib.sbatch runs (1 node, 2 tasks, stand-in, count-only GPUs)" test_multinode_ib
+run_test "gpu_node.sbatch trains (2 of 8 tasks, count-only GPUs, --device emu through NCCL)" test_gpu_node
+run_test "multinode_ib.sbatch trains (1 node, 2 tasks, count-only GPUs, --device emu through NCCL)" test_multinode_ib
 if [[ ${SLURM_TEST_TIME_LIMIT:-0} == 1 ]]; then
   run_test "time limit -> SIGUSR1 (--signal=B:USR1@120) -> checkpoint, requeue, resume" test_time_limit
 fi

@@ -202,9 +202,6 @@ TEST(BatchNorm, FusedReluMatchesSeparateLayers) {
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(all_close(fused.g[i], plain.g[i], 1e-5, 1e-5, "parameter gradient"));
 }
 
-}  // namespace
-}  // namespace cnn
-
 // ReLU + max pooling as one layer computes exactly what a ReLU layer followed by a pooling layer computes,
 // gradients included (overlapping 3x3 windows, inputs of both signs, all-negative windows).
 TEST(MaxPool, FusedReluEqualsSeparateLayers) {
@@ -232,3 +229,6 @@ TEST(MaxPool, FusedReluEqualsSeparateLayers) {
     EXPECT_EQ(dxf, dxs);
   }
 }
+
+}  // namespace
+}  // namespace cnn

@@ -1,0 +1,77 @@
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/batchnorm_sync.h"
+
+namespace cnn {
+
+void batchnorm_stats_cpu(int rows, int c, const float* x, double* stats) {
+  std::fill(stats, stats + 2 * c, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) {
+      const double v = x[static_cast<size_t>(r) * c + j];
+      stats[j] += v;
+      stats[c + j] += v * v;
+    }
+  stats[2 * c] = rows;
+}
+
+void batchnorm_forward_from_stats_cpu(int rows, int c, const float* x, const double* stats, const float* gamma,
+                                      const float* beta, float eps, float momentum, float* y, float* save_mean,
+                                      float* save_invstd, float* running_mean, float* running_var) {
+  const double count = stats[2 * c];
+  std::vector<float> scale(c), shift(c);
+  for (int j = 0; j < c; ++j) {
+    const double mean = stats[j] / count;
+    const double biased = std::max(stats[c + j] / count - mean * mean, 0.0);
+    const double invstd = 1.0 / std::sqrt(biased + eps);
+    save_mean[j] = static_cast<float>(mean);
+    save_invstd[j] = static_cast<float>(invstd);
+    scale[j] = static_cast<float>(gamma[j] * invstd);
+    shift[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
+    const double unbiased = count > 1 ? biased * count / (count - 1) : biased;
+    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
+    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) {
+      const size_t i = static_cast<size_t>(r) * c + j;
+      y[i] = x[i] * scale[j] + shift[j];
+    }
+}
+
+void batchnorm_backward_sums_cpu(int rows, int c, const float* x, const float* dy, const float* save_mean,
+                                 const float* save_invstd, double* sums) {
+  std::fill(sums, sums + 2 * c, 0.0);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) {
+      const size_t i = static_cast<size_t>(r) * c + j;
+      const double xhat = (x[i] - save_mean[j]) * static_cast<double>(save_invstd[j]);
+      sums[j] += dy[i];
+      sums[c + j] += dy[i] * xhat;
+    }
+  sums[2 * c] = rows;
+}
+
+void batchnorm_backward_from_sums_cpu(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                      const float* save_mean, const float* save_invstd, const double* local_sums,
+                                      const double* global_sums, float* dx, float* dgamma, float* dbeta) {
+  for (int j = 0; j < c; ++j) {
+    dgamma[j] += static_cast<float>(local_sums[c + j]);
+    dbeta[j] += static_cast<float>(local_sums[j]);
+  }
+  if (!dx) return;
+  const double count = global_sums[2 * c];
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < c; ++j) {
+      const size_t i = static_cast<size_t>(r) * c + j;
+      const float k = gamma[j] * save_invstd[j];
+      const float mean_dy = static_cast<float>(global_sums[j] / count);
+      const float mean_dyx = static_cast<float>(global_sums[c + j] / count);
+      const float xhat = (x[i] - save_mean[j]) * save_invstd[j];
+      dx[i] = k * (dy[i] - mean_dy - xhat * mean_dyx);
+    }
+}
+
+}  // namespace cnn

@@ -1,0 +1,47 @@
+// Internal to src/comm: MPI error checks and waiting for MPI collectives under the watchdog's deadline. Only
+// src/comm/*.cpp include this (and with it mpi.h).
+#pragma once
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cnn {
+
+[[noreturn]] void mpi_failed(const char* expr, const char* file, int line, int rc);
+
+#define MPI_CHECK(call)                                                                \
+  do {                                                                                 \
+    int mpi_rc_ = (call);                                                              \
+    if (mpi_rc_ != MPI_SUCCESS) ::cnn::mpi_failed(#call, __FILE__, __LINE__, mpi_rc_); \
+  } while (0)
+
+// Elements of elem_bytes each that one MPI call may carry: max_count_per_call() (MPI counts are ints) and
+// 1 GiB (implementations have had overflows in their byte arithmetic near 2 GiB). Longer transfers are split.
+size_t mpi_piece_elems(size_t elem_bytes);
+
+// A non-blocking MPI collective this rank has arrived at: its request and its watchdog sequence number.
+struct PendingCollective {
+  MPI_Request req = MPI_REQUEST_NULL;
+  uint64_t seq = 0;
+  double started = 0;
+};
+
+// Registers the collective `what` (named with the current training step) with the watchdog; call right
+// before posting it, then set .req.
+PendingCollective begin_collective(const std::string& what);
+// Completes the finished ones (removing them) without waiting.
+void test_collectives(std::vector<PendingCollective>& pending);
+// Main thread: waits for all of them in a polling loop that runs the wait-progress hook, and ends the job
+// through the watchdog when the oldest has waited past the deadline.
+void wait_collectives(std::vector<PendingCollective>& pending);
+// One collective: begin_collective, post (the callback fills the request), wait.
+template <class Post>
+void run_collective(const std::string& what, Post post) {
+  std::vector<PendingCollective> p{begin_collective(what)};
+  post(&p[0].req);
+  wait_collectives(p);
+}
+
+}  // namespace cnn

@@ -1,0 +1,496 @@
+// The emulated NCCL (see nccl_emu.h): communicators are duplicates of MPI_COMM_WORLD; a collective is host
+// work on the emulator's stream that posts the matching non-blocking MPI collective and polls it, giving up
+// when the communicator is aborted.
+#include "src/comm/nccl_emu.h"
+
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/simt/simt.h"
+#include "src/base/error.h"
+#include "src/comm/comm.h"
+
+namespace simt {
+namespace nccl {
+
+struct ncclComm {
+  MPI_Comm mpi = MPI_COMM_NULL;
+  int rank = 0, nranks = 1;
+  uint64_t id_hash = 0;
+  // ncclInProgress while being created; then ncclSuccess or the asynchronous error.
+  std::atomic<int> state{ncclInProgress};
+  std::atomic<bool> aborted{false};
+  std::thread::id owner;  // the thread that created it: the only one that may call MPI for it
+  // Creation: idup of MPI_COMM_WORLD, then an allgather checking that every rank passed the same id.
+  int init_phase = 0;
+  MPI_Request init_req = MPI_REQUEST_NULL;
+  std::vector<uint64_t> hashes;
+  std::mutex mu;
+  std::string last_error;
+};
+
+namespace {
+
+std::mutex g_error_mu;
+std::string g_last_error;  // of calls without a communicator
+
+void set_error(ncclComm* comm, const std::string& msg) {
+  std::lock_guard<std::mutex> lk(comm ? comm->mu : g_error_mu);
+  (comm ? comm->last_error : g_last_error) = msg;
+}
+
+ncclResult_t fail(ncclComm* comm, ncclResult_t rc, const std::string& msg) {
+  set_error(comm, msg);
+  return rc;
+}
+
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return text;
+}
+
+// The asynchronous error a failed MPI call leaves on the communicator (collectives run as stream work).
+void mpi_failed(ncclComm* comm, const char* call, int rc) {
+  set_error(comm, cnn::strprintf("%s failed: %s", call, mpi_error_text(rc).c_str()));
+  comm->state.store(ncclSystemError);
+}
+
+uint64_t hash_id(const ncclUniqueId& id) {
+  uint64_t h = 1469598103934665603ull;
+  for (char c : id.internal) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// --- Fault injection (the CNN_NCCL_EMU_FAULT test hook) ---
+
+struct Fault {
+  bool stall;
+  int rank;
+  long call;
+};
+
+std::vector<Fault> parse_faults() {
+  std::vector<Fault> out;
+  const char* env = std::getenv("CNN_NCCL_EMU_FAULT");
+  if (!env || !*env) return out;
+  std::string spec(env);
+  for (size_t a = 0; a <= spec.size();) {
+    size_t b = spec.find(',', a);
+    if (b == std::string::npos) b = spec.size();
+    const std::string item = spec.substr(a, b - a);
+    char kind[16] = {0};
+    int rank = -1;
+    long call = 0;
+    if (std::sscanf(item.c_str(), "%15[a-z]:%d:%ld", kind, &rank, &call) != 3 ||
+        (std::strcmp(kind, "stall") != 0 && std::strcmp(kind, "error") != 0) || rank < 0 || call < 1)
+      cnn::fatal(cnn::kExitUsage, cnn::strprintf("CNN_NCCL_EMU_FAULT: bad entry '%s'; expected stall:RANK:K or "
+                                                 "error:RANK:K (K >= 1, the K-th collective call)", item.c_str()));
+    out.push_back(Fault{std::strcmp(kind, "stall") == 0, rank, call});
+    a = b + 1;
+  }
+  return out;
+}
+
+std::atomic<long> g_calls{0};
+
+// Counts the call; true when it must not go ahead (the injected async error is then set on the comm).
+bool inject_fault(ncclComm* comm, const char* fn) {
+  static const std::vector<Fault> faults = parse_faults();
+  const long call = ++g_calls;
+  for (const Fault& f : faults) {
+    if (f.rank != comm->rank || f.call != call) continue;
+    std::fprintf(stderr, "nccl-emu: CNN_NCCL_EMU_FAULT: rank %d %s at its collective call #%ld (%s)\n", comm->rank,
+                 f.stall ? "stalls" : "reports an asynchronous error", call, fn);
+    std::fflush(stderr);
+    if (f.stall) {
+      // A rank whose host or GPU hangs before the collective: only an abort or the job's end moves it.
+      while (!comm->aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return true;
+    }
+    set_error(comm, cnn::strprintf("ncclRemoteError injected by CNN_NCCL_EMU_FAULT=error:%d:%ld: collective call "
+                                   "#%ld (%s) failed as if a peer had gone away", f.rank, f.call, call, fn));
+    comm->state.store(ncclRemoteError);
+    return true;
+  }
+  return false;
+}
+
+// --- Data types and reductions ---
+
+// Half and bfloat16 travel as 16-bit words; their reductions are user MPI operations computing in float.
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), int Op>
+void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = ToFloat(a[i]), y = ToFloat(b[i]);
+    const float r = Op == ncclSum ? x + y : Op == ncclProd ? x * y : Op == ncclMax ? (x > y ? x : y) : (x < y ? x : y);
+    b[i] = FromFloat(r);
+  }
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+MPI_Op half_mpi_op(ncclRedOp_t op) {
+  static MPI_Op ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  static MPI_User_function* fns[4] = {half_op<ToFloat, FromFloat, ncclSum>, half_op<ToFloat, FromFloat, ncclProd>,
+                                      half_op<ToFloat, FromFloat, ncclMax>, half_op<ToFloat, FromFloat, ncclMin>};
+  const int k = op == ncclAvg ? 0 : static_cast<int>(op);
+  if (ops[k] == MPI_OP_NULL) MPI_Op_create(fns[k], 1, &ops[k]);
+  return ops[k];
+}
+
+size_t type_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+  }
+}
+
+MPI_Datatype mpi_type(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: return MPI_INT8_T;
+    case ncclUint8: return MPI_UINT8_T;
+    case ncclInt32: return MPI_INT32_T;
+    case ncclUint32: return MPI_UINT32_T;
+    case ncclInt64: return MPI_INT64_T;
+    case ncclUint64: return MPI_UINT64_T;
+    case ncclFloat32: return MPI_FLOAT;
+    case ncclFloat64: return MPI_DOUBLE;
+    default: return MPI_UINT16_T;  // half, bfloat16
+  }
+}
+
+MPI_Op mpi_op(ncclDataType_t t, ncclRedOp_t op) {
+  if (t == ncclFloat16) return half_mpi_op<detail::half_bits_to_float, detail::float_to_half_bits>(op);
+  if (t == ncclBfloat16) return half_mpi_op<detail::bf16_bits_to_float, detail::float_to_bf16_bits>(op);
+  switch (op) {
+    case ncclProd: return MPI_PROD;
+    case ncclMax: return MPI_MAX;
+    case ncclMin: return MPI_MIN;
+    default: return MPI_SUM;  // sum; average divides afterwards
+  }
+}
+
+template <class T>
+void divide(void* p, size_t n, int by) {
+  T* x = static_cast<T*>(p);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<T>(x[i] / by);
+}
+
+// ncclAvg: NCCL sums and divides by the rank count (integers: truncating division).
+void average(void* p, size_t n, ncclDataType_t t, int ranks) {
+  switch (t) {
+    case ncclInt8: return divide<int8_t>(p, n, ranks);
+    case ncclUint8: return divide<uint8_t>(p, n, ranks);
+    case ncclInt32: return divide<int32_t>(p, n, ranks);
+    case ncclUint32: return divide<uint32_t>(p, n, ranks);
+    case ncclInt64: return divide<int64_t>(p, n, ranks);
+    case ncclUint64: return divide<uint64_t>(p, n, ranks);
+    case ncclFloat32: return divide<float>(p, n, ranks);
+    case ncclFloat64: return divide<double>(p, n, ranks);
+    case ncclFloat16: case ncclBfloat16: {
+      auto* h = static_cast<uint16_t*>(p);
+      const bool half = t == ncclFloat16;
+      for (size_t i = 0; i < n; ++i) {
+        const float v = (half ? detail::half_bits_to_float(h[i]) : detail::bf16_bits_to_float(h[i])) / ranks;
+        h[i] = half ? detail::float_to_half_bits(v) : detail::float_to_bf16_bits(v);
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+// --- Running collectives ---
+
+// Polls `req` until it completes or the communicator is aborted (then the request is abandoned: the job is
+// going down). Runs on the thread that drains the stream, which is the MPI main thread.
+void wait(ncclComm* comm, MPI_Request* req, const char* fn) {
+  for (long i = 0;; ++i) {
+    int done = 0;
+    const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_failed(comm, fn, rc);
+    if (done) return;
+    if (comm->aborted.load()) return;
+    if (i > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (i > 200) sched_yield();
+  }
+}
+
+bool usable(ncclComm* comm) { return !comm->aborted.load() && comm->state.load() == ncclSuccess; }
+
+// Queues (or, inside a group, collects) the work of one collective.
+thread_local int t_group_depth = 0;
+thread_local std::vector<std::pair<cudaStream_t, std::function<cudaError_t()>>> t_group;
+
+ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> body) {
+  auto work = [comm, body = std::move(body)]() -> cudaError_t {
+    if (usable(comm)) body();  // an aborted or failed communicator's kernels do nothing, as NCCL's
+    return cudaSuccess;
+  };
+  if (t_group_depth > 0) {
+    t_group.emplace_back(stream, std::move(work));
+    return ncclSuccess;
+  }
+  if (enqueue_host_work(stream, std::move(work)) != cudaSuccess)
+    return fail(comm, ncclUnhandledCudaError, "could not enqueue the collective on its stream");
+  return ncclSuccess;
+}
+
+// count: elements per rank; per_rank_slots: the buffers hold one such slot per rank (gather, scatter).
+ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, size_t count, bool per_rank_slots,
+                        const char* fn) {
+  if (!comm) return fail(nullptr, ncclInvalidArgument, std::string(fn) + ": null communicator");
+  if (comm->state.load() == ncclInProgress)
+    return fail(comm, ncclInvalidUsage, std::string(fn) + ": the communicator is still being created (poll "
+                                                          "ncclCommGetAsyncError until ncclSuccess)");
+  if (type_size(t) == 0)
+    return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: data type %d is not emulated", fn, t));
+  if (op < ncclSum || op > ncclAvg)
+    return fail(comm, ncclInvalidArgument, cnn::strprintf("%s: bad reduction %d", fn, op));
+  if (count * (per_rank_slots ? static_cast<size_t>(comm->nranks) : 1) > static_cast<size_t>(INT_MAX))
+    return fail(comm, ncclInvalidArgument,
+                cnn::strprintf("%s: %zu elements exceed the emulation's int counts", fn, count));
+  return ncclSuccess;
+}
+
+// Creation: advance the state machine as far as MPI lets it without blocking.
+void progress_init(ncclComm* c) {
+  if (c->state.load() != ncclInProgress || std::this_thread::get_id() != c->owner) return;
+  int done = 0;
+  int rc = MPI_Test(&c->init_req, &done, MPI_STATUS_IGNORE);
+  if (rc != MPI_SUCCESS) return mpi_failed(c, "MPI_Comm_idup", rc);
+  if (!done) return;
+  if (c->init_phase == 0) {
+    c->init_phase = 1;
+    c->hashes.assign(static_cast<size_t>(c->nranks), 0);
+    rc = MPI_Iallgather(&c->id_hash, 1, MPI_UINT64_T, c->hashes.data(), 1, MPI_UINT64_T, c->mpi, &c->init_req);
+    if (rc != MPI_SUCCESS) mpi_failed(c, "MPI_Iallgather", rc);
+    return;
+  }
+  for (int r = 0; r < c->nranks; ++r)
+    if (c->hashes[r] != c->id_hash) {
+      set_error(c, cnn::strprintf("ncclCommInitRank: rank %d passed a different ncclUniqueId than rank %d (broadcast "
+                                  "rank 0's id to every rank)", r, c->rank));
+      c->state.store(ncclInvalidUsage);
+      return;
+    }
+  c->state.store(ncclSuccess);
+}
+
+}  // namespace
+
+ncclResult_t ncclGetVersion(int* version) {
+  if (!version) return fail(nullptr, ncclInvalidArgument, "ncclGetVersion: null pointer");
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  if (!id) return fail(nullptr, ncclInvalidArgument, "ncclGetUniqueId: null pointer");
+  std::random_device rd;  // what makes ids unique is their randomness, as NCCL's
+  for (size_t i = 0; i < NCCL_UNIQUE_ID_BYTES; i += 4) {
+    const unsigned v = rd();
+    std::memcpy(id->internal + i, &v, 4);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  if (!out) return fail(nullptr, ncclInvalidArgument, "ncclCommInitRank: null result pointer");
+  int world = 1, me = 0, inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited)
+    return fail(nullptr, ncclInvalidUsage, "ncclCommInitRank: the emulated NCCL needs MPI to be initialised");
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (nranks != world || rank != me)
+    return fail(nullptr, ncclInvalidArgument,
+                cnn::strprintf("ncclCommInitRank(nranks %d, rank %d): the emulated NCCL supports communicators of all "
+                               "%d MPI ranks with NCCL rank = MPI rank (%d here)", nranks, rank, world, me));
+  if (config && (config->size != sizeof(ncclConfig_t) || config->magic != 0xcafebeef))
+    return fail(nullptr, ncclInvalidArgument, "ncclCommInitRankConfig: config not set from NCCL_CONFIG_INITIALIZER");
+  const bool blocking = !config || config->blocking != 0;
+  auto c = std::make_unique<ncclComm>();
+  c->rank = rank;
+  c->nranks = nranks;
+  c->id_hash = hash_id(id);
+  c->owner = std::this_thread::get_id();
+  const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &c->mpi, &c->init_req);
+  if (rc != MPI_SUCCESS)
+    return fail(nullptr, ncclSystemError, "ncclCommInitRank: MPI_Comm_idup failed: " + mpi_error_text(rc));
+  // While the host waits in MPI, queued device work (this communicator's collectives included) progresses.
+  cnn::set_wait_progress_hook(simt::progress_streams);
+  *out = c.release();
+  if (!blocking) {
+    progress_init(*out);
+    return (*out)->state.load() == ncclSuccess ? ncclSuccess : ncclInProgress;
+  }
+  while ((*out)->state.load() == ncclInProgress && !(*out)->aborted.load()) {
+    progress_init(*out);
+    sched_yield();
+  }
+  return static_cast<ncclResult_t>((*out)->state.load());
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  simt::progress_streams();  // NCCL lets the collectives already enqueued finish
+  if (!comm->aborted.load() && comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  // From any thread, while another may be inside a collective of this communicator: only mark it. The
+  // MPI communicator and the object are left behind; an abort precedes the end of the job.
+  if (comm) comm->aborted.store(true);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+  if (!comm || !async_error) return fail(comm, ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
+  progress_init(comm);
+  *async_error = static_cast<ncclResult_t>(comm->state.load());
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (!comm || !count) return fail(comm, ncclInvalidArgument, "ncclCommCount: null argument");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (!comm || !rank) return fail(comm, ncclInvalidArgument, "ncclCommUserRank: null argument");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+  // The string lives until the next error of the same communicator, as NCCL's.
+  static thread_local std::string copy;
+  std::lock_guard<std::mutex> lk(comm ? comm->mu : g_error_mu);
+  copy = comm ? comm->last_error : g_last_error;
+  return copy.c_str();
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t rc = check_call(comm, datatype, op, count, false, "ncclAllReduce")) return rc;
+  if (inject_fault(comm, "ncclAllReduce")) return ncclSuccess;
+  return submit(comm, stream, [=] {
+    MPI_Request req;
+    const void* send = sendbuff == recvbuff ? MPI_IN_PLACE : sendbuff;
+    const int rc = MPI_Iallreduce(send, recvbuff, static_cast<int>(count), mpi_type(datatype), mpi_op(datatype, op),
+                                  comm->mpi, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Iallreduce", rc);
+    wait(comm, &req, "MPI_Iallreduce");
+    if (op == ncclAvg && usable(comm)) average(recvbuff, count, datatype, comm->nranks);
+  });
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t rc = check_call(comm, datatype, op, recvcount, true, "ncclReduceScatter")) return rc;
+  if (inject_fault(comm, "ncclReduceScatter")) return ncclSuccess;
+  return submit(comm, stream, [=] {
+    // NCCL's in-place form keeps the result at this rank's slot of the send buffer, MPI's at its start: read
+    // the input from a copy.
+    const size_t bytes = recvcount * type_size(datatype) * comm->nranks;
+    std::vector<char> input(static_cast<const char*>(sendbuff), static_cast<const char*>(sendbuff) + bytes);
+    MPI_Request req;
+    const int rc = MPI_Ireduce_scatter_block(input.data(), recvbuff, static_cast<int>(recvcount), mpi_type(datatype),
+                                             mpi_op(datatype, op), comm->mpi, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Ireduce_scatter_block", rc);
+    wait(comm, &req, "MPI_Ireduce_scatter_block");
+    if (op == ncclAvg && usable(comm)) average(recvbuff, recvcount, datatype, comm->nranks);
+  });
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t rc = check_call(comm, datatype, ncclSum, sendcount, true, "ncclAllGather")) return rc;
+  if (inject_fault(comm, "ncclAllGather")) return ncclSuccess;
+  return submit(comm, stream, [=] {
+    const size_t slot = sendcount * type_size(datatype) * comm->rank;
+    const void* send = sendbuff == static_cast<const char*>(recvbuff) + slot ? MPI_IN_PLACE : sendbuff;
+    MPI_Request req;
+    const int rc = MPI_Iallgather(send, static_cast<int>(sendcount), mpi_type(datatype), recvbuff,
+                                  static_cast<int>(sendcount), mpi_type(datatype), comm->mpi, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Iallgather", rc);
+    wait(comm, &req, "MPI_Iallgather");
+  });
+}
+
+ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (ncclResult_t rc = check_call(comm, datatype, ncclSum, count, false, "ncclBroadcast")) return rc;
+  if (root < 0 || root >= comm->nranks)
+    return fail(comm, ncclInvalidArgument, cnn::strprintf("ncclBroadcast: root %d of %d ranks", root, comm->nranks));
+  if (inject_fault(comm, "ncclBroadcast")) return ncclSuccess;
+  return submit(comm, stream, [=] {
+    if (comm->rank == root && sendbuff != recvbuff) std::memmove(recvbuff, sendbuff, count * type_size(datatype));
+    MPI_Request req;
+    const int rc = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_type(datatype), root, comm->mpi, &req);
+    if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Ibcast", rc);
+    wait(comm, &req, "MPI_Ibcast");
+  });
+}
+
+ncclResult_t ncclGroupStart() {
+  ++t_group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (t_group_depth == 0) return fail(nullptr, ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--t_group_depth > 0) return ncclSuccess;
+  auto ops = std::move(t_group);
+  t_group.clear();
+  for (auto& [stream, work] : ops)
+    if (enqueue_host_work(stream, std::move(work)) != cudaSuccess)
+      return fail(nullptr, ncclUnhandledCudaError, "ncclGroupEnd: could not enqueue a collective on its stream");
+  return ncclSuccess;
+}
+
+}  // namespace nccl
+}  // namespace simt

@@ -1,0 +1,13 @@
+# The NCCL code path under the emulator, beyond test-mpi's np 2 and 4 runs of the whole suite: the emulated
+# NCCL's collectives at np 3 (that suite runs each case with immediate and deferred streams itself), and the
+# emu data-parallel and synchronised batch-norm suites with deferred emulator streams (queued device work run
+# at synchronisation points in seeded orders), at np 2 and 4.
+MPI_DEFERRED_SUITES = 'EmuDataParallel.*:SyncBatchNorm.Emu*'
+
+.PHONY: test-mpi-nccl
+test-mpi-nccl: $(MPI_TEST)
+	$(MPIRUN) -np 3 $(MPI_TEST) --gtest_brief=1 --gtest_filter='*NcclEmu*:EmuDataParallel.*:SyncBatchNorm.*'
+	CNN_SIMT_DEFER=7 $(MPIRUN) -x CNN_SIMT_DEFER -np 2 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
+	CNN_SIMT_DEFER=19 $(MPIRUN) -x CNN_SIMT_DEFER -np 4 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
+
+TEST_RUNS += test-mpi-nccl

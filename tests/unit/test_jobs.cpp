@@ -1,0 +1,95 @@
+// The job files users submit: every jobs/*.ini parses (options exist, values are valid), and every config a
+// Slurm script names exists and parses, so that a typo is found here instead of after hours in a queue.
+#include <dirent.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "src/base/error.h"
+#include "src/train/config.h"
+#include "tests/common/test_util.h"
+
+namespace cnn {
+namespace {
+
+// The repository root: tests run from it (`make test`), or from anywhere when built in-tree.
+std::string root() {
+  std::string f = __FILE__;
+  return f.substr(0, f.rfind("tests/unit/"));
+}
+
+std::vector<std::string> jobs_files(const std::string& suffix) {
+  std::vector<std::string> out;
+  const std::string dir = root() + "jobs";
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+        out.push_back("jobs/" + n);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// parse_config on --config FILE; "" when it parses, else the error.
+std::string parse_error(const std::string& rel) {
+  std::string a0 = "cnntrain", a1 = "--config", a2 = root() + rel;
+  char* argv[] = {&a0[0], &a1[0], &a2[0]};
+  Config c;
+  try {
+    const ParseResult r = parse_config(3, argv, c);
+    if (r.action != ParseAction::kRun) return "parse_config did not ask to run";
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Jobs, EveryIniParses) {
+  const auto inis = jobs_files(".ini");
+  ASSERT_GE(inis.size(), 4u) << "jobs/*.ini not found under " << root();
+  for (const auto& f : inis) EXPECT_EQ(parse_error(f), "") << f;
+}
+
+TEST(Jobs, EveryConfigAnSbatchScriptNamesExistsAndParses) {
+  const auto scripts = jobs_files(".sbatch");
+  ASSERT_GE(scripts.size(), 3u);
+  const std::regex named(R"(jobs/[A-Za-z0-9_.-]+\.ini)");
+  std::set<std::string> seen;
+  for (const auto& s : scripts) {
+    std::ifstream in(root() + s);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string body = text.str();
+    for (auto it = std::sregex_iterator(body.begin(), body.end(), named); it != std::sregex_iterator(); ++it) {
+      const std::string cfg = it->str();
+      seen.insert(cfg);
+      EXPECT_TRUE(std::ifstream(root() + cfg).good()) << s << " names " << cfg << ", which does not exist";
+      EXPECT_EQ(parse_error(cfg), "") << s << " names " << cfg;
+    }
+  }
+  EXPECT_TRUE(seen.count("jobs/resnet50_imagenet.ini")) << "the GPU scripts should name the ImageNet recipe";
+}
+
+// The ImageNet recipe is the standard one: global batch and learning rate scaled per 256 images, warmup,
+// label smoothing, 90 epochs.
+TEST(Jobs, ResNet50RecipeIsTheStandardOne) {
+  std::string a0 = "cnntrain", a1 = "--config", a2 = root() + "jobs/resnet50_imagenet.ini";
+  char* argv[] = {&a0[0], &a1[0], &a2[0]};
+  Config c;
+  parse_config(3, argv, c);
+  EXPECT_EQ(c.model, "resnet50");
+  EXPECT_EQ(c.epochs, 90);
+  EXPECT_EQ(c.batch % 256, 0);
+  EXPECT_DOUBLE_EQ(c.lr, 0.1 * c.batch / 256);
+  EXPECT_GT(c.warmup_epochs, 0);
+  EXPECT_DOUBLE_EQ(c.label_smoothing, 0.1);
+  EXPECT_DOUBLE_EQ(c.weight_decay, 1e-4);
+  EXPECT_EQ(c.data_image_size, "224x224");
+}
+
+}  // namespace
+}  // namespace cnn
