@@ -175,6 +175,23 @@ std::string space_left(const std::string& path) {
                    static_cast<double>(fs.f_bavail) * fs.f_frsize / 1e6, dir_of(path).c_str());
 }
 
+// Whether the checkpoint's file system has room for it, checked before HDF5 creates the file: a write that
+// runs out of space midway fails inside HDF5's collective metadata flush and close, where the ranks can part
+// ways (one skips a sync point) and hang, which no agreement of ours can repair. The estimate is the data
+// plus HDF5's per-object overhead (object header, link and crc32 attribute: under 2 KiB per dataset) and
+// 64 KiB for the superblock, groups and file attributes. Returns "" when there is room.
+std::string space_shortfall(const std::string& path, const std::vector<CheckpointArray>& arrays) {
+  double need = 64 << 10;
+  for (const auto& arr : arrays) need += static_cast<double>(arr.size()) * sizeof(float) + 2048;
+  struct statvfs fs;
+  if (::statvfs(dir_of(path).c_str(), &fs) != 0) return "";  // the create below reports an unusable directory
+  const double avail = static_cast<double>(fs.f_bavail) * fs.f_frsize;
+  if (avail >= need) return "";
+  return strprintf("%s: the checkpoint needs about %.1f MB, %.1f MB free on the file system of '%s' (free space or "
+                   "lower --checkpoint.keep)", on_this_rank().c_str(), need / 1e6, avail / 1e6,
+                   dir_of(path).c_str());
+}
+
 // Attribute writes are collective: a failure is recorded and the next ones are still issued, so every rank
 // makes the same calls.
 void write_attr(Verdict& v, hid_t obj, const char* name, const std::function<void()>& write) {
@@ -380,12 +397,15 @@ CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector
   {
     std::lock_guard<std::mutex> lk(h5_mutex());
     h5_quiet();
+    const std::string short_of_space = space_shortfall(tmp, arrays);
+    if (!short_of_space.empty()) v.fail(short_of_space);
+    a = agree(true, v);
     H5Handle fapl = mpio_fapl();
-    H5Handle file = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
-    if (!file.valid())
+    H5Handle file = a.all_ok() ? h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get())) : H5Handle();
+    if (a.all_ok() && !file.valid())
       v.fail(strprintf("%s: cannot create '%s': %s (is the directory writable, the disk full?)", on_this_rank().c_str(),
                        tmp.c_str(), h5_last_error().c_str()));
-    a = agree(file.valid(), v);
+    if (a.all_ok()) a = agree(file.valid(), v);
     if (!a.consistent) file.abandon();
     if (a.consistent && a.all_ok()) {
       std::vector<H5Handle> ds = create_datasets(file.get(), arrays, tmp, v);
