@@ -3,6 +3,7 @@
 // block reductions over a (32 channels x 8 row lanes) block whose grid rows split the rows; the partial sums
 // meet in double atomicAdds. The variance takes a second pass over (x - mean)^2, as the reference does: the
 // one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean.
+#include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace cnn {
@@ -43,27 +44,32 @@ __global__ void __launch_bounds__(kCols * kRowLanes)
   }
 }
 
+// T: the storage type of x, y, dy and dx (cuda_dtype.cuh); statistics in fp32/double.
+template <class T>
 struct SumX {
-  const float* x;
-  __device__ SumPair operator()(size_t i, int) const { return {x[i], 0.0}; }
+  const T* x;
+  __device__ SumPair operator()(size_t i, int) const { return {widen(x[i]), 0.0}; }
 };
+template <class T>
 struct SumSquaredDeviation {  // mean = sum / rows from the first pass
-  const float* x;
+  const T* x;
   const double* sum;
   double inv_rows;
   __device__ SumPair operator()(size_t i, int j) const {
-    const double d = x[i] - sum[j] * inv_rows;
+    const double d = widen(x[i]) - sum[j] * inv_rows;
     return {d * d, 0.0};
   }
 };
+template <class T>
 struct BackwardSums {  // (dy, dy * xhat)
-  const float* x;
-  const float* dy;
+  const T* x;
+  const T* dy;
   const float* mean;
   const float* invstd;
   __device__ SumPair operator()(size_t i, int j) const {
-    const double xhat = (x[i] - mean[j]) * static_cast<double>(invstd[j]);
-    return {dy[i], dy[i] * xhat};
+    const float g = widen(dy[i]);
+    const double xhat = (widen(x[i]) - mean[j]) * static_cast<double>(invstd[j]);
+    return {g, g * xhat};
   }
 };
 
@@ -109,13 +115,13 @@ __global__ void batchnorm_finalize_infer_kernel(int c, const float* __restrict__
   }
 }
 
-__global__ void batchnorm_apply_kernel(size_t total, int c, const float* __restrict__ x,
-                                       const float* __restrict__ scale, const float* __restrict__ shift,
-                                       float* __restrict__ y) {
+template <class T>
+__global__ void batchnorm_apply_kernel(size_t total, int c, const T* __restrict__ x, const float* __restrict__ scale,
+                                       const float* __restrict__ shift, T* __restrict__ y) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const int j = static_cast<int>(i % c);
-    y[i] = x[i] * scale[j] + shift[j];
+    y[i] = narrow<T>(widen(x[i]) * scale[j] + shift[j]);
   }
 }
 
@@ -135,16 +141,16 @@ __global__ void batchnorm_finalize_backward_kernel(int rows, int c, const double
 }
 
 // dx = gamma*invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
-__global__ void batchnorm_backward_data_kernel(size_t total, int c, const float* __restrict__ x,
-                                               const float* __restrict__ dy, const float* __restrict__ mean,
-                                               const float* __restrict__ invstd, const float* __restrict__ k,
-                                               const float* __restrict__ mean_dy, const float* __restrict__ mean_dyx,
-                                               float* __restrict__ dx) {
+template <class T>
+__global__ void batchnorm_backward_data_kernel(size_t total, int c, const T* __restrict__ x, const T* __restrict__ dy,
+                                               const float* __restrict__ mean, const float* __restrict__ invstd,
+                                               const float* __restrict__ k, const float* __restrict__ mean_dy,
+                                               const float* __restrict__ mean_dyx, T* __restrict__ dx) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const int j = static_cast<int>(i % c);
-    const float xhat = (x[i] - mean[j]) * invstd[j];
-    dx[i] = k[j] * (dy[i] - mean_dy[j] - xhat * mean_dyx[j]);
+    const float xhat = (widen(x[i]) - mean[j]) * invstd[j];
+    dx[i] = narrow<T>(k[j] * (widen(dy[i]) - mean_dy[j] - xhat * mean_dyx[j]));
   }
 }
 
@@ -164,6 +170,62 @@ Work carve(void* d_work, int c) {
 
 int channel_blocks(int c) { return (c + kBlock - 1) / kBlock; }
 
+template <class T>
+cudaError_t batchnorm_forward_train_t(int rows, int c, const T* d_x, const float* d_gamma, const float* d_beta,
+                                      float eps, float momentum, T* d_y, float* d_save_mean, float* d_save_invstd,
+                                      float* d_running_mean, float* d_running_var, void* d_work, cudaStream_t stream) {
+  if (rows <= 0 || c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
+  if (err == cudaSuccess) err = channel_sums(rows, c, SumX<T>{d_x}, w.a, nullptr, stream);
+  if (err == cudaSuccess)
+    err = channel_sums(rows, c, SumSquaredDeviation<T>{d_x, w.a, 1.0 / rows}, w.b, nullptr, stream);
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(batchnorm_finalize_train_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
+                     d_gamma, d_beta, eps, momentum, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
+                     w.f0, w.f1);
+  const size_t total = static_cast<size_t>(rows) * c;
+  auto* apply = &batchnorm_apply_kernel<T>;
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, w.f0, w.f1, d_y);
+  return err;
+}
+
+template <class T>
+cudaError_t batchnorm_forward_infer_t(int rows, int c, const T* d_x, const float* d_gamma, const float* d_beta,
+                                      const float* d_running_mean, const float* d_running_var, float eps, T* d_y,
+                                      void* d_work, cudaStream_t stream) {
+  if (rows <= 0 || c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = CNN_LAUNCH(batchnorm_finalize_infer_kernel, channel_blocks(c), kBlock, 0, stream, c, d_gamma,
+                               d_beta, d_running_mean, d_running_var, eps, w.f0, w.f1);
+  const size_t total = static_cast<size_t>(rows) * c;
+  auto* apply = &batchnorm_apply_kernel<T>;
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, w.f0, w.f1, d_y);
+  return err;
+}
+
+template <class T>
+cudaError_t batchnorm_backward_t(int rows, int c, const T* d_x, const T* d_dy, const float* d_gamma,
+                                 const float* d_save_mean, const float* d_save_invstd, T* d_dx, float* d_dgamma,
+                                 float* d_dbeta, void* d_work, cudaStream_t stream) {
+  if (rows <= 0 || c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
+  if (err == cudaSuccess)
+    err = channel_sums(rows, c, BackwardSums<T>{d_x, d_dy, d_save_mean, d_save_invstd}, w.a, w.b, stream);
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(batchnorm_finalize_backward_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
+                     d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
+  const size_t total = static_cast<size_t>(rows) * c;
+  auto* data = &batchnorm_backward_data_kernel<T>;
+  if (err == cudaSuccess && d_dx)
+    err = CNN_LAUNCH(data, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, d_dy, d_save_mean,
+                     d_save_invstd, w.f0, w.f1, w.f2, d_dx);
+  return err;
+}
+
 }  // namespace
 
 size_t batchnorm_work_bytes(int c) { return static_cast<size_t>(c) * (2 * sizeof(double) + 3 * sizeof(float)); }
@@ -172,52 +234,56 @@ cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, cons
                                          float eps, float momentum, float* d_y, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream) {
-  if (rows <= 0 || c <= 0) return cudaSuccess;
-  const Work w = carve(d_work, c);
-  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
-  if (err == cudaSuccess) err = channel_sums(rows, c, SumX{d_x}, w.a, nullptr, stream);
-  if (err == cudaSuccess) err = channel_sums(rows, c, SumSquaredDeviation{d_x, w.a, 1.0 / rows}, w.b, nullptr, stream);
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_finalize_train_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
-                     d_gamma, d_beta, eps, momentum, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
-                     w.f0, w.f1);
-  const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     w.f0, w.f1, d_y);
-  return err;
+  return batchnorm_forward_train_t(rows, c, d_x, d_gamma, d_beta, eps, momentum, d_y, d_save_mean, d_save_invstd,
+                                   d_running_mean, d_running_var, d_work, stream);
 }
 
 cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_gamma, const float* d_beta,
                                          const float* d_running_mean, const float* d_running_var, float eps, float* d_y,
                                          void* d_work, cudaStream_t stream) {
-  if (rows <= 0 || c <= 0) return cudaSuccess;
-  const Work w = carve(d_work, c);
-  cudaError_t err = CNN_LAUNCH(batchnorm_finalize_infer_kernel, channel_blocks(c), kBlock, 0, stream, c, d_gamma,
-                               d_beta, d_running_mean, d_running_var, eps, w.f0, w.f1);
-  const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     w.f0, w.f1, d_y);
-  return err;
+  return batchnorm_forward_infer_t(rows, c, d_x, d_gamma, d_beta, d_running_mean, d_running_var, eps, d_y, d_work,
+                                   stream);
 }
 
 cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const float* d_dy, const float* d_gamma,
                                     const float* d_save_mean, const float* d_save_invstd, float* d_dx, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream) {
-  if (rows <= 0 || c <= 0) return cudaSuccess;
-  const Work w = carve(d_work, c);
-  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
-  if (err == cudaSuccess)
-    err = channel_sums(rows, c, BackwardSums{d_x, d_dy, d_save_mean, d_save_invstd}, w.a, w.b, stream);
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_finalize_backward_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
-                     d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
-  const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess && d_dx)
-    err = CNN_LAUNCH(batchnorm_backward_data_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c,
-                     d_x, d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx);
-  return err;
+  return batchnorm_backward_t(rows, c, d_x, d_dy, d_gamma, d_save_mean, d_save_invstd, d_dx, d_dgamma, d_dbeta,
+                              d_work, stream);
+}
+
+cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const float* d_gamma,
+                                         const float* d_beta, float eps, float momentum, void* d_y,
+                                         float* d_save_mean, float* d_save_invstd, float* d_running_mean,
+                                         float* d_running_var, void* d_work, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return batchnorm_forward_train_t(rows, c, static_cast<const T*>(d_x), d_gamma, d_beta, eps, momentum,
+                                     static_cast<T*>(d_y), d_save_mean, d_save_invstd, d_running_mean, d_running_var,
+                                     d_work, stream);
+  });
+}
+
+cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const float* d_gamma,
+                                         const float* d_beta, const float* d_running_mean,
+                                         const float* d_running_var, float eps, void* d_y, void* d_work,
+                                         cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return batchnorm_forward_infer_t(rows, c, static_cast<const T*>(d_x), d_gamma, d_beta, d_running_mean,
+                                     d_running_var, eps, static_cast<T*>(d_y), d_work, stream);
+  });
+}
+
+cudaError_t batchnorm_backward_cuda(DType t, int rows, int c, const void* d_x, const void* d_dy,
+                                    const float* d_gamma, const float* d_save_mean, const float* d_save_invstd,
+                                    void* d_dx, float* d_dgamma, float* d_dbeta, void* d_work, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return batchnorm_backward_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_dy), d_gamma,
+                                d_save_mean, d_save_invstd, static_cast<T*>(d_dx), d_dgamma, d_dbeta, d_work,
+                                stream);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

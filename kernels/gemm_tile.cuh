@@ -11,10 +11,12 @@
 //   Inner inner(int k) const;                  once per thread and k-tile: every load of a thread in one
 //                                              k-tile has the same k (the tile loads keep k = tid % 16)
 //   float at(const Outer&, const Inner&) const;
+//   using Storage = T;                         the element type in memory: float, or a 16-bit type that at()
+//                                              widens (cuda_dtype.cuh); gemm_wmma.cuh picks the kernel by it
 // so the divisions that turn a flat index into (n, p, q) or (r, s, c) run once per row and once per k-tile
 // instead of once per element, and use precomputed reciprocals (FastDiv) instead of the division sequence.
 #pragma once
-#include "kernels/cuda_common.h"
+#include "kernels/cuda_dtype.cuh"
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -117,37 +119,48 @@ CNN_UNROLL
     }
 }
 
-// Plain matrix operands of a row-major matrix p with leading dimension ld:
+// Plain matrix operands of a row-major matrix p with leading dimension ld, elements of type T:
 // MatRows: element (outer o, inner k) = p[o * ld + k]  (the reduction runs along a row);
 // MatCols: element (outer o, inner k) = p[k * ld + o]  (the reduction runs down a column).
+template <class T>
 struct MatRows {
-  const float* p;
+  const T* p;
   int ld;
-  using Outer = const float*;
+  using Storage = T;
+  using Outer = const T*;
   using Inner = int;
   __device__ Outer outer(int o) const { return p + static_cast<size_t>(o) * ld; }
   __device__ Inner inner(int k) const { return k; }
-  __device__ float at(Outer row, Inner k) const { return row[k]; }
+  __device__ float at(Outer row, Inner k) const { return widen(row[k]); }
 };
+template <class T>
+MatRows(const T*, int) -> MatRows<T>;
+template <class T>
 struct MatCols {
-  const float* p;
+  const T* p;
   int ld;
-  using Outer = const float*;
+  using Storage = T;
+  using Outer = const T*;
   using Inner = size_t;
   __device__ Outer outer(int o) const { return p + o; }
   __device__ Inner inner(int k) const { return static_cast<size_t>(k) * ld; }
-  __device__ float at(Outer col, Inner off) const { return col[off]; }
+  __device__ float at(Outer col, Inner off) const { return widen(col[off]); }
 };
+template <class T>
+MatCols(const T*, int) -> MatCols<T>;
 
-// y[m, n] = acc + bias[n] (bias nullable).
+// y[m, n] = acc + bias[n] (bias nullable, fp32), rounded once to y's type.
+template <class T>
 struct StoreBias {
-  float* y;
+  T* y;
   int ld;
   const float* bias;
   __device__ void operator()(int m, int n, float acc) const {
-    y[static_cast<size_t>(m) * ld + n] = acc + (bias ? bias[n] : 0.f);
+    y[static_cast<size_t>(m) * ld + n] = narrow<T>(acc + (bias ? bias[n] : 0.f));
   }
 };
+template <class T>
+StoreBias(T*, int, const float*) -> StoreBias<T>;
 // y[m, n] += acc, atomically: several split-K blocks add to the same element.
 struct StoreAccumulate {
   float* y;

@@ -33,6 +33,13 @@ void Run::output(const std::string& name, const uint8_t* d, size_t n) {
   outputs.push_back({name, std::vector<double>(h.begin(), h.end()), kExact});
 }
 
+void Run::output(const std::string& name, DType t, const void* d, size_t n, Tol tol) {
+  auto h = download(static_cast<const uint16_t*>(d), n);
+  std::vector<float> wide(n);
+  convert_range(t, h.data(), DType::kF32, wide.data(), 0, n);
+  outputs.push_back({name, std::vector<double>(wide.begin(), wide.end()), tol});
+}
+
 void Run::output_host(const std::string& name, std::vector<double> values, Tol tol) {
   outputs.push_back({name, std::move(values), tol});
 }

@@ -83,6 +83,8 @@ class Run {
   void output(const std::string& name, const float* d, size_t n, Tol tol);
   void output(const std::string& name, const int32_t* d, size_t n);  // exact
   void output(const std::string& name, const uint8_t* d, size_t n);  // exact
+  // n values of the 16-bit type t (bf16/fp16, backend.h's "Reduced precision" ops), compared widened.
+  void output(const std::string& name, DType t, const void* d, size_t n, Tol tol);
   void output_host(const std::string& name, std::vector<double> values, Tol tol);
 
   Backend& be;
