@@ -48,6 +48,13 @@ __global__ void narrow_kernel(size_t n, const float* __restrict__ x, T* __restri
 }
 
 template <class T>
+__global__ void add_widened_kernel(size_t n, const T* __restrict__ x, float* __restrict__ y) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    y[i] += widen(x[i]);
+}
+
+template <class T>
 cudaError_t relu_forward_t(size_t n, const T* d_x, T* d_y, cudaStream_t stream) {
   auto* kernel = &relu_forward_kernel<T>;
   return CNN_LAUNCH(kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, d_x, d_y);
@@ -111,6 +118,14 @@ cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* 
       return convert_t(n, static_cast<const StorageOf<decltype(tag)>*>(d_x), static_cast<float*>(d_y), stream);
     });
   return cudaErrorInvalidValue;  // between the two 16-bit types: nothing needs it
+}
+
+cudaError_t add_widened_cuda(DType t, size_t n, const void* d_x, float* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    auto* kernel = &add_widened_kernel<StorageOf<decltype(tag)>>;
+    return CNN_LAUNCH(kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n,
+                      static_cast<const StorageOf<decltype(tag)>*>(d_x), d_y);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

@@ -253,21 +253,21 @@ class CudaBackend final : public Backend {
   void batchnorm_forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
                                float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    VENDOR_FIRST(bn.forward_train(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
-                                  running_var));
+    VENDOR_FIRST(bn.forward_train(DType::kF32, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                  running_mean, running_var));
     CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
                                             running_mean, running_var, workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
                                const float* running_mean, const float* running_var, float eps, float* y) override {
-    VENDOR_FIRST(bn.forward_infer(rows, c, x, gamma, beta, running_mean, running_var, eps, y));
+    VENDOR_FIRST(bn.forward_infer(DType::kF32, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
     CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, gamma, beta, running_mean, running_var, eps, y,
                                             workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_backward(int rows, int c, const float* x, const float* dy, const float* gamma,
                           const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
                           float* dbeta) override {
-    VENDOR_FIRST(bn.backward(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+    VENDOR_FIRST(bn.backward(DType::kF32, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
     CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                                        workspace(batchnorm_work_bytes(c)), stream_));
   }
@@ -367,25 +367,38 @@ class CudaBackend final : public Backend {
   void convert(size_t n, DType from, const void* x, DType to, void* y) override {
     CUDA_CHECK(convert_cuda(n, from, x, to, y, stream_));
   }
+  // Biased 16-bit convolutions and matmuls skip the vendor libraries: both want the bias in the output's type.
   void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    if (!b) VENDOR_FIRST(conv.forward_16(t, d, x, w, y));
     CUDA_CHECK(conv2d_forward_cuda(t, d, x, w, b, y, stream_));
   }
   void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    VENDOR_FIRST(conv.backward_data_16(t, d, dy, w, dx));
     CUDA_CHECK(conv2d_backward_data_cuda(t, d, dy, w, dx, stream_));
   }
   void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
                                  float* db) override {
+    if (VENDOR(conv.backward_filter_16(t, d, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(t, d.n * d.p() * d.q(), d.k, dy, db, stream_));
+      return;
+    }
     CUDA_CHECK(conv2d_backward_filter_cuda(t, d, x, dy, dw, db, stream_));
   }
   void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                          void* y) override {
+    if (!b) VENDOR_FIRST(linear.forward(t, m, k, n, x, w, nullptr, y));
     CUDA_CHECK(linear_forward_cuda(t, m, k, n, x, w, b, y, stream_));
   }
   void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    VENDOR_FIRST(linear.backward_data(t, m, k, n, dy, w, dx));
     CUDA_CHECK(linear_backward_data_cuda(t, m, k, n, dy, w, dx, stream_));
   }
   void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
                                  float* db) override {
+    if (VENDOR(linear.backward_weight(t, m, k, n, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(t, m, n, dy, db, stream_));
+      return;
+    }
     CUDA_CHECK(linear_backward_weight_cuda(t, m, k, n, x, dy, dw, db, stream_));
   }
   void relu_forward_16(DType t, size_t n, const void* x, void* y) override {
@@ -416,17 +429,21 @@ class CudaBackend final : public Backend {
   void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const float* gamma, const float* beta,
                                   float eps, float momentum, void* y, float* save_mean, float* save_invstd,
                                   float* running_mean, float* running_var) override {
+    VENDOR_FIRST(bn.forward_train(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                  running_mean, running_var));
     CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
                                             running_mean, running_var, workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const float* gamma, const float* beta,
                                   const float* running_mean, const float* running_var, float eps, void* y) override {
+    VENDOR_FIRST(bn.forward_infer(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
     CUDA_CHECK(batchnorm_forward_infer_cuda(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y,
                                             workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_backward_16(DType t, int rows, int c, const void* x, const void* dy, const float* gamma,
                              const float* save_mean, const float* save_invstd, void* dx, float* dgamma,
                              float* dbeta) override {
+    VENDOR_FIRST(bn.backward(t, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
     CUDA_CHECK(batchnorm_backward_cuda(t, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                                        workspace(batchnorm_work_bytes(c)), stream_));
   }

@@ -117,6 +117,8 @@ bool tensor_core_gemm();
 void set_tensor_core_gemm(bool on);
 // fp32 <-> t conversion (or a copy for equal types).
 cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* d_y, cudaStream_t stream);
+// d_y[i] += d_x[i] widened from t: a 16-bit partial result joining an fp32 accumulator.
+cudaError_t add_widened_cuda(DType t, size_t n, const void* d_x, float* d_y, cudaStream_t stream);
 cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
                                 void* d_y, cudaStream_t stream);
 cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,

@@ -195,6 +195,28 @@ TEST_P(HalfRule, BatchNormAndSoftmax) {
 // second GEMM kernel.
 INSTANTIATE_TEST_SUITE_P(Backends, HalfRule, ::testing::ValuesIn(backend_targets(2)), target_param_name);
 
+// The launcher behind the cuDNN filter gradient's 16-bit scratch joining the fp32 gradient (kernels/cudnn_conv.cu),
+// under the emulator: dw += widened scratch, exactly.
+TEST(HalfRuleLaunchers, AddWidenedJoinsAnFp32Accumulator) {
+  for (DType t : kHalfTypes) {
+    const size_t n = 70001;
+    const auto part = random_rounded(n, 1, t), acc = random_vec(n, 2);
+    const auto bits = to_bits(part, t);
+    void *d_part = nullptr, *d_acc = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_part, 2 * n), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_acc, 4 * n), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_part, bits.data(), 2 * n, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_acc, acc.data(), 4 * n, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(emu::add_widened_cuda(t, n, d_part, static_cast<float*>(d_acc), nullptr), cudaSuccess);
+    std::vector<float> got(n), want(n);
+    ASSERT_EQ(cudaMemcpy(got.data(), d_acc, 4 * n, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n; ++i) want[i] = acc[i] + part[i];
+    EXPECT_TRUE(all_close(got, want, 0, 0, std::string("add_widened ") + dtype_name(t)));
+    cudaFree(d_part);
+    cudaFree(d_acc);
+  }
+}
+
 // Where the CPU has the instructions, bf16 convolution must run on oneDNN's native bf16 kernels, not fp32
 // kernels between conversions (which the numeric tests cannot tell apart).
 TEST(HalfRuleNative, CpuBf16ConvolutionRunsOnBf16Instructions) {
