@@ -18,7 +18,7 @@ namespace CNN_CUDA_NS {
 constexpr int kWmmaTile = 64, kWmmaK = 16, kWmmaThreads = 256;
 // The loads follow gemm_tile_kernel's pattern (4 per thread and operand, every load of a thread at the same k),
 // so the loaders' per-row and per-k-tile address arithmetic is shared with it.
-static_assert(kWmmaTile * kWmmaK / kWmmaThreads == kLoadsPerThread && kWmmaK == kTileK, "wmma tile loads");
+static_assert(kWmmaTile == kTileM && kWmmaK == kTileK && kWmmaThreads == kTileThreads, "TileLoads' pattern");
 
 // A as [m][k] (matrix_a, row-major) and B as [n][k] (matrix_b, column-major): both written with k fastest, as
 // the loaders deliver it. Rows are padded by 16 bytes (8 16-bit or 4 float elements), which shifts successive
@@ -33,8 +33,10 @@ struct WmmaTiles {
 
 // 64x64 tile of C per block of 8 warps; warp w computes rows 32*(w/4) .. +32 and columns 16*(w%4) .. +16 as two
 // 16x16 accumulator fragments. blockIdx.z selects a slice of the reduction (split-K), as in gemm_tile_kernel.
+// The explicit minimum of one block per multiprocessor matters: without it ptxas held one sm_90 variant to
+// 64 registers and spilled.
 template <class T, class LoadA, class LoadB, class Store>
-__global__ void __launch_bounds__(kWmmaThreads)
+__global__ void __launch_bounds__(kWmmaThreads, 1)
     gemm_wmma_kernel(int M, int N, int K, int k_chunk, LoadA load_a, LoadB load_b, Store store) {
   namespace wmma = nvcuda::wmma;
   using Tiles = WmmaTiles<T>;
@@ -44,31 +46,14 @@ __global__ void __launch_bounds__(kWmmaThreads)
   const int m0 = blockIdx.x * kWmmaTile, n0 = blockIdx.y * kWmmaTile;
   const int k_begin = blockIdx.z * k_chunk;
   const int k_end = min(K, k_begin + k_chunk);
-  const int kk = tid % kWmmaK;
-  typename LoadA::Outer a_row[kLoadsPerThread];
-  typename LoadB::Outer b_row[kLoadsPerThread];
-  bool a_in[kLoadsPerThread], b_in[kLoadsPerThread];
-CNN_UNROLL
-  for (int i = 0; i < kLoadsPerThread; ++i) {
-    const int mm = (tid + i * kWmmaThreads) / kWmmaK;
-    a_in[i] = m0 + mm < M;
-    b_in[i] = n0 + mm < N;
-    a_row[i] = load_a.outer(a_in[i] ? m0 + mm : 0);
-    b_row[i] = load_b.outer(b_in[i] ? n0 + mm : 0);
-  }
+  const TileLoads<LoadA, LoadB> loads(load_a, load_b, tid, m0, n0, M, N);
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
   for (int i = 0; i < 2; ++i) wmma::fill_fragment(acc[i], 0.f);
   for (int kt = k_begin; kt < k_end; kt += kWmmaK) {
-    const int k = kt + kk;
-    const bool k_in = k < k_end;
-    const typename LoadA::Inner a_k = load_a.inner(k_in ? k : k_begin);
-    const typename LoadB::Inner b_k = load_b.inner(k_in ? k : k_begin);
-CNN_UNROLL
-    for (int i = 0; i < kLoadsPerThread; ++i) {
-      const int mm = (tid + i * kWmmaThreads) / kWmmaK;
-      sm.a[mm][kk] = narrow<T>(k_in && a_in[i] ? load_a.at(a_row[i], a_k) : 0.f);
-      sm.b[mm][kk] = narrow<T>(k_in && b_in[i] ? load_b.at(b_row[i], b_k) : 0.f);
-    }
+    loads.load(load_a, load_b, tid, kt, k_begin, k_end, [&](int mm, int kk, float a, float b) {
+      sm.a[mm][kk] = narrow<T>(a);
+      sm.b[mm][kk] = narrow<T>(b);
+    });
     __syncthreads();
     wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
     wmma::load_matrix_sync(b, &sm.b[wn][0], kWmmaK + 8);
