@@ -48,29 +48,32 @@ class BatchNorm : public Layer {
     save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
     save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+  void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     be.set_label(name_.c_str());
     if (!train) {
-      be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
+      batchnorm_forward_infer(be, dt_, n * in_.h * in_.w, c_, x, gamma_, beta_, rmean_, rvar_, o_.eps, y);
       return;
     }
     const int g = group_of(n);
-    const size_t stride = static_cast<size_t>(g) * in_.size();
+    const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
     for (int i = 0; i < n / g; ++i)
-      be.batchnorm_forward_train(g * in_.h * in_.w, c_, x + i * stride, gamma_, beta_, o_.eps, o_.momentum,
-                                 y + i * stride, save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
+      batchnorm_forward_train(be, dt_, g * in_.h * in_.w, c_, at(x, i * bytes), gamma_, beta_, o_.eps, o_.momentum,
+                              at(y, i * bytes), save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
   }
-  void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
     const int g = group_of(n);
-    const size_t stride = static_cast<size_t>(g) * in_.size();
+    const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();
     for (int i = 0; i < n / g; ++i)
-      be.batchnorm_backward(g * in_.h * in_.w, c_, x + i * stride, dy + i * stride, gamma_, save_mean_ + i * c_,
-                            save_invstd_ + i * c_, dx ? dx + i * stride : nullptr, dgamma_, dbeta_);
+      batchnorm_backward(be, dt_, g * in_.h * in_.w, c_, at(x, i * bytes), at(dy, i * bytes), gamma_,
+                         save_mean_ + i * c_, save_invstd_ + i * c_, dx ? at(dx, i * bytes) : nullptr, dgamma_,
+                         dbeta_);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
 
  private:
+  static const void* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+  static void* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
   int group_of(int n) const {
     if (o_.group <= 0) return n;
     CNN_CHECK(n % o_.group == 0, "layer %s: %d samples are not a multiple of the batch-norm group %d",

@@ -99,7 +99,7 @@ TEST(Dtype, RoundingErrorIsWithinTheUnitRoundoff) {
     }
 }
 
-TEST(Dtype, BulkConversionIsIndependentOfTheThreadCount) {
+TEST(Dtype, BulkConversionMatchesTheScalarOneOnAnyThreadCount) {
   const std::vector<float> x = sample_floats(300001, 4);
   for (DType t : {DType::kBF16, DType::kF16}) {
     std::vector<uint16_t> one(x.size()), two(x.size()), three(x.size());
@@ -108,11 +108,14 @@ TEST(Dtype, BulkConversionIsIndependentOfTheThreadCount) {
     convert_host(3, x.size(), DType::kF32, x.data(), t, three.data());
     EXPECT_EQ(one, two);
     EXPECT_EQ(one, three);
-    for (size_t i = 0; i < x.size(); i += 997)
-      ASSERT_EQ(one[i], t == DType::kBF16 ? from_float<Bf16>(x[i]).bits : from_float<F16>(x[i]).bits);
+    // The bulk path (vector instructions where the build has them) rounds exactly as the scalar routine.
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) continue;
+      ASSERT_EQ(one[i], t == DType::kBF16 ? from_float<Bf16>(x[i]).bits : from_float<F16>(x[i]).bits) << x[i];
+    }
     std::vector<float> back(x.size());
     convert_host(2, x.size(), t, one.data(), DType::kF32, back.data());
-    for (size_t i = 0; i < x.size(); i += 991) {
+    for (size_t i = 0; i < x.size(); ++i) {
       if (std::isnan(x[i])) continue;
       ASSERT_EQ(back[i], round_to(t, x[i]));
     }

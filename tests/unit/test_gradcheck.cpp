@@ -201,7 +201,7 @@ TEST(GradCheck, WholeNet) {
     std::copy(params.begin(), params.end(), net.params());
     double s = 0;
     int64_t c = 0;
-    const float* z = net.forward(x.data(), n, true);
+    const float* z = static_cast<const float*>(net.forward(x.data(), n, true));  // an fp32 net
     be->softmax_xent(n, 3, z, y.data(), 0.f, 1.f / n, nullptr, &s, &c);
     return s / n;
   };
@@ -209,7 +209,8 @@ TEST(GradCheck, WholeNet) {
   net.zero_grads();
   double s = 0;
   int64_t c = 0;
-  be->softmax_xent(n, 3, net.forward(x.data(), n, true), y.data(), 0.f, 1.f / n, dl.data(), &s, &c);
+  be->softmax_xent(n, 3, static_cast<const float*>(net.forward(x.data(), n, true)), y.data(), 0.f, 1.f / n,
+                   dl.data(), &s, &c);
   std::vector<size_t> ready;
   net.backward(dl.data(), n, [&](size_t off) { ready.push_back(off); });
   std::vector<float> analytic(net.grads(), net.grads() + net.num_params());
