@@ -3,9 +3,11 @@
 // fill_fragment, load_matrix_sync, store_matrix_sync and mma_sync. Included by simt.h; kernels use it as on
 // the GPU.
 //
-// How fragments are spread over the lanes of a warp is unspecified in CUDA (num_elements per lane is 8 for a
-// float accumulator on sm_80). Here every lane holds the whole 16x16 tile (num_elements = 256): code that
-// treats fragments as CUDA allows — element-wise and uniformly across the warp — cannot tell the difference.
+// How fragments are spread over the lanes of a warp is unspecified in CUDA. Here every lane holds the whole
+// 16x16 tile of a matrix_a/matrix_b fragment (num_elements = 256), and 8 elements of an accumulator, as on
+// sm_80: element i of lane l is tile element e = 32 i + l (row e / 16, column e % 16), so the lanes load and
+// store disjoint parts and mma_sync costs each lane 8 dot products instead of the whole tile. Code that treats
+// fragments as CUDA allows (element-wise, uniformly across the warp) cannot tell the difference.
 // Every call is warp-collective, as on the GPU: it starts with a full-warp rendezvous, so lanes that do not
 // all reach the same call (divergence, an exited lane) are reported with the source line. Pointers must be 32-byte
 // aligned and ldm a multiple of 16 bytes (CUDA's rules); violations are kernel faults naming the line.
@@ -60,6 +62,13 @@ inline size_t offset(int r, int c, unsigned ldm, bool row) {
   return row ? static_cast<size_t>(r) * ldm + c : static_cast<size_t>(c) * ldm + r;
 }
 
+inline int lane() {
+  return static_cast<int>((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % warpSize);
+}
+
+// Tile element of accumulator element i in this lane.
+inline int acc_element(int i) { return 32 * i + lane(); }
+
 }  // namespace detail
 
 template <class Use, int M, int N, int K, class T, class Layout = void>
@@ -67,8 +76,8 @@ class fragment {
   static_assert(M == 16 && N == 16 && K == 16, "the emulator implements the m16n16k16 shape only");
 
  public:
-  static constexpr int num_elements = 256;
-  T x[num_elements];  // element (r, c) of the tile at x[r * 16 + c]
+  static constexpr int num_elements = std::is_same<Use, accumulator>::value ? 8 : 256;
+  T x[num_elements];  // matrix_a/b: element (r, c) at x[r * 16 + c]; accumulator: see detail::acc_element
 };
 
 template <class Use, int M, int N, int K, class T, class Layout>
@@ -91,8 +100,10 @@ inline void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const flo
                              const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   detail::enter(file, line);
   detail::check_pointer(p, ldm, sizeof(float), "load_matrix_sync", file, line);
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) f.x[r * 16 + c] = p[detail::offset(r, c, ldm, layout == mem_row_major)];
+  for (int i = 0; i < f.num_elements; ++i) {
+    const int e = detail::acc_element(i);
+    f.x[i] = p[detail::offset(e / 16, e % 16, ldm, layout == mem_row_major)];
+  }
 }
 
 template <int M, int N, int K>
@@ -100,8 +111,10 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, flo
                               const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   detail::enter(file, line);
   detail::check_pointer(p, ldm, sizeof(float), "store_matrix_sync", file, line);
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c) p[detail::offset(r, c, ldm, layout == mem_row_major)] = f.x[r * 16 + c];
+  for (int i = 0; i < f.num_elements; ++i) {
+    const int e = detail::acc_element(i);
+    p[detail::offset(e / 16, e % 16, ldm, layout == mem_row_major)] = f.x[i];
+  }
 }
 
 template <int M, int N, int K, class T, class LayoutA, class LayoutB>
@@ -109,18 +122,16 @@ inline void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<ma
                      const fragment<matrix_b, M, N, K, T, LayoutB>& b, const fragment<accumulator, M, N, K, float>& c,
                      const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   detail::enter(file, line);
-  // Widened once (every lane runs this, so it is the emulator's hot loop), then an n-innermost loop the
-  // compiler vectorises.
-  float fa[256], fb[256], out[256];
-  for (int i = 0; i < 256; ++i) {
-    fa[i] = static_cast<float>(a.x[i]);
-    fb[i] = static_cast<float>(b.x[i]);
-    out[i] = c.x[i];
+  // This lane's 8 outputs: rows 2i + lane/16 of a, column lane%16 of b (widened once).
+  const int col = detail::lane() % 16;
+  float b_col[16];
+  for (int k = 0; k < 16; ++k) b_col[k] = static_cast<float>(b.x[k * 16 + col]);
+  for (int i = 0; i < d.num_elements; ++i) {
+    const int row = detail::acc_element(i) / 16;
+    float acc = c.x[i];
+    for (int k = 0; k < 16; ++k) acc += static_cast<float>(a.x[row * 16 + k]) * b_col[k];
+    d.x[i] = acc;
   }
-  for (int m = 0; m < 16; ++m)
-    for (int k = 0; k < 16; ++k)
-      for (int n = 0; n < 16; ++n) out[m * 16 + n] += fa[m * 16 + k] * fb[k * 16 + n];
-  for (int i = 0; i < 256; ++i) d.x[i] = out[i];  // d may alias c
 }
 
 }  // namespace wmma
