@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "kernels/dtype.h"
+
 namespace cnn {
 
 // x: [n,h,w,c], w: [k,r,s,c], y: [n,p,q,k]
@@ -255,6 +257,64 @@ class Backend {
                                             const float* save_mean, const float* save_invstd,
                                             const double* local_sums, const double* global_sums, float* dx,
                                             float* dgamma, float* dbeta) = 0;
+
+  // --- Reduced precision (docs/mixed_precision.md; kernels/typed_ops.h picks between these and the fp32 ops
+  // by dtype) ---
+  // The ops above with the activation side in 16 bits: `t` is DType::kBF16 or kF16 and is the type of every
+  // void* tensor (activations, activation gradients, the 16-bit weight copy w, logits). float* tensors stay
+  // fp32: biases, parameter gradients (accumulated in fp32 straight from 16-bit operands), batch-norm
+  // parameters and statistics. Each op computes what its fp32 version computes on the widened inputs, in
+  // fp32, and rounds every 16-bit output once (to nearest even); softmax_xent_16's loss is fp32/double.
+
+  // y = x converted from `from` to `to`: fp32 <-> bf16/fp16, or a copy for equal types; no overlap.
+  virtual void convert(size_t n, DType from, const void* x, DType to, void* y) = 0;
+  virtual void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b,
+                                 void* y) = 0;
+  virtual void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) = 0;
+  virtual void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                                         float* db) = 0;
+  virtual void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                                 void* y) = 0;
+  virtual void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) = 0;
+  virtual void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                                         float* db) = 0;
+  virtual void relu_forward_16(DType t, size_t n, const void* x, void* y) = 0;
+  virtual void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) = 0;
+  virtual void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y,
+                                  int32_t* argmax) = 0;
+  virtual void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y,
+                                   const int32_t* argmax, void* dx) = 0;
+  virtual void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) = 0;
+  virtual void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) = 0;
+  virtual void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                               float label_smoothing, float scale, void* dlogits, double* host_loss_sum,
+                               int64_t* host_correct) = 0;
+  // softmax_xent_totals on 16-bit logits (loss and totals as softmax_xent_16's).
+  virtual void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                                      float label_smoothing, float scale, void* dlogits, LossTotals* totals) = 0;
+  // The fused batch norm: x, residual, y, dx, dresidual in 16 bits; the join is added in fp32 before the one
+  // rounding of y; relu_mask is taken from the fp32 value (bit set when it is > 0, so also when it rounds to a
+  // positive 16-bit y).
+  virtual void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual,
+                                          const float* gamma, const float* beta, float eps, float momentum,
+                                          bool relu, void* y, uint32_t* relu_mask, float* save_mean,
+                                          float* save_invstd, float* running_mean, float* running_var) = 0;
+  virtual void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual,
+                                          const float* gamma, const float* beta, const float* running_mean,
+                                          const float* running_var, float eps, bool relu, void* y) = 0;
+  virtual void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask,
+                                     const void* dy, const float* gamma, const float* save_mean,
+                                     const float* save_invstd, void* dx, void* dresidual, float* dgamma,
+                                     float* dbeta) = 0;
+  virtual void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
+                                  const int64_t* ids, void* y, uint8_t* mask) = 0;
+  virtual void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask,
+                                   void* dx) = 0;
+  virtual void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) = 0;
+  virtual void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                                       void* y) = 0;
+  virtual void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                        void* dx) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -3,7 +3,8 @@
 // block reductions over a (32 channels x 8 row lanes) block whose grid rows split the rows; the partial sums
 // meet in double atomicAdds. The variance takes a second pass over (x - mean)^2, as the reference does: the
 // one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean. The synchronised variants at the
-// end take their statistics from sums added up across ranks (kernels/batchnorm_sync.h).
+// end take their statistics from sums added up across ranks (kernels/batchnorm_sync.h); they run on fp32 only.
+#include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace cnn {
@@ -44,32 +45,37 @@ __global__ void __launch_bounds__(kCols * kRowLanes)
   }
 }
 
+// T: the storage type of x, y, dy and dx (cuda_dtype.cuh); statistics in fp32/double.
+template <class T>
 struct SumX {
-  const float* x;
-  __device__ SumPair operator()(size_t i, int) const { return {x[i], 0.0}; }
+  const T* x;
+  __device__ SumPair operator()(size_t i, int) const { return {widen(x[i]), 0.0}; }
 };
+template <class T>
 struct SumSquaredDeviation {  // mean = sum / rows from the first pass
-  const float* x;
+  const T* x;
   const double* sum;
   double inv_rows;
   __device__ SumPair operator()(size_t i, int j) const {
-    const double d = x[i] - sum[j] * inv_rows;
+    const double d = widen(x[i]) - sum[j] * inv_rows;
     return {d * d, 0.0};
   }
 };
 // The gradient reaching the normalisation: dy, masked by the fused ReLU's bits when mask is given.
-__device__ inline float masked_grad(const uint32_t* mask, const float* dy, size_t i) {
-  return mask && !(mask[i / 32] >> (i % 32) & 1u) ? 0.f : dy[i];
+template <class T>
+__device__ inline float masked_grad(const uint32_t* mask, const T* dy, size_t i) {
+  return mask && !(mask[i / 32] >> (i % 32) & 1u) ? 0.f : widen(dy[i]);
 }
 
+template <class T>
 struct BackwardSums {  // (g, g * xhat), g = masked dy
-  const float* x;
+  const T* x;
   const uint32_t* mask;  // null: no ReLU
-  const float* dy;
+  const T* dy;
   const float* mean;
   const float* invstd;
   __device__ SumPair operator()(size_t i, int j) const {
-    const double xhat = (x[i] - mean[j]) * static_cast<double>(invstd[j]);
+    const double xhat = (widen(x[i]) - mean[j]) * static_cast<double>(invstd[j]);
     const float g = masked_grad(mask, dy, i);
     return {g, g * xhat};
   }
@@ -117,13 +123,15 @@ __global__ void batchnorm_finalize_infer_kernel(int c, const float* __restrict__
   }
 }
 
-// y = act(x * scale + shift + residual); residual nullable. With a ReLU and a mask, bit i % 32 of mask[i / 32]
-// records y[i] > 0: each warp covers 32 consecutive elements per iteration (all lanes iterate together, so
-// the ballot sees the whole warp) and its first lane stores the word.
+// y = act(x * scale + shift + residual); residual nullable; the sum in fp32, y rounded once to T. With a ReLU
+// and a mask, bit i % 32 of mask[i / 32] records that the fp32 value is > 0: each warp covers 32 consecutive
+// elements per iteration (all lanes iterate together, so the ballot sees the whole warp) and its first lane
+// stores the word.
+template <class T>
 __global__ void __launch_bounds__(kBlock)
-    batchnorm_apply_kernel(size_t total, int c, const float* __restrict__ x, const float* __restrict__ residual,
+    batchnorm_apply_kernel(size_t total, int c, const T* __restrict__ x, const T* __restrict__ residual,
                            const float* __restrict__ scale, const float* __restrict__ shift, bool relu,
-                           float* __restrict__ y, uint32_t* __restrict__ mask) {
+                           T* __restrict__ y, uint32_t* __restrict__ mask) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const unsigned lane = threadIdx.x % 32;
   for (size_t base = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x - lane; base < total;
@@ -132,10 +140,10 @@ __global__ void __launch_bounds__(kBlock)
     bool positive = false;
     if (i < total) {
       const int j = static_cast<int>(i % c);
-      float v = x[i] * scale[j] + shift[j];
-      if (residual) v += residual[i];
+      float v = widen(x[i]) * scale[j] + shift[j];
+      if (residual) v += widen(residual[i]);
       positive = v > 0.f;
-      y[i] = relu && !positive ? 0.f : v;
+      y[i] = narrow<T>(relu && !positive ? 0.f : v);
     }
     if (mask) {
       const unsigned bits = __ballot_sync(0xffffffffu, positive);
@@ -160,20 +168,21 @@ __global__ void batchnorm_finalize_backward_kernel(int rows, int c, const double
 }
 
 // dx = gamma*invstd * (g - mean(g) - xhat * mean(g * xhat)), g = masked dy; dresidual = g. Either nullable.
-__global__ void batchnorm_backward_data_kernel(size_t total, int c, const float* __restrict__ x,
-                                               const uint32_t* __restrict__ mask, const float* __restrict__ dy,
+template <class T>
+__global__ void batchnorm_backward_data_kernel(size_t total, int c, const T* __restrict__ x,
+                                               const uint32_t* __restrict__ mask, const T* __restrict__ dy,
                                                const float* __restrict__ mean, const float* __restrict__ invstd,
                                                const float* __restrict__ k, const float* __restrict__ mean_dy,
-                                               const float* __restrict__ mean_dyx, float* __restrict__ dx,
-                                               float* __restrict__ dresidual) {
+                                               const float* __restrict__ mean_dyx, T* __restrict__ dx,
+                                               T* __restrict__ dresidual) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const int j = static_cast<int>(i % c);
     const float g = masked_grad(mask, dy, i);
-    if (dresidual) dresidual[i] = g;
+    if (dresidual) dresidual[i] = narrow<T>(g);
     if (dx) {
-      const float xhat = (x[i] - mean[j]) * invstd[j];
-      dx[i] = k[j] * (g - mean_dy[j] - xhat * mean_dyx[j]);
+      const float xhat = (widen(x[i]) - mean[j]) * invstd[j];
+      dx[i] = narrow<T>(k[j] * (g - mean_dy[j] - xhat * mean_dyx[j]));
     }
   }
 }
@@ -243,6 +252,66 @@ Work carve(void* d_work, int c) {
 
 int channel_blocks(int c) { return (c + kBlock - 1) / kBlock; }
 
+template <class T>
+cudaError_t batchnorm_forward_train_t(int rows, int c, const T* d_x, const T* d_residual, const float* d_gamma,
+                                      const float* d_beta, float eps, float momentum, bool relu, T* d_y,
+                                      uint32_t* d_relu_mask, float* d_save_mean, float* d_save_invstd,
+                                      float* d_running_mean, float* d_running_var, void* d_work, cudaStream_t stream) {
+  if (rows <= 0 || c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
+  if (err == cudaSuccess) err = channel_sums(rows, c, SumX<T>{d_x}, w.a, nullptr, stream);
+  if (err == cudaSuccess)
+    err = channel_sums(rows, c, SumSquaredDeviation<T>{d_x, w.a, 1.0 / rows}, w.b, nullptr, stream);
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(batchnorm_finalize_train_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
+                     d_gamma, d_beta, eps, momentum, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
+                     w.f0, w.f1);
+  const size_t total = static_cast<size_t>(rows) * c;
+  auto* apply = &batchnorm_apply_kernel<T>;
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, d_residual, w.f0,
+                     w.f1, relu, d_y, relu ? d_relu_mask : nullptr);
+  return err;
+}
+
+template <class T>
+cudaError_t batchnorm_forward_infer_t(int rows, int c, const T* d_x, const T* d_residual, const float* d_gamma,
+                                      const float* d_beta, const float* d_running_mean, const float* d_running_var,
+                                      float eps, bool relu, T* d_y, void* d_work, cudaStream_t stream) {
+  if (rows <= 0 || c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = CNN_LAUNCH(batchnorm_finalize_infer_kernel, channel_blocks(c), kBlock, 0, stream, c, d_gamma,
+                               d_beta, d_running_mean, d_running_var, eps, w.f0, w.f1);
+  const size_t total = static_cast<size_t>(rows) * c;
+  auto* apply = &batchnorm_apply_kernel<T>;
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, d_residual, w.f0,
+                     w.f1, relu, d_y, static_cast<uint32_t*>(nullptr));
+  return err;
+}
+
+template <class T>
+cudaError_t batchnorm_backward_t(int rows, int c, const T* d_x, const uint32_t* d_relu_mask, const T* d_dy,
+                                 const float* d_gamma, const float* d_save_mean, const float* d_save_invstd, T* d_dx,
+                                 T* d_dresidual, float* d_dgamma, float* d_dbeta, void* d_work, cudaStream_t stream) {
+  if (rows <= 0 || c <= 0) return cudaSuccess;
+  const Work w = carve(d_work, c);
+  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
+  if (err == cudaSuccess)
+    err = channel_sums(rows, c, BackwardSums<T>{d_x, d_relu_mask, d_dy, d_save_mean, d_save_invstd}, w.a, w.b,
+                       stream);
+  if (err == cudaSuccess)
+    err = CNN_LAUNCH(batchnorm_finalize_backward_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
+                     d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
+  const size_t total = static_cast<size_t>(rows) * c;
+  auto* data = &batchnorm_backward_data_kernel<T>;
+  if (err == cudaSuccess && (d_dx || d_dresidual))
+    err = CNN_LAUNCH(data, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, d_relu_mask, d_dy,
+                     d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx, d_dresidual);
+  return err;
+}
+
 }  // namespace
 
 size_t batchnorm_work_bytes(int c) { return static_cast<size_t>(c) * (2 * sizeof(double) + 3 * sizeof(float)); }
@@ -252,54 +321,24 @@ cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, cons
                                          bool relu, float* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream) {
-  if (rows <= 0 || c <= 0) return cudaSuccess;
-  const Work w = carve(d_work, c);
-  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
-  if (err == cudaSuccess) err = channel_sums(rows, c, SumX{d_x}, w.a, nullptr, stream);
-  if (err == cudaSuccess) err = channel_sums(rows, c, SumSquaredDeviation{d_x, w.a, 1.0 / rows}, w.b, nullptr, stream);
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_finalize_train_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
-                     d_gamma, d_beta, eps, momentum, d_save_mean, d_save_invstd, d_running_mean, d_running_var,
-                     w.f0, w.f1);
-  const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     d_residual, w.f0, w.f1, relu, d_y, relu ? d_relu_mask : nullptr);
-  return err;
+  return batchnorm_forward_train_t(rows, c, d_x, d_residual, d_gamma, d_beta, eps, momentum, relu, d_y, d_relu_mask,
+                                   d_save_mean, d_save_invstd, d_running_mean, d_running_var, d_work, stream);
 }
 
 cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_residual,
                                          const float* d_gamma, const float* d_beta, const float* d_running_mean,
                                          const float* d_running_var, float eps, bool relu, float* d_y, void* d_work,
                                          cudaStream_t stream) {
-  if (rows <= 0 || c <= 0) return cudaSuccess;
-  const Work w = carve(d_work, c);
-  cudaError_t err = CNN_LAUNCH(batchnorm_finalize_infer_kernel, channel_blocks(c), kBlock, 0, stream, c, d_gamma,
-                               d_beta, d_running_mean, d_running_var, eps, w.f0, w.f1);
-  const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     d_residual, w.f0, w.f1, relu, d_y, nullptr);
-  return err;
+  return batchnorm_forward_infer_t(rows, c, d_x, d_residual, d_gamma, d_beta, d_running_mean, d_running_var, eps,
+                                   relu, d_y, d_work, stream);
 }
 
 cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uint32_t* d_relu_mask,
                                     const float* d_dy, const float* d_gamma, const float* d_save_mean,
                                     const float* d_save_invstd, float* d_dx, float* d_dresidual, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream) {
-  if (rows <= 0 || c <= 0) return cudaSuccess;
-  const Work w = carve(d_work, c);
-  cudaError_t err = cudaMemsetAsync(d_work, 0, 2 * sizeof(double) * c, stream);
-  if (err == cudaSuccess)
-    err = channel_sums(rows, c, BackwardSums{d_x, d_relu_mask, d_dy, d_save_mean, d_save_invstd}, w.a, w.b, stream);
-  if (err == cudaSuccess)
-    err = CNN_LAUNCH(batchnorm_finalize_backward_kernel, channel_blocks(c), kBlock, 0, stream, rows, c, w.a, w.b,
-                     d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
-  const size_t total = static_cast<size_t>(rows) * c;
-  if (err == cudaSuccess && (d_dx || d_dresidual))
-    err = CNN_LAUNCH(batchnorm_backward_data_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c,
-                     d_x, d_relu_mask, d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx, d_dresidual);
-  return err;
+  return batchnorm_backward_t(rows, c, d_x, d_relu_mask, d_dy, d_gamma, d_save_mean, d_save_invstd, d_dx,
+                              d_dresidual, d_dgamma, d_dbeta, d_work, stream);
 }
 
 namespace {
@@ -331,8 +370,9 @@ cudaError_t batchnorm_forward_from_stats_cuda(int rows, int c, const float* d_x,
                                d_gamma, d_beta, eps, momentum, d_save_mean, d_save_invstd, d_running_mean,
                                d_running_var, w.f0, w.f1);
   const size_t total = static_cast<size_t>(rows) * c;
+  auto* apply = &batchnorm_apply_kernel<float>;
   if (err == cudaSuccess && total > 0)
-    err = CNN_LAUNCH(batchnorm_apply_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
+    err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
                      static_cast<const float*>(nullptr), w.f0, w.f1, false, d_y, static_cast<uint32_t*>(nullptr));
   return err;
 }
@@ -343,7 +383,8 @@ cudaError_t batchnorm_backward_sums_cuda(int rows, int c, const float* d_x, cons
   if (c <= 0) return cudaSuccess;
   cudaError_t err = start_sums(rows, c, d_sums, stream);
   if (err == cudaSuccess && rows > 0)
-    err = channel_sums(rows, c, BackwardSums{d_x, nullptr, d_dy, d_save_mean, d_save_invstd}, d_sums, d_sums + c, stream);
+    err = channel_sums(rows, c, BackwardSums<float>{d_x, nullptr, d_dy, d_save_mean, d_save_invstd}, d_sums,
+                       d_sums + c, stream);
   return err;
 }
 
@@ -357,11 +398,49 @@ cudaError_t batchnorm_backward_from_sums_cuda(int rows, int c, const float* d_x,
   cudaError_t err = CNN_LAUNCH(batchnorm_finalize_from_sums_kernel, channel_blocks(c), kBlock, 0, stream, c, d_local,
                                d_global, d_gamma, d_save_invstd, d_dgamma, d_dbeta, w.f0, w.f1, w.f2);
   const size_t total = static_cast<size_t>(rows) * c;
+  auto* data = &batchnorm_backward_data_kernel<float>;
   if (err == cudaSuccess && d_dx && total > 0)
-    err = CNN_LAUNCH(batchnorm_backward_data_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c,
-                     d_x, static_cast<const uint32_t*>(nullptr), d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2,
-                     d_dx, static_cast<float*>(nullptr));
+    err = CNN_LAUNCH(data, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
+                     static_cast<const uint32_t*>(nullptr), d_dy, d_save_mean, d_save_invstd, w.f0, w.f1, w.f2, d_dx,
+                     static_cast<float*>(nullptr));
   return err;
+}
+
+cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
+                                         const float* d_gamma, const float* d_beta, float eps, float momentum,
+                                         bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
+                                         float* d_save_invstd, float* d_running_mean, float* d_running_var,
+                                         void* d_work, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return batchnorm_forward_train_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_residual), d_gamma,
+                                     d_beta, eps, momentum, relu, static_cast<T*>(d_y), d_relu_mask, d_save_mean,
+                                     d_save_invstd, d_running_mean, d_running_var, d_work, stream);
+  });
+}
+
+cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
+                                         const float* d_gamma, const float* d_beta, const float* d_running_mean,
+                                         const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
+                                         cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return batchnorm_forward_infer_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_residual), d_gamma,
+                                     d_beta, d_running_mean, d_running_var, eps, relu, static_cast<T*>(d_y), d_work,
+                                     stream);
+  });
+}
+
+cudaError_t batchnorm_backward_cuda(DType t, int rows, int c, const void* d_x, const uint32_t* d_relu_mask,
+                                    const void* d_dy, const float* d_gamma, const float* d_save_mean,
+                                    const float* d_save_invstd, void* d_dx, void* d_dresidual, float* d_dgamma,
+                                    float* d_dbeta, void* d_work, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return batchnorm_backward_t(rows, c, static_cast<const T*>(d_x), d_relu_mask, static_cast<const T*>(d_dy),
+                                d_gamma, d_save_mean, d_save_invstd, static_cast<T*>(d_dx),
+                                static_cast<T*>(d_dresidual), d_dgamma, d_dbeta, d_work, stream);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

@@ -4,7 +4,7 @@
 //   backward-data    dx[nhw, c] = sum_{rsk} dy[n, (h+ph-r)/sh, (w+pw-s)/sw, k] * w[k, r, s, c]  (exact divisions)
 //   backward-filter  dw[k, rsc] += sum_{npq} dy[npq, k] * x[n, p*sh-ph+r, q*sw-pw+s, c]
 #include "kernels/cuda_ops.h"
-#include "kernels/gemm_tile.cuh"
+#include "kernels/gemm_wmma.cuh"
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -49,17 +49,21 @@ __device__ __forceinline__ Tap tap(const ConvGeom& g, int j) {
   const int r = g.div_s.divmod(rs, s);
   return {(r * g.w + s) * g.c + c, r, s};
 }
-// x at tap t of pixel px; zero in the padding (the unsigned compares also reject negative coordinates).
-__device__ __forceinline__ float patch_at(const ConvGeom& g, const float* x, const Pixel& px, const Tap& t) {
+// x at tap t of pixel px; zero in the padding (the unsigned compares also reject negative coordinates). T: the
+// storage type of activations and filters (cuda_dtype.cuh); loads widen to fp32.
+template <class T>
+__device__ __forceinline__ float patch_at(const ConvGeom& g, const T* x, const Pixel& px, const Tap& t) {
   const bool in = static_cast<unsigned>(px.h0 + t.r) < static_cast<unsigned>(g.h) &&
                   static_cast<unsigned>(px.w0 + t.s) < static_cast<unsigned>(g.w);
-  return in ? x[px.off + t.off] : 0.f;
+  return in ? widen(x[px.off + t.off]) : 0.f;
 }
 
 // The im2col matrix [npq, rsc] with the output pixel outer: A of the forward GEMM.
+template <class T>
 struct PatchesByPixel {
   ConvGeom g;
-  const float* x;
+  const T* x;
+  using Storage = T;
   using Outer = Pixel;
   using Inner = Tap;
   __device__ Outer outer(int m) const { return pixel(g, m); }
@@ -67,9 +71,11 @@ struct PatchesByPixel {
   __device__ float at(const Pixel& px, const Tap& t) const { return patch_at(g, x, px, t); }
 };
 // The same matrix with the tap outer and the pixel as the reduction index: B of the filter-gradient GEMM.
+template <class T>
 struct PatchesByTap {
   ConvGeom g;
-  const float* x;
+  const T* x;
+  using Storage = T;
   using Outer = Tap;
   using Inner = Pixel;
   __device__ Outer outer(int j) const { return tap(g, j); }
@@ -85,9 +91,11 @@ struct InputPixel {  // offset of dy[n, 0, 0, 0] and h + ph, w + pw
 struct TapChannel {  // r, s and k of j = (r, s, k)
   int r, s, k;
 };
+template <class T>
 struct DataGradRows {
   ConvGeom g;
-  const float* dy;
+  const T* dy;
+  using Storage = T;
   using Outer = InputPixel;
   using Inner = TapChannel;
   __device__ Outer outer(int m) const {
@@ -108,14 +116,16 @@ struct DataGradRows {
     int rem_h, rem_w;
     const int p = g.div_sh.divmod(ph, rem_h), q = g.div_sw.divmod(qw, rem_w);
     if (rem_h != 0 || rem_w != 0 || p >= g.p || q >= g.q) return 0.f;
-    return dy[px.off + (p * g.q + q) * g.k + t.k];
+    return widen(dy[px.off + (p * g.q + q) * g.k + t.k]);
   }
 };
 
 // Backward data, B(j = rsk, c) = w[k, r, s, c].
+template <class T>
 struct DataGradFilters {
   ConvGeom g;
-  const float* w;
+  const T* w;
+  using Storage = T;
   using Outer = int;  // c
   using Inner = int;  // offset of w[k, r, s, 0]
   __device__ Outer outer(int c) const { return c; }
@@ -124,34 +134,84 @@ struct DataGradFilters {
     const int rs = g.div_k.divmod(j, k);
     return (k * g.r * g.s + rs) * g.c;
   }
-  __device__ float at(int c, int off) const { return w[off + c]; }
+  __device__ float at(int c, int off) const { return widen(w[off + c]); }
 };
+
+// Bias gradient: column sums of dy [npq, k], in the storage type's launcher.
+template <class T>
+cudaError_t column_sum_t(int rows, int cols, const T* d_x, float* d_sums, cudaStream_t stream) {
+  if constexpr (std::is_same<T, float>::value) return column_sum_cuda(rows, cols, d_x, d_sums, stream);
+  else return column_sum_cuda(dtype_of<T>(), rows, cols, d_x, d_sums, stream);
+}
+
+template <class T>
+cudaError_t conv2d_forward_t(const ConvDesc& d, const T* d_x, const T* d_w, const float* d_b, T* d_y,
+                             cudaStream_t stream) {
+  const ConvGeom g = geom(d);
+  const int rsc = g.r * g.s * g.c;
+  return launch_gemm(g.n * g.p * g.q, g.k, rsc, false, PatchesByPixel<T>{g, d_x}, MatRows<T>{d_w, rsc},
+                     StoreBias<T>{d_y, g.k, d_b}, stream);
+}
+
+template <class T>
+cudaError_t conv2d_backward_data_t(const ConvDesc& d, const T* d_dy, const T* d_w, T* d_dx, cudaStream_t stream) {
+  const ConvGeom g = geom(d);
+  return launch_gemm(g.n * g.h * g.w, g.c, g.r * g.s * g.k, false, DataGradRows<T>{g, d_dy},
+                     DataGradFilters<T>{g, d_w}, StoreBias<T>{d_dx, g.c, nullptr}, stream);
+}
+
+template <class T>
+cudaError_t conv2d_backward_filter_t(const ConvDesc& d, const T* d_x, const T* d_dy, float* d_dw, float* d_db,
+                                     cudaStream_t stream) {
+  const ConvGeom g = geom(d);
+  const int rsc = g.r * g.s * g.c, npq = g.n * g.p * g.q;
+  cudaError_t err = launch_gemm(g.k, rsc, npq, true, MatCols<T>{d_dy, g.k}, PatchesByTap<T>{g, d_x},
+                                StoreAccumulate{d_dw, rsc}, stream);
+  if (err == cudaSuccess && d_db) err = column_sum_t(npq, g.k, d_dy, d_db, stream);
+  return err;
+}
 
 }  // namespace
 
 cudaError_t conv2d_forward_cuda(const ConvDesc& d, const float* d_x, const float* d_w, const float* d_b, float* d_y,
                                 cudaStream_t stream) {
-  const ConvGeom g = geom(d);
-  const int rsc = g.r * g.s * g.c;
-  return launch_gemm_tile(g.n * g.p * g.q, g.k, rsc, false, PatchesByPixel{g, d_x}, MatRows{d_w, rsc},
-                          StoreBias{d_y, g.k, d_b}, stream);
+  return conv2d_forward_t(d, d_x, d_w, d_b, d_y, stream);
 }
 
 cudaError_t conv2d_backward_data_cuda(const ConvDesc& d, const float* d_dy, const float* d_w, float* d_dx,
                                       cudaStream_t stream) {
-  const ConvGeom g = geom(d);
-  return launch_gemm_tile(g.n * g.h * g.w, g.c, g.r * g.s * g.k, false, DataGradRows{g, d_dy},
-                          DataGradFilters{g, d_w}, StoreBias{d_dx, g.c, nullptr}, stream);
+  return conv2d_backward_data_t(d, d_dy, d_w, d_dx, stream);
 }
 
 cudaError_t conv2d_backward_filter_cuda(const ConvDesc& d, const float* d_x, const float* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream) {
-  const ConvGeom g = geom(d);
-  const int rsc = g.r * g.s * g.c, npq = g.n * g.p * g.q;
-  cudaError_t err = launch_gemm_tile(g.k, rsc, npq, true, MatCols{d_dy, g.k}, PatchesByTap{g, d_x},
-                                     StoreAccumulate{d_dw, rsc}, stream);
-  if (err == cudaSuccess && d_db) err = column_sum_cuda(npq, g.k, d_dy, d_db, stream);
-  return err;
+  return conv2d_backward_filter_t(d, d_x, d_dy, d_dw, d_db, stream);
+}
+
+cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
+                                void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return conv2d_forward_t(d, static_cast<const T*>(d_x), static_cast<const T*>(d_w), d_b, static_cast<T*>(d_y),
+                            stream);
+  });
+}
+
+cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
+                                      cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return conv2d_backward_data_t(d, static_cast<const T*>(d_dy), static_cast<const T*>(d_w), static_cast<T*>(d_dx),
+                                  stream);
+  });
+}
+
+cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return conv2d_backward_filter_t(d, static_cast<const T*>(d_x), static_cast<const T*>(d_dy), d_dw, d_db, stream);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

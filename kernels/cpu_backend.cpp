@@ -17,6 +17,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/image_prep.h"
 #include "kernels/fast_cpu.h"
+#include "kernels/host_mixed_backend.h"
 #include "kernels/host_timing.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
@@ -29,10 +30,11 @@ namespace cnn {
 
 namespace {
 
-class CpuBackend : public Backend {
+class CpuBackend : public HostMixedBackend {
  public:
-  CpuBackend(int threads, CpuKernels k) : threads_(threads < 1 ? 1 : threads) {
+  CpuBackend(int threads, CpuKernels k) : HostMixedBackend(threads) {
     if (k == CpuKernels::kFast) dnnl_ = std::make_unique<DnnlOps>(threads_);
+    native_bf16_ = dnnl_ && dnnl_bf16_unsupported().empty();
   }
   std::string name() const override { return "cpu"; }
 
@@ -225,7 +227,38 @@ class CpuBackend : public Backend {
                                      dgamma, dbeta);
   }
 
+  // bf16 convolution and matmul on oneDNN's bf16 primitives where the CPU runs them natively; fp16 (no oneDNN
+  // CPU kernels), CPUs without bf16 instructions and the reference variant widen to fp32 (HostMixedBackend).
+  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    if (native(t)) return dnnl_->conv_forward(t, d, x, w, b, y);
+    HostMixedBackend::conv2d_forward_16(t, d, x, w, b, y);
+  }
+  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    if (native(t)) return dnnl_->conv_backward_data(t, d, dy, w, dx);
+    HostMixedBackend::conv2d_backward_data_16(t, d, dy, w, dx);
+  }
+  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    if (native(t)) return dnnl_->conv_backward_filter(t, d, x, dy, dw, db);
+    HostMixedBackend::conv2d_backward_filter_16(t, d, x, dy, dw, db);
+  }
+  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                         void* y) override {
+    if (native(t)) return dnnl_->linear_forward(t, m, k, n, x, w, b, y);
+    HostMixedBackend::linear_forward_16(t, m, k, n, x, w, b, y);
+  }
+  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    if (native(t)) return dnnl_->linear_backward_data(t, m, k, n, dy, w, dx);
+    HostMixedBackend::linear_backward_data_16(t, m, k, n, dy, w, dx);
+  }
+  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    if (native(t)) return dnnl_->linear_backward_weight(t, m, k, n, x, dy, dw, db);
+    HostMixedBackend::linear_backward_weight_16(t, m, k, n, x, dy, dw, db);
+  }
+
  private:
+  bool native(DType t) const { return native_bf16_ && t == DType::kBF16; }
   bool gated() const { return gate_ && *gate_ != 0; }
   void track_alloc(void* p, size_t bytes) {
     sizes_[p] = bytes;
@@ -239,8 +272,8 @@ class CpuBackend : public Backend {
     sizes_.erase(it);
   }
 
-  int threads_;
   std::unique_ptr<DnnlOps> dnnl_;  // null: reference kernels
+  bool native_bf16_ = false;
   const int64_t* gate_ = nullptr;
   std::unordered_map<const void*, size_t> sizes_;
   MemoryUse mem_;
@@ -251,6 +284,8 @@ class CpuBackend : public Backend {
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {
   return std::make_unique<CpuBackend>(threads, kernels);
 }
+
+std::string cpu_precision_unsupported(DType t) { return t == DType::kBF16 ? dnnl_bf16_unsupported() : ""; }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
   const char* env = std::getenv("CNNTRAIN_CPU_KERNELS");

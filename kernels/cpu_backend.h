@@ -5,6 +5,7 @@
 // in the environment makes make_cpu_backend() return the reference variant (for debugging a suspected kernel bug).
 #pragma once
 #include <memory>
+#include <string>
 
 #include "kernels/backend.h"
 
@@ -13,5 +14,10 @@ namespace cnn {
 enum class CpuKernels { kFast, kReference };
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels);
+
+// Empty when the fast CPU backend computes activations of type t with native kernels; otherwise why not
+// (bf16 needs AVX512-BF16 or AMX; fp16 always runs, converting to fp32 around oneDNN's fp32 kernels, which
+// saves memory but not time).
+std::string cpu_precision_unsupported(DType t);
 
 }  // namespace cnn

@@ -19,6 +19,15 @@ int64_t alignment(const void* p) {
   return align;
 }
 
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
 }  // namespace
 
 struct CublasLtLinear::Plan {
@@ -41,15 +50,18 @@ CublasLtLinear::~CublasLtLinear() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-bool CublasLtLinear::matmul(const char* what, bool trans_a, bool trans_b, int rows, int cols, int inner,
-                            const float* a, const float* b, float beta, float* c, const float* bias) {
+bool CublasLtLinear::matmul(const char* what, bool trans_a, bool trans_b, int rows, int cols, int inner, DType ab_type,
+                            const void* a, const void* b, float beta, DType c_type, void* c, const float* bias) {
   const ShapeCache<std::unique_ptr<Plan>>::Key key{trans_a, trans_b, rows, cols, inner, beta != 0.f, bias != nullptr,
                                                    alignment(a), alignment(b), alignment(c),
                                                    bias ? alignment(bias) : 0,
-                                                   static_cast<int64_t>(VendorType::kF32)};
+                                                   static_cast<int64_t>(vendor_type(ab_type)),
+                                                   static_cast<int64_t>(vendor_type(c_type))};
   Plan& p = *plans_.get(key, [&] {
     auto plan = std::make_unique<Plan>();
-    const cublasComputeType_t compute = ctx_.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    // 16-bit operands run on tensor cores with fp32 accumulation whatever --gpu.tf32 says.
+    const cublasComputeType_t compute =
+        ctx_.tf32 && ab_type == DType::kF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
     const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -62,9 +74,9 @@ bool CublasLtLinear::matmul(const char* what, bool trans_a, bool trans_b, int ro
     // Stored shapes (column-major, leading dimension = rows): op(A) is rows x inner, op(B) inner x cols.
     const int a_rows = trans_a ? inner : rows, a_cols = trans_a ? rows : inner;
     const int b_rows = trans_b ? cols : inner, b_cols = trans_b ? inner : cols;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, a_rows, a_cols, a_rows));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, b_rows, b_cols, b_rows));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, rows, cols, rows));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, cuda_type(ab_type), a_rows, a_cols, a_rows));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, cuda_type(ab_type), b_rows, b_cols, b_rows));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, cuda_type(c_type), rows, cols, rows));
     cublasLtMatmulPreference_t pref = nullptr;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t cap = ctx_.policy.workspace_cap;
@@ -115,18 +127,31 @@ bool CublasLtLinear::matmul(const char* what, bool trans_a, bool trans_b, int ro
 
 // Row-major M[r, c] is the column-major M^T, so each product is computed transposed (see the header).
 bool CublasLtLinear::forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
-  // y^T [n, m] = w [n, k] x^T: w stored column-major is [k, n] (transposed), x^T is [k, m].
-  return matmul("cuBLASLt linear forward", true, false, n, m, k, w, x, 0.f, y, b);
+  return forward(DType::kF32, m, k, n, x, w, b, y);
 }
 
 bool CublasLtLinear::backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
-  // dx^T [k, m] = w^T [k, n] dy^T [n, m]: w stored column-major is [k, n], dy^T is [n, m].
-  return matmul("cuBLASLt linear backward-data", false, false, k, m, n, w, dy, 0.f, dx, nullptr);
+  return backward_data(DType::kF32, m, k, n, dy, w, dx);
 }
 
 bool CublasLtLinear::backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw) {
+  return backward_weight(DType::kF32, m, k, n, x, dy, dw);
+}
+
+bool CublasLtLinear::forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y) {
+  // y^T [n, m] = w [n, k] x^T: w stored column-major is [k, n] (transposed), x^T is [k, m].
+  return matmul("cuBLASLt linear forward", true, false, n, m, k, t, w, x, 0.f, t, y, b);
+}
+
+bool CublasLtLinear::backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) {
+  // dx^T [k, m] = w^T [k, n] dy^T [n, m]: w stored column-major is [k, n], dy^T is [n, m].
+  return matmul("cuBLASLt linear backward-data", false, false, k, m, n, t, w, dy, 0.f, t, dx, nullptr);
+}
+
+bool CublasLtLinear::backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw) {
   // dw^T [k, n] += x^T [k, m] dy [m, n]: x^T stored is [k, m], dy stored column-major is [n, m] (transposed).
-  return matmul("cuBLASLt linear backward-weight", false, true, k, n, m, x, dy, 1.f, dw, nullptr);
+  // The gradient is fp32 whatever the operands are: cuBLASLt accumulates into it directly.
+  return matmul("cuBLASLt linear backward-weight", false, true, k, n, m, t, x, dy, 1.f, DType::kF32, dw, nullptr);
 }
 
 }  // namespace gpu

@@ -26,12 +26,19 @@ class CublasLtLinear {
   // dw += dy^T x; the bias gradient stays with the caller (a column sum of dy).
   bool backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw);
 
+  // The same with x, w, y, dx and dy of type t (fp32 or 16-bit: tensor cores, fp32 accumulation; dw stays
+  // fp32). cuBLASLt's bias epilogue wants the bias in the output's type, so a 16-bit forward takes b only
+  // when it is null (the caller runs biased 16-bit layers on its own kernel).
+  bool forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y);
+  bool backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
+  bool backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw);
+
  private:
   struct Plan;
   // C (rows x cols, column-major) = alpha op(A) op(B) + beta C, A: a_rows x a_cols, B: b_rows x b_cols as
-  // stored (column-major, leading dimension = rows).
-  bool matmul(const char* what, bool trans_a, bool trans_b, int rows, int cols, int inner, const float* a,
-              const float* b, float beta, float* c, const float* bias);
+  // stored (column-major, leading dimension = rows); A and B of ab_type, C of c_type; bias fp32 (c_type fp32).
+  bool matmul(const char* what, bool trans_a, bool trans_b, int rows, int cols, int inner, DType ab_type,
+              const void* a, const void* b, float beta, DType c_type, void* c, const float* bias);
 
   VendorContext& ctx_;
   cublasLtHandle_t handle_ = nullptr;

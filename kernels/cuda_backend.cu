@@ -243,10 +243,7 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemsetAsync(d_totals_, 0, sizeof(LossTotals), stream_));
     CUDA_CHECK(softmax_xent_cuda(n, classes, logits, labels, eps, scale, dlogits, &d_totals_->loss_sum,
                                  &d_totals_->correct, stream_));
-    CUDA_CHECK(cudaMemcpyAsync(h_totals_, d_totals_, sizeof(LossTotals), cudaMemcpyDeviceToHost, stream_));
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    *host_loss_sum += h_totals_->loss_sum;
-    *host_correct += static_cast<int64_t>(h_totals_->correct);
+    read_totals(host_loss_sum, host_correct);
   }
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
@@ -260,8 +257,8 @@ class CudaBackend final : public Backend {
     // cuDNN serves the plain batch norm; the fused ReLU (with its bit mask) and residual join run on the
     // custom kernels.
     if (!relu && !residual)
-      VENDOR_FIRST(bn.forward_train(rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd, running_mean,
-                                    running_var));
+      VENDOR_FIRST(bn.forward_train(DType::kF32, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                    running_mean, running_var));
     CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
                                             save_mean, save_invstd, running_mean, running_var,
                                             workspace(batchnorm_work_bytes(c)), stream_));
@@ -270,7 +267,7 @@ class CudaBackend final : public Backend {
                                const float* beta, const float* running_mean, const float* running_var, float eps,
                                bool relu, float* y) override {
     if (!relu && !residual)
-      VENDOR_FIRST(bn.forward_infer(rows, c, x, gamma, beta, running_mean, running_var, eps, y));
+      VENDOR_FIRST(bn.forward_infer(DType::kF32, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
     CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu,
                                             y, workspace(batchnorm_work_bytes(c)), stream_));
   }
@@ -278,7 +275,7 @@ class CudaBackend final : public Backend {
                           const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
                           float* dresidual, float* dgamma, float* dbeta) override {
     if (!relu_mask && !dresidual)
-      VENDOR_FIRST(bn.backward(rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+      VENDOR_FIRST(bn.backward(DType::kF32, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
     CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
                                        dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
   }
@@ -400,7 +397,131 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaEventRecord(slot.consumed, stream_));
   }
 
+  // Reduced precision: the 16-bit launchers of cuda_ops.h.
+  void convert(size_t n, DType from, const void* x, DType to, void* y) override {
+    CUDA_CHECK(convert_cuda(n, from, x, to, y, stream_));
+  }
+  // Biased 16-bit convolutions and matmuls skip the vendor libraries: both want the bias in the output's type.
+  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    if (!b) VENDOR_FIRST(conv.forward_16(t, d, x, w, y));
+    CUDA_CHECK(conv2d_forward_cuda(t, d, x, w, b, y, stream_));
+  }
+  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    VENDOR_FIRST(conv.backward_data_16(t, d, dy, w, dx));
+    CUDA_CHECK(conv2d_backward_data_cuda(t, d, dy, w, dx, stream_));
+  }
+  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    if (VENDOR(conv.backward_filter_16(t, d, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(t, d.n * d.p() * d.q(), d.k, dy, db, stream_));
+      return;
+    }
+    CUDA_CHECK(conv2d_backward_filter_cuda(t, d, x, dy, dw, db, stream_));
+  }
+  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                         void* y) override {
+    if (!b) VENDOR_FIRST(linear.forward(t, m, k, n, x, w, nullptr, y));
+    CUDA_CHECK(linear_forward_cuda(t, m, k, n, x, w, b, y, stream_));
+  }
+  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    VENDOR_FIRST(linear.backward_data(t, m, k, n, dy, w, dx));
+    CUDA_CHECK(linear_backward_data_cuda(t, m, k, n, dy, w, dx, stream_));
+  }
+  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    if (VENDOR(linear.backward_weight(t, m, k, n, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(t, m, n, dy, db, stream_));
+      return;
+    }
+    CUDA_CHECK(linear_backward_weight_cuda(t, m, k, n, x, dy, dw, db, stream_));
+  }
+  void relu_forward_16(DType t, size_t n, const void* x, void* y) override {
+    CUDA_CHECK(relu_forward_cuda(t, n, x, y, stream_));
+  }
+  void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) override {
+    CUDA_CHECK(relu_backward_cuda(t, n, y, dy, dx, stream_));
+  }
+  void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
+    CUDA_CHECK(maxpool_forward_cuda(t, d, x, relu, y, argmax, stream_));
+  }
+  void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
+                           void* dx) override {
+    CUDA_CHECK(maxpool_backward_cuda(t, d, dy, relu_y, argmax, dx, stream_));
+  }
+  void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) override {
+    CUDA_CHECK(avgpool_forward_cuda(t, d, x, y, stream_));
+  }
+  void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) override {
+    CUDA_CHECK(avgpool_backward_cuda(t, d, dy, dx, stream_));
+  }
+  void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
+                       float scale, void* dlogits, double* host_loss_sum, int64_t* host_correct) override {
+    CUDA_CHECK(cudaMemsetAsync(d_totals_, 0, sizeof(LossTotals), stream_));
+    CUDA_CHECK(softmax_xent_cuda(t, n, classes, logits, labels, eps, scale, dlogits, &d_totals_->loss_sum,
+                                 &d_totals_->correct, stream_));
+    read_totals(host_loss_sum, host_correct);
+  }
+  void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
+                              float scale, void* dlogits, LossTotals* totals) override {
+    CUDA_CHECK(softmax_xent_cuda(t, n, classes, logits, labels, eps, scale, dlogits, &totals->loss_sum,
+                                 &totals->correct, stream_));
+  }
+  // As in fp32, cuDNN serves the plain batch norm and the fused variants run on the custom kernels.
+  void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                                  const float* beta, float eps, float momentum, bool relu, void* y,
+                                  uint32_t* relu_mask, float* save_mean, float* save_invstd, float* running_mean,
+                                  float* running_var) override {
+    if (!relu && !residual)
+      VENDOR_FIRST(bn.forward_train(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                    running_mean, running_var));
+    CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
+                                            save_mean, save_invstd, running_mean, running_var,
+                                            workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                                  const float* beta, const float* running_mean, const float* running_var, float eps,
+                                  bool relu, void* y) override {
+    if (!relu && !residual)
+      VENDOR_FIRST(bn.forward_infer(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
+    CUDA_CHECK(batchnorm_forward_infer_cuda(t, rows, c, x, residual, gamma, beta, running_mean, running_var, eps,
+                                            relu, y, workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
+                             const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                             void* dresidual, float* dgamma, float* dbeta) override {
+    if (!relu_mask && !dresidual)
+      VENDOR_FIRST(bn.backward(t, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+    CUDA_CHECK(batchnorm_backward_cuda(t, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
+                                       dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
+                          const int64_t* ids, void* y, uint8_t* mask) override {
+    CUDA_CHECK(dropout_forward_cuda(t, n, per_sample, x, p, key, ids, y, mask, stream_));
+  }
+  void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
+    CUDA_CHECK(dropout_backward_cuda(t, count, p, dy, mask, dx, stream_));
+  }
+  void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) override {
+    CUDA_CHECK(axpy_cuda(t, n, alpha, x, y, stream_));
+  }
+  void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                               void* y) override {
+    CUDA_CHECK(shortcut_pad_forward_cuda(t, n, h, w, c, stride, k, x, y, stream_));
+  }
+  void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                void* dx) override {
+    CUDA_CHECK(shortcut_pad_backward_cuda(t, n, h, w, c, stride, k, dy, dx, stream_));
+  }
+
  private:
+  // Adds the loss sum and correct count softmax_xent accumulated on the device to the host totals.
+  void read_totals(double* host_loss_sum, int64_t* host_correct) {
+    CUDA_CHECK(cudaMemcpyAsync(h_totals_, d_totals_, sizeof(LossTotals), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    *host_loss_sum += h_totals_->loss_sum;
+    *host_correct += static_cast<int64_t>(h_totals_->correct);
+  }
+
   // Scratch for multi-kernel ops, grown on demand. Kernels run in stream order, so one buffer serves all.
   void* workspace(size_t bytes) {
     if (bytes > work_bytes_) {

@@ -8,6 +8,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda_common.h"
+#include "kernels/dtype.h"
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -125,6 +126,67 @@ cudaError_t count_nonfinite_cuda(size_t n, const float* d_x, int64_t base, int64
 // pixels and augmentation (d_aug nullable); d_scale_shift [2c] = 1/std, then -mean/std.
 cudaError_t prepare_images_cuda(int n, int h, int w, int c, const uint8_t* d_pixels, const ImageAug* d_aug,
                                 const float* d_scale_shift, float* d_x, cudaStream_t stream);
+
+// --- Reduced precision (backend.h, "Reduced precision"): the launchers above with the activation side
+// stored as the 16-bit type t (kBF16 or kF16; fp32 gets cudaErrorInvalidValue). The same kernels templated
+// on the storage type: loads widen to fp32, arithmetic is fp32, each 16-bit store rounds once; biases,
+// parameter gradients and batch-norm statistics stay fp32. Convolution and matmul run on tensor cores
+// (wmma, fp32 accumulators) with the SIMT tile kernel as the portable path (gemm_wmma.cuh). ---
+// Whether 16-bit convolution and matmul run on the tensor-core kernel (the default) or the portable SIMT tile
+// kernel (CNNTRAIN_CUDA_GEMM=simt in the environment, or set_tensor_core_gemm(false), e.g. in tests of both).
+bool tensor_core_gemm();
+void set_tensor_core_gemm(bool on);
+// fp32 <-> t conversion (or a copy for equal types).
+cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* d_y, cudaStream_t stream);
+// d_y[i] += d_x[i] widened from t: a 16-bit partial result joining an fp32 accumulator.
+cudaError_t add_widened_cuda(DType t, size_t n, const void* d_x, float* d_y, cudaStream_t stream);
+cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
+                                void* d_y, cudaStream_t stream);
+cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
+                                      cudaStream_t stream);
+cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream);
+cudaError_t linear_forward_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_w, const float* d_b,
+                                void* d_y, cudaStream_t stream);
+cudaError_t linear_backward_data_cuda(DType t, int m, int k, int n, const void* d_dy, const void* d_w, void* d_dx,
+                                      cudaStream_t stream);
+cudaError_t linear_backward_weight_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream);
+cudaError_t column_sum_cuda(DType t, int rows, int cols, const void* d_x, float* d_sums, cudaStream_t stream);
+cudaError_t relu_forward_cuda(DType t, size_t n, const void* d_x, void* d_y, cudaStream_t stream);
+cudaError_t relu_backward_cuda(DType t, size_t n, const void* d_y, const void* d_dy, void* d_dx,
+                               cudaStream_t stream);
+cudaError_t maxpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, bool relu, void* d_y,
+                                 int32_t* d_argmax, cudaStream_t stream);
+cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, const void* d_relu_y,
+                                  const int32_t* d_argmax, void* d_dx, cudaStream_t stream);
+cudaError_t avgpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, void* d_y, cudaStream_t stream);
+cudaError_t avgpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, void* d_dx, cudaStream_t stream);
+cudaError_t softmax_xent_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels, float eps,
+                              float scale, void* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
+                              cudaStream_t stream);
+cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
+                                         const float* d_gamma, const float* d_beta, float eps, float momentum,
+                                         bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
+                                         float* d_save_invstd, float* d_running_mean, float* d_running_var,
+                                         void* d_work, cudaStream_t stream);
+cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
+                                         const float* d_gamma, const float* d_beta, const float* d_running_mean,
+                                         const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
+                                         cudaStream_t stream);
+cudaError_t batchnorm_backward_cuda(DType t, int rows, int c, const void* d_x, const uint32_t* d_relu_mask,
+                                    const void* d_dy, const float* d_gamma, const float* d_save_mean,
+                                    const float* d_save_invstd, void* d_dx, void* d_dresidual, float* d_dgamma,
+                                    float* d_dbeta, void* d_work, cudaStream_t stream);
+cudaError_t dropout_forward_cuda(DType t, int n, size_t per_sample, const void* d_x, float p, uint64_t key,
+                                 const int64_t* d_ids, void* d_y, uint8_t* d_mask, cudaStream_t stream);
+cudaError_t dropout_backward_cuda(DType t, size_t count, float p, const void* d_dy, const uint8_t* d_mask, void* d_dx,
+                                  cudaStream_t stream);
+cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream);
+cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
+                                      void* d_y, cudaStream_t stream);
+cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
+                                       void* d_dx, cudaStream_t stream);
 
 }  // namespace CNN_CUDA_NS
 }  // namespace cnn

@@ -21,12 +21,15 @@ struct CudnnBatchNorm::Plan {
 CudnnBatchNorm::CudnnBatchNorm(VendorContext& ctx, cudnnHandle_t handle) : ctx_(ctx), handle_(handle) {}
 CudnnBatchNorm::~CudnnBatchNorm() = default;
 
-CudnnBatchNorm::Plan& CudnnBatchNorm::plan(int rows, int c) {
-  return *plans_.get({rows, c, static_cast<int64_t>(VendorType::kF32)}, [&] {
+CudnnBatchNorm::Plan& CudnnBatchNorm::plan(int rows, int c, DType t) {
+  return *plans_.get({rows, c, static_cast<int64_t>(vendor_type(t))}, [&] {
     auto p = std::make_unique<Plan>();
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->stats));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, rows, c, 1, 1));
+    // 16-bit x and y with fp32 statistics, scale and shift: cuDNN derives the fp32 statistics descriptor.
+    const cudnnDataType_t type = t == DType::kF16 ? CUDNN_DATA_HALF : t == DType::kBF16 ? CUDNN_DATA_BFLOAT16
+                                                                                       : CUDNN_DATA_FLOAT;
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, type, rows, c, 1, 1));
     CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p->stats, p->x, CUDNN_BATCHNORM_SPATIAL_PERSISTENT));
     return p;
   });
@@ -44,11 +47,11 @@ bool CudnnBatchNorm::ok(cudnnStatus_t status, const char* what) {
   return false;
 }
 
-bool CudnnBatchNorm::forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
-                                   float momentum, float* y, float* save_mean, float* save_invstd,
+bool CudnnBatchNorm::forward_train(DType t, int rows, int c, const void* x, const float* gamma, const float* beta,
+                                   float eps, float momentum, void* y, float* save_mean, float* save_invstd,
                                    float* running_mean, float* running_var) {
   if (eps < CUDNN_BN_MIN_EPSILON) return false;
-  Plan& p = plan(rows, c);
+  Plan& p = plan(rows, c, t);
   p.train_eps = eps;
   return ok(cudnnBatchNormalizationForwardTraining(handle_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, &kOne, &kZero, p.x, x,
                                                    p.x, y, p.stats, gamma, beta, momentum, running_mean, running_var,
@@ -56,21 +59,21 @@ bool CudnnBatchNorm::forward_train(int rows, int c, const float* x, const float*
             "cuDNN batch norm forward (training)");
 }
 
-bool CudnnBatchNorm::forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
-                                   const float* running_mean, const float* running_var, float eps, float* y) {
+bool CudnnBatchNorm::forward_infer(DType t, int rows, int c, const void* x, const float* gamma, const float* beta,
+                                   const float* running_mean, const float* running_var, float eps, void* y) {
   if (eps < CUDNN_BN_MIN_EPSILON) return false;
-  Plan& p = plan(rows, c);
+  Plan& p = plan(rows, c, t);
   // Inference has no persistent variant; the statistics descriptor is the same shape for every mode.
   return ok(cudnnBatchNormalizationForwardInference(handle_, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, p.x, x, p.x, y,
                                                     p.stats, gamma, beta, running_mean, running_var, eps),
             "cuDNN batch norm forward (inference)");
 }
 
-bool CudnnBatchNorm::backward(int rows, int c, const float* x, const float* dy, const float* gamma,
-                              const float* save_mean, const float* save_invstd, float* dx, float* dgamma,
+bool CudnnBatchNorm::backward(DType t, int rows, int c, const void* x, const void* dy, const float* gamma,
+                              const float* save_mean, const float* save_invstd, void* dx, float* dgamma,
                               float* dbeta) {
   if (!dx) return false;
-  Plan& p = plan(rows, c);
+  Plan& p = plan(rows, c, t);
   const double eps = p.train_eps;
   if (eps < 0) return false;
   // Data gradient overwritten (beta 0), parameter gradients accumulated (beta 1).

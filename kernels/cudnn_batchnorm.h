@@ -21,19 +21,21 @@ class CudnnBatchNorm {
   CudnnBatchNorm(const CudnnBatchNorm&) = delete;
   CudnnBatchNorm& operator=(const CudnnBatchNorm&) = delete;
 
-  bool forward_train(int rows, int c, const float* x, const float* gamma, const float* beta, float eps,
-                     float momentum, float* y, float* save_mean, float* save_invstd, float* running_mean,
+  // x, y, dy, dx of type t (fp32, or 16-bit as backend.h's "Reduced precision" ops: statistics, gamma, beta
+  // and their gradients stay fp32).
+  bool forward_train(DType t, int rows, int c, const void* x, const float* gamma, const float* beta, float eps,
+                     float momentum, void* y, float* save_mean, float* save_invstd, float* running_mean,
                      float* running_var);
-  bool forward_infer(int rows, int c, const float* x, const float* gamma, const float* beta,
-                     const float* running_mean, const float* running_var, float eps, float* y);
+  bool forward_infer(DType t, int rows, int c, const void* x, const float* gamma, const float* beta,
+                     const float* running_mean, const float* running_var, float eps, void* y);
   // dx must not be null (the custom kernel serves the variant without an input gradient). cuDNN wants the
   // forward's epsilon: the last forward_train of this shape's is used (none yet: false).
-  bool backward(int rows, int c, const float* x, const float* dy, const float* gamma, const float* save_mean,
-                const float* save_invstd, float* dx, float* dgamma, float* dbeta);
+  bool backward(DType t, int rows, int c, const void* x, const void* dy, const float* gamma, const float* save_mean,
+                const float* save_invstd, void* dx, float* dgamma, float* dbeta);
 
  private:
   struct Plan;
-  Plan& plan(int rows, int c);
+  Plan& plan(int rows, int c, DType t);
   bool ok(cudnnStatus_t status, const char* what);
 
   VendorContext& ctx_;

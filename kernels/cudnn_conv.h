@@ -31,10 +31,23 @@ class CudnnConv {
   // dw += dL/dw; the bias gradient stays with the caller (a column sum of dy).
   bool backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw);
 
+  // The same with x, w, y, dx and dy of the 16-bit type t (backend.h, "Reduced precision"): tensor cores,
+  // fp32 compute (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). No bias (the caller runs biased
+  // convolutions on its own kernel: cuDNN would add an fp32 bias only to an fp32 output). The filter gradient
+  // has the activations' type in cuDNN: it lands in a 16-bit scratch (one rounding) and is added to the fp32
+  // dw by a kernel.
+  bool forward_16(DType t, const ConvDesc& d, const void* x, const void* w, void* y);
+  bool backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  bool backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw);
+
  private:
   enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
   struct Plan;
-  Plan& plan(const ConvDesc& d);
+  Plan& plan(const ConvDesc& d, VendorType type);
+  // One direction with the plan of `type`; false (and a fallback log line) when cuDNN has no algorithm.
+  bool run_forward(VendorType type, const ConvDesc& d, const void* x, const void* w, void* y);
+  bool run_backward_data(VendorType type, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  bool run_backward_filter(VendorType type, const ConvDesc& d, const void* x, const void* dy, void* dw, float beta);
   // The algorithm for one direction of a plan, chosen on first use; x/w/y (and scratch) are what a timed
   // search runs on.
   const AlgoChoice& choose(Plan& p, Dir dir, const void* x, const void* w, const void* y);

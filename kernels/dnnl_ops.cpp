@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/dtype.h"
 #include "src/base/error.h"
 
 namespace cnn {
@@ -27,6 +28,28 @@ struct Arg {
   int kind;
   const memory* mem;
 };
+
+// oneDNN's type for activations and 16-bit weight copies of `t`; f16 only where oneDNN has CPU kernels for it.
+dt dnnl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return dt::f32;
+    case DType::kBF16: return dt::bf16;
+    case DType::kF16: return dt::f16;
+  }
+  return dt::undef;
+}
+
+// KRSC filters of element type T flipped in space with in/out channels swapped: the filters of the transposed
+// convolution that computes a stride-1 backward-data pass as a forward convolution.
+template <class T>
+void flip_filters(const ConvDesc& d, const T* w, T* wf) {
+  const size_t R = d.r, S = d.s, C = d.c, K = d.k;
+  for (size_t k = 0; k < K; ++k)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t s = 0; s < S; ++s)
+        for (size_t c = 0; c < C; ++c)
+          wf[((c * R + (R - 1 - r)) * S + (S - 1 - s)) * K + k] = w[((k * R + r) * S + s) * C + c];
+}
 
 }  // namespace
 
@@ -68,8 +91,9 @@ struct DnnlOps::Impl {
     int nthr = 1;
   };
 
-  using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool>;
-  using MmKey = std::tuple<int, int, int, int, bool>;  // m, k, n, which, bias
+  // Shape, bias, dtype of activations and filters.
+  using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, DType>;
+  using MmKey = std::tuple<int, int, int, int, bool, DType>;  // m, k, n, which, bias, dtype
   std::map<ConvKey, Conv> convs;
   std::map<MmKey, Matmul> mms;
 
@@ -80,18 +104,18 @@ struct DnnlOps::Impl {
     memory blocked;
     uint64_t version = 0;
   };
-  using FilterKey = std::tuple<const float*, ConvKey, Use>;
+  using FilterKey = std::tuple<const void*, ConvKey, Use>;
   std::map<FilterKey, Filter> filters;
   uint64_t param_version = 0;
-  std::vector<float> w_flip;  // scratch for the flipped filters of a backward-data run as a forward
+  std::vector<char> w_flip;  // scratch for the flipped filters of a backward-data run as a forward
 
-  static ConvKey key_of(const ConvDesc& d, bool bias) {
-    return {d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, bias};
+  static ConvKey key_of(const ConvDesc& d, bool bias, DType t) {
+    return {d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, bias, t};
   }
 
   // The cached filters of `w` for `use`; `fill` writes them (into the entry's memory) when they are stale.
   template <class Fill>
-  const memory& filters_for(const float* w, const ConvKey& key, Use use, const memory::desc& md, Fill fill) {
+  const memory& filters_for(const void* w, const ConvKey& key, Use use, const memory::desc& md, Fill fill) {
     Filter& f = filters[{w, key, use}];
     if (!f.blocked) f.blocked = memory(md, eng);
     if (param_version == 0 || f.version != param_version) {
@@ -163,8 +187,8 @@ struct DnnlOps::Impl {
     CNN_CHECK(s == dnnl_success, "oneDNN execute failed (status %d)", static_cast<int>(s));
   }
 
-  Conv& conv(const ConvDesc& d, bool bias) {
-    const ConvKey key = key_of(d, bias);
+  Conv& conv(const ConvDesc& d, bool bias, DType t) {
+    const ConvKey key = key_of(d, bias, t);
     auto it = convs.find(key);
     if (it != convs.end()) return it->second;
     Conv& c = convs[key];
@@ -179,8 +203,9 @@ struct DnnlOps::Impl {
     // Padding on the far side so that the output size matches ConvDesc::p()/q() exactly.
     const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
                              (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
-    memory::desc x_md(src, dt::f32, tag::nhwc), y_md(dst, dt::f32, tag::nhwc);
-    memory::desc w_any(wei, dt::f32, tag::any), w_md(wei, dt::f32, tag::ohwi);
+    const dt at = dnnl_type(t);
+    memory::desc x_md(src, at, tag::nhwc), y_md(dst, at, tag::nhwc);
+    memory::desc w_any(wei, at, tag::any), w_md(wei, at, tag::ohwi);
     memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_md,
                                        w_any, b_md, y_md, strides, pad_l, pad_r);
@@ -191,14 +216,15 @@ struct DnnlOps::Impl {
     c.dx = memory(x_md, eng, DNNL_MEMORY_NONE);
     c.dy = memory(y_md, eng, DNNL_MEMORY_NONE);
     c.w_user = memory(w_md, eng, DNNL_MEMORY_NONE);
-    c.dw_user = memory(w_md, eng, DNNL_MEMORY_NONE);
+    // Weight gradients are fp32 whatever the activations are: they accumulate into the fp32 gradient buffer.
+    c.dw_user = memory(memory::desc(wei, dt::f32, tag::ohwi), eng, DNNL_MEMORY_NONE);
     if (bias) c.b = memory(b_md, eng, DNNL_MEMORY_NONE);
     c.fwd_reorder = c.fwd_pd.weights_desc() != w_md;
     if (c.fwd_reorder) c.w_to_fwd = reorder(c.w_user, memory(c.fwd_pd.weights_desc(), eng, DNNL_MEMORY_NONE), false);
     return c;
   }
 
-  void run_forward(Conv& c, const float* x, const memory& wm, const float* b, float* y) {
+  void run_forward(Conv& c, const void* x, const memory& wm, const float* b, void* y) {
     bind(c.x, x);
     bind(c.y, y);
     if (b) {
@@ -215,8 +241,8 @@ struct DnnlOps::Impl {
     const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
     const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
                              (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
-    const memory::desc w_any({d.k, d.c, d.r, d.s}, dt::f32, tag::any);
     const memory::desc w_md = c.w_user.get_desc();
+    const memory::desc w_any({d.k, d.c, d.r, d.s}, w_md.data_type(), tag::any);
     const memory::desc x_md = c.x.get_desc(), y_md = c.y.get_desc();
     dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, x_md, w_any, y_md, strides,
                                               pad_l, pad_r);
@@ -226,7 +252,8 @@ struct DnnlOps::Impl {
     c.bwd_reorder = c.w_bwd_desc != w_md;
     if (c.bwd_reorder) c.w_to_bwd = reorder(c.w_user, memory(bd_pd.weights_desc(), eng, DNNL_MEMORY_NONE), false);
     const memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
-    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, x_md, w_any, b_md, y_md,
+    const memory::desc dw_any({d.k, d.c, d.r, d.s}, dt::f32, tag::any);
+    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, x_md, dw_any, b_md, y_md,
                                                  strides, pad_l, pad_r);
     set_threads(c.nthr_w);
     dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, attr(), eng, c.fwd_pd);
@@ -239,9 +266,9 @@ struct DnnlOps::Impl {
     if (bias) c.db_tmp = memory(b_md, eng);
   }
 
-  Matmul& matmul(int which, int m, int k, int n, bool bias, const memory::desc& a_md, const memory::desc& b_md,
-                 const memory::desc& c_md, bool accumulate) {
-    MmKey key{m, k, n, which, bias};
+  Matmul& matmul(int which, int m, int k, int n, bool bias, DType t, const memory::desc& a_md,
+                 const memory::desc& b_md, const memory::desc& c_md, bool accumulate) {
+    MmKey key{m, k, n, which, bias, t};
     auto it = mms.find(key);
     if (it != mms.end()) return it->second;
     Matmul& mm = mms[key];
@@ -270,75 +297,72 @@ DnnlOps::~DnnlOps() = default;
 
 void DnnlOps::set_param_version(uint64_t version) { p_->param_version = version; }
 
-void DnnlOps::conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) {
   Impl& I = *p_;
-  Impl::Conv& c = I.conv(d, b != nullptr);
+  Impl::Conv& c = I.conv(d, b != nullptr, t);
   Impl::bind(c.w_user, w);
   const memory& wm = !c.fwd_reorder ? c.w_user
-                                    : I.filters_for(w, Impl::key_of(d, b != nullptr), Impl::Use::kForward,
+                                    : I.filters_for(w, Impl::key_of(d, b != nullptr, t), Impl::Use::kForward,
                                                     c.fwd_pd.weights_desc(), [&](const memory& to) {
                                                       I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}});
                                                     });
   I.run_forward(c, x, wm, b, y);
 }
 
-void DnnlOps::conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) {
+void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
   Impl& I = *p_;
   if (d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
     // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and
     // in/out channels swapped, padded by r-1-pad ("same" padding stays "same"). oneDNN's forward (brgconv)
     // is up to 2x faster on NHWC than its backward-data kernel, and the flip is filter-sized. Unpadded convs
     // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive.
-    ConvDesc t;
-    t.n = d.n, t.h = d.p(), t.w = d.q(), t.c = d.k, t.k = d.c, t.r = d.r, t.s = d.s;
-    t.pad_h = d.r - 1 - d.pad_h, t.pad_w = d.s - 1 - d.pad_w;
-    Impl::Conv& ct = I.conv(t, false);
+    ConvDesc tr;
+    tr.n = d.n, tr.h = d.p(), tr.w = d.q(), tr.c = d.k, tr.k = d.c, tr.r = d.r, tr.s = d.s;
+    tr.pad_h = d.r - 1 - d.pad_h, tr.pad_w = d.s - 1 - d.pad_w;
+    Impl::Conv& ct = I.conv(tr, false, t);
     auto flip = [&](const memory& to) {
-      const size_t R = d.r, S = d.s, C = d.c, K = d.k;
-      I.w_flip.resize(K * R * S * C);
-      float* wf = I.w_flip.data();
-      for (size_t k = 0; k < K; ++k)
-        for (size_t r = 0; r < R; ++r)
-          for (size_t s = 0; s < S; ++s)
-            for (size_t c = 0; c < C; ++c)
-              wf[((c * R + (R - 1 - r)) * S + (S - 1 - s)) * K + k] = w[((k * R + r) * S + s) * C + c];
-      Impl::bind(ct.w_user, wf);
+      I.w_flip.resize(static_cast<size_t>(d.k) * d.r * d.s * d.c * dtype_size(t));
+      if (t == DType::kF32)
+        flip_filters(d, static_cast<const float*>(w), reinterpret_cast<float*>(I.w_flip.data()));
+      else
+        flip_filters(d, static_cast<const uint16_t*>(w), reinterpret_cast<uint16_t*>(I.w_flip.data()));
+      Impl::bind(ct.w_user, I.w_flip.data());
       if (ct.fwd_reorder)
         I.run(ct.w_to_fwd, {{DNNL_ARG_FROM, &ct.w_user}, {DNNL_ARG_TO, &to}});
       else
-        std::memcpy(to.get_data_handle(), wf, sizeof(float) * I.w_flip.size());
+        std::memcpy(to.get_data_handle(), I.w_flip.data(), I.w_flip.size());
     };
-    const memory& wm = I.filters_for(w, Impl::key_of(t, false), Impl::Use::kFlippedForward,
+    const memory& wm = I.filters_for(w, Impl::key_of(tr, false, t), Impl::Use::kFlippedForward,
                                      ct.fwd_pd.weights_desc(), flip);
     I.run_forward(ct, dy, wm, nullptr, dx);
     return;
   }
   // The cache key includes the bias flag; backward-data does not use it, so look up the forward's entry.
-  const bool bias = I.convs.count(Impl::key_of(d, true)) > 0;
-  Impl::Conv& c = I.conv(d, bias);
+  const bool bias = I.convs.count(Impl::key_of(d, true, t)) > 0;
+  Impl::Conv& c = I.conv(d, bias, t);
   I.conv_backward_prims(d, c, bias);
   Impl::bind(c.dy, dy);
   Impl::bind(c.dx, dx);
   Impl::bind(c.w_user, w);
   const memory& wm =
       !c.bwd_reorder ? c.w_user
-                     : I.filters_for(w, Impl::key_of(d, bias), Impl::Use::kBackwardData,
+                     : I.filters_for(w, Impl::key_of(d, bias, t), Impl::Use::kBackwardData,
                                      c.w_bwd_desc, [&](const memory& to) {
                                        I.run(c.w_to_bwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}});
                                      });
   I.run(c.bwd_d, {{DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DIFF_SRC, &c.dx}});
 }
 
-void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) {
+void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db) {
   Impl& I = *p_;
   if (d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0) {
     // A 1x1 stride-1 convolution over NHWC is a matrix product over the n*h*w pixels: dw[K,C] += dy^T x.
     // oneDNN's matmul (brgemm) runs it up to 1.8x faster than its backward-weights convolution (ResNet-50's
     // 64->256 expansions: 42 vs 76 GFLOP/s at one thread, docs/perf.md) and accumulates in place.
-    linear_backward_weight(d.n * d.h * d.w, d.c, d.k, x, dy, dw, db);
+    linear_backward_weight(t, d.n * d.h * d.w, d.c, d.k, x, dy, dw, db);
     return;
   }
-  Impl::Conv& c = I.conv(d, db != nullptr);
+  Impl::Conv& c = I.conv(d, db != nullptr, t);
   I.conv_backward_prims(d, c, db != nullptr);
   Impl::bind(c.x, x);
   Impl::bind(c.dy, dy);
@@ -346,19 +370,20 @@ void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const floa
   if (db) {
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk},
                     {DNNL_ARG_DIFF_BIAS, &c.db_tmp}});
-    const float* t = static_cast<const float*>(c.db_tmp.get_data_handle());
-    for (int k = 0; k < d.k; ++k) db[k] += t[k];
+    const float* sums = static_cast<const float*>(c.db_tmp.get_data_handle());
+    for (int k = 0; k < d.k; ++k) db[k] += sums[k];
   } else {
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
   }
   I.run(c.dw_from_bwd, {{DNNL_ARG_FROM, &c.dw_blk}, {DNNL_ARG_TO, &c.dw_user}});
 }
 
-void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
+void DnnlOps::linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y) {
   Impl& I = *p_;
+  const dt at = dnnl_type(t);
   // y[m,n] = x[m,k] * w^T, with w [n,k] row-major read as a column-major [k,n].
-  Impl::Matmul& mm = I.matmul(0, m, k, n, b != nullptr, memory::desc({m, k}, dt::f32, tag::ab),
-                              memory::desc({k, n}, dt::f32, tag::ba), memory::desc({m, n}, dt::f32, tag::ab), false);
+  Impl::Matmul& mm = I.matmul(0, m, k, n, b != nullptr, t, memory::desc({m, k}, at, tag::ab),
+                              memory::desc({k, n}, at, tag::ba), memory::desc({m, n}, at, tag::ab), false);
   Impl::bind(mm.a, x);
   Impl::bind(mm.b, w);
   Impl::bind(mm.c, y);
@@ -370,36 +395,73 @@ void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w
   }
 }
 
-void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
+void DnnlOps::linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) {
   Impl& I = *p_;
+  const dt at = dnnl_type(t);
   // dx[m,k] = dy[m,n] * w[n,k].
-  Impl::Matmul& mm = I.matmul(1, m, k, n, false, memory::desc({m, n}, dt::f32, tag::ab),
-                              memory::desc({n, k}, dt::f32, tag::ab), memory::desc({m, k}, dt::f32, tag::ab), false);
+  Impl::Matmul& mm = I.matmul(1, m, k, n, false, t, memory::desc({m, n}, at, tag::ab),
+                              memory::desc({n, k}, at, tag::ab), memory::desc({m, k}, at, tag::ab), false);
   Impl::bind(mm.a, dy);
   Impl::bind(mm.b, w);
   Impl::bind(mm.c, dx);
   I.run(mm.p, {{DNNL_ARG_SRC, &mm.a}, {DNNL_ARG_WEIGHTS, &mm.b}, {DNNL_ARG_DST, &mm.c}});
 }
 
-void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) {
+namespace {
+
+// db[j] += sum over the m rows of dy[m, n] (element type T).
+template <class T>
+void add_column_sums(int m, int n, const T* dy, float* db) {
+  for (int r = 0; r < m; ++r) {
+    const T* g = dy + static_cast<size_t>(r) * n;
+    for (int j = 0; j < n; ++j) db[j] += to_float(g[j]);
+  }
+}
+
+}  // namespace
+
+void DnnlOps::linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                                     float* db) {
   Impl& I = *p_;
-  // dw[n,k] += dy^T[n,m] * x[m,k], dy [m,n] row-major read as a column-major [n,m]; sum post-op accumulates.
-  Impl::Matmul& mm = I.matmul(2, m, k, n, false, memory::desc({n, m}, dt::f32, tag::ba),
-                              memory::desc({m, k}, dt::f32, tag::ab), memory::desc({n, k}, dt::f32, tag::ab), true);
+  const dt at = dnnl_type(t);
+  // dw[n,k] += dy^T[n,m] * x[m,k], dy [m,n] row-major read as a column-major [n,m]; sum post-op accumulates
+  // (in fp32, whatever the operands' type).
+  Impl::Matmul& mm = I.matmul(2, m, k, n, false, t, memory::desc({n, m}, at, tag::ba),
+                              memory::desc({m, k}, at, tag::ab), memory::desc({n, k}, dt::f32, tag::ab), true);
   Impl::bind(mm.a, dy);
   Impl::bind(mm.b, x);
   Impl::bind(mm.c, dw);
   I.run(mm.p, {{DNNL_ARG_SRC, &mm.a}, {DNNL_ARG_WEIGHTS, &mm.b}, {DNNL_ARG_DST, &mm.c}});
-  if (db)
-    for (int r = 0; r < m; ++r) {
-      const float* g = dy + static_cast<size_t>(r) * n;
-      for (int j = 0; j < n; ++j) db[j] += g[j];
-    }
+  if (!db) return;
+  switch (t) {
+    case DType::kF32: return add_column_sums(m, n, static_cast<const float*>(dy), db);
+    case DType::kBF16: return add_column_sums(m, n, static_cast<const Bf16*>(dy), db);
+    case DType::kF16: return add_column_sums(m, n, static_cast<const F16*>(dy), db);
+  }
 }
 
-std::string DnnlOps::conv_impl(const ConvDesc& d) {
+void DnnlOps::conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+  conv_forward(DType::kF32, d, x, w, b, y);
+}
+void DnnlOps::conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) {
+  conv_backward_data(DType::kF32, d, dy, w, dx);
+}
+void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) {
+  conv_backward_filter(DType::kF32, d, x, dy, dw, db);
+}
+void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
+  linear_forward(DType::kF32, m, k, n, x, w, b, y);
+}
+void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
+  linear_backward_data(DType::kF32, m, k, n, dy, w, dx);
+}
+void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) {
+  linear_backward_weight(DType::kF32, m, k, n, x, dy, dw, db);
+}
+
+std::string DnnlOps::conv_impl(const ConvDesc& d, DType t) {
   Impl& I = *p_;
-  Impl::Conv& c = I.conv(d, false);
+  Impl::Conv& c = I.conv(d, false, t);
   I.conv_backward_prims(d, c, false);
   auto name = [](const Impl::Prim& p) {
     const_dnnl_primitive_desc_t pd = nullptr;
@@ -409,6 +471,15 @@ std::string DnnlOps::conv_impl(const ConvDesc& d) {
     return std::string(s ? s : "?");
   };
   return name(c.fwd) + " / " + name(c.bwd_d) + " / " + name(c.bwd_w);
+}
+
+std::string dnnl_bf16_unsupported() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  // oneDNN's ISA values are bit sets: AVX512_CORE_BF16 and everything above it (AMX) contain its bits.
+  if ((isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16) return "";
+  const bool cpu_has = __builtin_cpu_supports("avx512bf16");
+  return cpu_has ? "the CPU has AVX512_BF16 but ONEDNN_MAX_CPU_ISA limits oneDNN below AVX512_CORE_BF16; unset it"
+                 : "this CPU lacks AVX512_BF16 (and AMX-BF16), the instruction set oneDNN's bf16 kernels need";
 }
 
 }  // namespace cnn

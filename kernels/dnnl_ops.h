@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/dtype.h"
 
 namespace cnn {
 
@@ -37,13 +38,27 @@ class DnnlOps {
   void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx);
   void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db);
 
+  // The same ops with activations, their gradients and the filters stored as `t` (kF32 or kBF16: oneDNN 2.6
+  // has no fp16 CPU kernels); biases and weight gradients stay fp32, the latter accumulated in fp32. bf16 runs
+  // natively only where dnnl_bf16_unsupported() is empty (otherwise oneDNN emulates it, slower than fp32).
+  void conv_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y);
+  void conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  void conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db);
+  void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y);
+  void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
+  void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw, float* db);
+
   // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
   // the bench.
-  std::string conv_impl(const ConvDesc& d);
+  std::string conv_impl(const ConvDesc& d, DType t = DType::kF32);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> p_;
 };
+
+// Empty when oneDNN runs bf16 convolution and matmul natively on this CPU (AVX512-BF16 or AMX, as limited by
+// ONEDNN_MAX_CPU_ISA); otherwise a sentence naming what is missing.
+std::string dnnl_bf16_unsupported();
 
 }  // namespace cnn

@@ -1,6 +1,7 @@
 // Element-wise ops and reductions of residual blocks, gradient accumulation and clipping (CPU reference:
 // kernels/elementwise_cpu.cpp). Grid-stride loops; the sum of
 // squares is a block reduction in double with one atomicAdd per block.
+#include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace cnn {
@@ -10,10 +11,12 @@ namespace {
 
 constexpr int kBlock = 256;
 
-__global__ void axpy_kernel(size_t n, float alpha, const float* __restrict__ x, float* __restrict__ y) {
+// T: the storage type (cuda_dtype.cuh).
+template <class T>
+__global__ void axpy_kernel(size_t n, float alpha, const T* __restrict__ x, T* __restrict__ y) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    y[i] += alpha * x[i];
+    y[i] = narrow<T>(widen(y[i]) + alpha * widen(x[i]));
 }
 
 __global__ void scale_kernel(size_t n, float alpha, float* __restrict__ x) {
@@ -44,7 +47,8 @@ struct PadGeom {
 };
 
 // y[n,p,q,k'] = x[n, p*stride, q*stride, k'] for k' < c, else 0.
-__global__ void shortcut_pad_forward_kernel(PadGeom g, const float* __restrict__ x, float* __restrict__ y) {
+template <class T>
+__global__ void shortcut_pad_forward_kernel(PadGeom g, const T* __restrict__ x, T* __restrict__ y) {
   const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.k;
   for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -52,12 +56,14 @@ __global__ void shortcut_pad_forward_kernel(PadGeom g, const float* __restrict__
     const size_t npq = o / g.k;
     const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
     const int n = static_cast<int>(npq / g.q / g.p);
-    y[o] = ch < g.c ? x[((static_cast<size_t>(n) * g.h + p * g.stride) * g.w + q * g.stride) * g.c + ch] : 0.f;
+    y[o] = ch < g.c ? x[((static_cast<size_t>(n) * g.h + p * g.stride) * g.w + q * g.stride) * g.c + ch]
+                    : narrow<T>(0.f);
   }
 }
 
 // Gathers: dx[n,h,w,c] = dy[n, h/stride, w/stride, c] where the stride samples (h, w), else 0.
-__global__ void shortcut_pad_backward_kernel(PadGeom g, const float* __restrict__ dy, float* __restrict__ dx) {
+template <class T>
+__global__ void shortcut_pad_backward_kernel(PadGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
   const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -66,7 +72,8 @@ __global__ void shortcut_pad_backward_kernel(PadGeom g, const float* __restrict_
     const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
     const int n = static_cast<int>(nhw / g.w / g.h);
     const bool sampled = h % g.stride == 0 && w % g.stride == 0;
-    dx[i] = sampled ? dy[((static_cast<size_t>(n) * g.p + h / g.stride) * g.q + w / g.stride) * g.k + ch] : 0.f;
+    dx[i] = sampled ? dy[((static_cast<size_t>(n) * g.p + h / g.stride) * g.q + w / g.stride) * g.k + ch]
+                    : narrow<T>(0.f);
   }
 }
 
@@ -74,10 +81,34 @@ PadGeom pad_geom(int n, int h, int w, int c, int stride, int k) {
   return {n, h, w, c, stride, k, (h + stride - 1) / stride, (w + stride - 1) / stride};
 }
 
+template <class T>
+cudaError_t axpy_t(size_t n, float alpha, const T* d_x, T* d_y, cudaStream_t stream) {
+  auto* kernel = &axpy_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x, d_y);
+}
+
+template <class T>
+cudaError_t shortcut_pad_forward_t(int n, int h, int w, int c, int stride, int k, const T* d_x, T* d_y,
+                                   cudaStream_t stream) {
+  const PadGeom g = pad_geom(n, h, w, c, stride, k);
+  const size_t total = static_cast<size_t>(n) * g.p * g.q * k;
+  auto* kernel = &shortcut_pad_forward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_x, d_y);
+}
+
+template <class T>
+cudaError_t shortcut_pad_backward_t(int n, int h, int w, int c, int stride, int k, const T* d_dy, T* d_dx,
+                                    cudaStream_t stream) {
+  const PadGeom g = pad_geom(n, h, w, c, stride, k);
+  const size_t total = static_cast<size_t>(n) * h * w * c;
+  auto* kernel = &shortcut_pad_backward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_dy, d_dx);
+}
+
 }  // namespace
 
 cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream) {
-  return CNN_LAUNCH(axpy_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x, d_y);
+  return axpy_t(n, alpha, d_x, d_y, stream);
 }
 
 cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream) {
@@ -90,17 +121,36 @@ cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStre
 
 cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
                                       cudaStream_t stream) {
-  const PadGeom g = pad_geom(n, h, w, c, stride, k);
-  const size_t total = static_cast<size_t>(n) * g.p * g.q * k;
-  return CNN_LAUNCH(shortcut_pad_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_x, d_y);
+  return shortcut_pad_forward_t(n, h, w, c, stride, k, d_x, d_y, stream);
 }
 
 cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
                                        cudaStream_t stream) {
-  const PadGeom g = pad_geom(n, h, w, c, stride, k);
-  const size_t total = static_cast<size_t>(n) * h * w * c;
-  return CNN_LAUNCH(shortcut_pad_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_dy,
-                    d_dx);
+  return shortcut_pad_backward_t(n, h, w, c, stride, k, d_dy, d_dx, stream);
+}
+
+cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return axpy_t(n, alpha, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
+  });
+}
+
+cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
+                                      void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return shortcut_pad_forward_t(n, h, w, c, stride, k, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
+  });
+}
+
+cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
+                                       void* d_dx, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return shortcut_pad_backward_t(n, h, w, c, stride, k, static_cast<const T*>(d_dy), static_cast<T*>(d_dx),
+                                   stream);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

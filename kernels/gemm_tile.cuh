@@ -11,10 +11,12 @@
 //   Inner inner(int k) const;                  once per thread and k-tile: every load of a thread in one
 //                                              k-tile has the same k (the tile loads keep k = tid % 16)
 //   float at(const Outer&, const Inner&) const;
+//   using Storage = T;                         the element type in memory: float, or a 16-bit type that at()
+//                                              widens (cuda_dtype.cuh); gemm_wmma.cuh picks the kernel by it
 // so the divisions that turn a flat index into (n, p, q) or (r, s, c) run once per row and once per k-tile
 // instead of once per element, and use precomputed reciprocals (FastDiv) instead of the division sequence.
 #pragma once
-#include "kernels/cuda_common.h"
+#include "kernels/cuda_dtype.cuh"
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -50,6 +52,45 @@ struct FastDiv {
   }
 };
 
+// The tile loads of one thread, shared by the SIMT and tensor-core GEMM kernels: load i goes to operand row
+// mm_i = (tid + i * kTileThreads) / kTileK, inner index kk = tid % kTileK (k runs fastest across threads: it is
+// the contiguous index of NHWC patches and row-major operands), so every load of a thread in one k-tile has
+// the same k. The rows' address parts are resolved once, before the k loop.
+template <class LoadA, class LoadB>
+struct TileLoads {
+  typename LoadA::Outer a_row[kLoadsPerThread];
+  typename LoadB::Outer b_row[kLoadsPerThread];
+  bool a_in[kLoadsPerThread], b_in[kLoadsPerThread];
+  int kk;
+
+  __device__ TileLoads(const LoadA& load_a, const LoadB& load_b, int tid, int m0, int n0, int M, int N)
+      : kk(tid % kTileK) {
+CNN_UNROLL
+    for (int i = 0; i < kLoadsPerThread; ++i) {
+      const int mm = row(tid, i);
+      a_in[i] = m0 + mm < M;
+      b_in[i] = n0 + mm < N;
+      a_row[i] = load_a.outer(a_in[i] ? m0 + mm : 0);
+      b_row[i] = load_b.outer(b_in[i] ? n0 + mm : 0);
+    }
+  }
+  __device__ static int row(int tid, int i) { return (tid + i * kTileThreads) / kTileK; }
+  // put(mm, kk, a, b) for each load of k-tile kt: A(m0 + mm, kt + kk) and B(kt + kk, n0 + mm), zero outside
+  // the matrices and past k_end.
+  template <class Put>
+  __device__ void load(const LoadA& load_a, const LoadB& load_b, int tid, int kt, int k_begin, int k_end,
+                       Put put) const {
+    const int k = kt + kk;
+    const bool k_in = k < k_end;
+    const typename LoadA::Inner a_k = load_a.inner(k_in ? k : k_begin);
+    const typename LoadB::Inner b_k = load_b.inner(k_in ? k : k_begin);
+CNN_UNROLL
+    for (int i = 0; i < kLoadsPerThread; ++i)
+      put(row(tid, i), kk, (k_in && a_in[i]) ? load_a.at(a_row[i], a_k) : 0.f,
+          (k_in && b_in[i]) ? load_b.at(b_row[i], b_k) : 0.f);
+  }
+};
+
 // 64x64 output tile per block of 256 threads, 4x4 accumulators per thread. A thread's rows and columns are
 // strided by 16 so that the 16 threads of a row group read 16 consecutive shared words (no bank conflicts)
 // and each A value is a broadcast. The +4 padding keeps the transposed tile stores off a single bank.
@@ -64,34 +105,15 @@ __global__ void __launch_bounds__(kTileThreads)
   const int m0 = blockIdx.x * kTileM, n0 = blockIdx.y * kTileN;
   const int k_begin = blockIdx.z * k_chunk;
   const int k_end = min(K, k_begin + k_chunk);
-  // Tile load i of this thread: shared row kk, column mm (k runs fastest across threads: it is the contiguous
-  // index of NHWC patches and row-major operands).
-  const int kk = tid % kTileK;
-  typename LoadA::Outer a_row[kLoadsPerThread];
-  typename LoadB::Outer b_row[kLoadsPerThread];
-  bool a_in[kLoadsPerThread], b_in[kLoadsPerThread];
-CNN_UNROLL
-  for (int i = 0; i < kLoadsPerThread; ++i) {
-    const int mm = (tid + i * kTileThreads) / kTileK;
-    a_in[i] = m0 + mm < M;
-    b_in[i] = n0 + mm < N;
-    a_row[i] = load_a.outer(a_in[i] ? m0 + mm : 0);
-    b_row[i] = load_b.outer(b_in[i] ? n0 + mm : 0);
-  }
+  const TileLoads<LoadA, LoadB> loads(load_a, load_b, tid, m0, n0, M, N);
   float acc[4][4];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
   for (int kt = k_begin; kt < k_end; kt += kTileK) {
-    const int k = kt + kk;
-    const bool k_in = k < k_end;
-    const typename LoadA::Inner a_k = load_a.inner(k_in ? k : k_begin);
-    const typename LoadB::Inner b_k = load_b.inner(k_in ? k : k_begin);
-CNN_UNROLL
-    for (int i = 0; i < kLoadsPerThread; ++i) {
-      const int mm = (tid + i * kTileThreads) / kTileK;
-      a_tile[kk][mm] = (k_in && a_in[i]) ? load_a.at(a_row[i], a_k) : 0.f;
-      b_tile[kk][mm] = (k_in && b_in[i]) ? load_b.at(b_row[i], b_k) : 0.f;
-    }
+    loads.load(load_a, load_b, tid, kt, k_begin, k_end, [&](int mm, int kk, float a, float b) {
+      a_tile[kk][mm] = a;
+      b_tile[kk][mm] = b;
+    });
     __syncthreads();
 CNN_UNROLL
     for (int q = 0; q < kTileK; ++q) {
@@ -117,37 +139,48 @@ CNN_UNROLL
     }
 }
 
-// Plain matrix operands of a row-major matrix p with leading dimension ld:
+// Plain matrix operands of a row-major matrix p with leading dimension ld, elements of type T:
 // MatRows: element (outer o, inner k) = p[o * ld + k]  (the reduction runs along a row);
 // MatCols: element (outer o, inner k) = p[k * ld + o]  (the reduction runs down a column).
+template <class T>
 struct MatRows {
-  const float* p;
+  const T* p;
   int ld;
-  using Outer = const float*;
+  using Storage = T;
+  using Outer = const T*;
   using Inner = int;
   __device__ Outer outer(int o) const { return p + static_cast<size_t>(o) * ld; }
   __device__ Inner inner(int k) const { return k; }
-  __device__ float at(Outer row, Inner k) const { return row[k]; }
+  __device__ float at(Outer row, Inner k) const { return widen(row[k]); }
 };
+template <class T>
+MatRows(const T*, int) -> MatRows<T>;
+template <class T>
 struct MatCols {
-  const float* p;
+  const T* p;
   int ld;
-  using Outer = const float*;
+  using Storage = T;
+  using Outer = const T*;
   using Inner = size_t;
   __device__ Outer outer(int o) const { return p + o; }
   __device__ Inner inner(int k) const { return static_cast<size_t>(k) * ld; }
-  __device__ float at(Outer col, Inner off) const { return col[off]; }
+  __device__ float at(Outer col, Inner off) const { return widen(col[off]); }
 };
+template <class T>
+MatCols(const T*, int) -> MatCols<T>;
 
-// y[m, n] = acc + bias[n] (bias nullable).
+// y[m, n] = acc + bias[n] (bias nullable, fp32), rounded once to y's type.
+template <class T>
 struct StoreBias {
-  float* y;
+  T* y;
   int ld;
   const float* bias;
   __device__ void operator()(int m, int n, float acc) const {
-    y[static_cast<size_t>(m) * ld + n] = acc + (bias ? bias[n] : 0.f);
+    y[static_cast<size_t>(m) * ld + n] = narrow<T>(acc + (bias ? bias[n] : 0.f));
   }
 };
+template <class T>
+StoreBias(T*, int, const float*) -> StoreBias<T>;
 // y[m, n] += acc, atomically: several split-K blocks add to the same element.
 struct StoreAccumulate {
   float* y;

@@ -3,6 +3,7 @@
 // for the loss sum and one for the correct count.
 #include <climits>
 
+#include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace cnn {
@@ -13,9 +14,11 @@ namespace {
 constexpr int kWarps = 4;
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// T: the storage type of logits and dlogits (cuda_dtype.cuh); softmax and loss in fp32.
+template <class T>
 __global__ void __launch_bounds__(kWarps * 32)
-    softmax_xent_kernel(int n, int classes, const float* __restrict__ logits, const int32_t* __restrict__ labels,
-                        float eps, float scale, float* __restrict__ dlogits, double* __restrict__ loss_sum,
+    softmax_xent_kernel(int n, int classes, const T* __restrict__ logits, const int32_t* __restrict__ labels,
+                        float eps, float scale, T* __restrict__ dlogits, double* __restrict__ loss_sum,
                         unsigned long long* __restrict__ correct) {
   CNN_SHARED(double, warp_loss, [kWarps]);
   CNN_SHARED(unsigned, warp_correct, [kWarps]);
@@ -25,12 +28,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   unsigned my_correct = 0;
   // The row loop is warp-uniform, so full-mask shuffles inside it are legal.
   for (int row = blockIdx.x * kWarps + warp; row < n; row += gridDim.x * kWarps) {
-    const float* z = logits + static_cast<size_t>(row) * classes;
+    const T* z = logits + static_cast<size_t>(row) * classes;
     float best = -INFINITY;
     int arg = INT_MAX;
     for (int j = lane; j < classes; j += 32)
-      if (arg == INT_MAX || z[j] > best) {
-        best = z[j];
+      if (arg == INT_MAX || widen(z[j]) > best) {
+        best = widen(z[j]);
         arg = j;
       }
     // Arg-max across lanes, lowest index on ties: the CPU reference's "first maximum".
@@ -43,7 +46,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     float sum = 0.f;
-    for (int j = lane; j < classes; j += 32) sum += expf(z[j] - best);
+    for (int j = lane; j < classes; j += 32) sum += expf(widen(z[j]) - best);
     for (int m = 16; m > 0; m >>= 1) sum += __shfl_xor_sync(kFullMask, sum, m);
     const float lse = best + logf(sum);
     const int y = labels[row];
@@ -51,8 +54,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     float loss = 0.f;
     for (int j = lane; j < classes; j += 32) {
       const float t = j == y ? on : off;
-      loss += t * (lse - z[j]);
-      if (dlogits) dlogits[static_cast<size_t>(row) * classes + j] = scale * (expf(z[j] - lse) - t);
+      const float zj = widen(z[j]);
+      loss += t * (lse - zj);
+      if (dlogits) dlogits[static_cast<size_t>(row) * classes + j] = narrow<T>(scale * (expf(zj - lse) - t));
     }
     for (int m = 16; m > 0; m >>= 1) loss += __shfl_xor_sync(kFullMask, loss, m);
     my_loss += loss;
@@ -75,17 +79,34 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+template <class T>
+cudaError_t softmax_xent_t(int n, int classes, const T* d_logits, const int32_t* d_labels, float eps, float scale,
+                           T* d_dlogits, double* d_loss_sum, unsigned long long* d_correct, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  int grid = (n + kWarps - 1) / kWarps;
+  const int cap = 8 * multiprocessor_count();
+  if (grid > cap) grid = cap;
+  auto* kernel = &softmax_xent_kernel<T>;
+  return CNN_LAUNCH(kernel, reduction_blocks(grid), kWarps * 32, 0, stream, n, classes, d_logits, d_labels, eps,
+                    scale, d_dlogits, d_loss_sum, d_correct);
+}
+
 }  // namespace
 
 cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const int32_t* d_labels, float eps,
                               float scale, float* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
                               cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  int grid = (n + kWarps - 1) / kWarps;
-  const int cap = 8 * multiprocessor_count();
-  if (grid > cap) grid = cap;
-  return CNN_LAUNCH(softmax_xent_kernel, reduction_blocks(grid), kWarps * 32, 0, stream, n, classes, d_logits, d_labels, eps, scale,
-                    d_dlogits, d_loss_sum, d_correct);
+  return softmax_xent_t(n, classes, d_logits, d_labels, eps, scale, d_dlogits, d_loss_sum, d_correct, stream);
+}
+
+cudaError_t softmax_xent_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels, float eps,
+                              float scale, void* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
+                              cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return softmax_xent_t(n, classes, static_cast<const T*>(d_logits), d_labels, eps, scale, static_cast<T*>(d_dlogits),
+                          d_loss_sum, d_correct, stream);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

@@ -3,6 +3,7 @@
 // Backward passes gather rather than scatter: no atomics, no zeroing pass, the reference's summation order.
 #include <climits>
 
+#include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_ops.h"
 
 namespace cnn {
@@ -16,7 +17,9 @@ struct PoolGeom {  // PoolDesc's members as plain ints (its p()/q() are host fun
   int n, h, w, c, r, s, stride, pad, p, q;
 };
 
-__global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, bool relu, float* __restrict__ y,
+// T: the storage type of x and y (cuda_dtype.cuh); comparisons and sums in fp32.
+template <class T>
+__global__ void maxpool_forward_kernel(PoolGeom g, const T* __restrict__ x, bool relu, T* __restrict__ y,
                                        int32_t* __restrict__ argmax) {
   const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
   for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
@@ -35,13 +38,14 @@ __global__ void maxpool_forward_kernel(PoolGeom g, const float* __restrict__ x, 
         if (w < 0 || w >= g.w) continue;
         const int32_t i = static_cast<int32_t>(((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c);
         // As in the CPU reference: first maximum wins ties, and a NaN wins so that it propagates.
-        if (at < 0 || !(x[i] <= best)) {
-          best = x[i];
+        const float v = widen(x[i]);
+        if (at < 0 || !(v <= best)) {
+          best = v;
           at = i;
         }
       }
     }
-    y[o] = relu && !(best > 0.f) ? 0.f : best;
+    y[o] = narrow<T>(relu && !(best > 0.f) ? 0.f : best);
     argmax[o] = at;
   }
 }
@@ -67,8 +71,9 @@ __device__ __forceinline__ Windows windows_of(const PoolGeom& g, size_t i) {
 
 // dx[i] = sum of dy over the windows containing input i whose winner was i (and whose relu_y > 0 when
 // given), in (p, q) order.
-__global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, const float* __restrict__ relu_y,
-                                        const int32_t* __restrict__ argmax, float* __restrict__ dx) {
+template <class T>
+__global__ void maxpool_backward_kernel(PoolGeom g, const T* __restrict__ dy, const T* __restrict__ relu_y,
+                                        const int32_t* __restrict__ argmax, T* __restrict__ dx) {
   const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -77,15 +82,16 @@ __global__ void maxpool_backward_kernel(PoolGeom g, const float* __restrict__ dy
     for (int p = win.p_lo; p <= win.p_hi; ++p)
       for (int q = win.q_lo; q <= win.q_hi; ++q) {
         const size_t o = ((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c;
-        if (argmax[o] == static_cast<int32_t>(i) && (!relu_y || relu_y[o] > 0.f)) acc += dy[o];
+        if (argmax[o] == static_cast<int32_t>(i) && (!relu_y || widen(relu_y[o]) > 0.f)) acc += widen(dy[o]);
       }
-    dx[i] = acc;
+    dx[i] = narrow<T>(acc);
   }
 }
 
 // Average over the in-bounds taps (padding excluded from the count), in the reference's order: sum, then
 // multiply by 1/taps.
-__global__ void avgpool_forward_kernel(PoolGeom g, const float* __restrict__ x, float* __restrict__ y) {
+template <class T>
+__global__ void avgpool_forward_kernel(PoolGeom g, const T* __restrict__ x, T* __restrict__ y) {
   const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
   for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
        o += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -101,11 +107,11 @@ __global__ void avgpool_forward_kernel(PoolGeom g, const float* __restrict__ x, 
       for (int s = 0; s < g.s; ++s) {
         const int w = q * g.stride - g.pad + s;
         if (w < 0 || w >= g.w) continue;
-        acc += x[((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c];
+        acc += widen(x[((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c]);
         ++taps;
       }
     }
-    y[o] = acc * (taps ? 1.0f / taps : 0.f);
+    y[o] = narrow<T>(acc * (taps ? 1.0f / taps : 0.f));
   }
 }
 
@@ -117,7 +123,8 @@ __device__ __forceinline__ int window_taps(const PoolGeom& g, int p, int q) {
 }
 
 // dx[i] = sum over the windows containing input i of dy / taps, gathered in (p, q) order like the reference.
-__global__ void avgpool_backward_kernel(PoolGeom g, const float* __restrict__ dy, float* __restrict__ dx) {
+template <class T>
+__global__ void avgpool_backward_kernel(PoolGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
   const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -125,38 +132,93 @@ __global__ void avgpool_backward_kernel(PoolGeom g, const float* __restrict__ dy
     float acc = 0.f;
     for (int p = win.p_lo; p <= win.p_hi; ++p)
       for (int q = win.q_lo; q <= win.q_hi; ++q)
-        acc += dy[((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c] * (1.0f / window_taps(g, p, q));
-    dx[i] = acc;
+        acc += widen(dy[((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c]) *
+               (1.0f / window_taps(g, p, q));
+    dx[i] = narrow<T>(acc);
   }
 }
 
 PoolGeom geom(const PoolDesc& d) { return {d.n, d.h, d.w, d.c, d.r, d.s, d.stride, d.pad, d.p(), d.q()}; }
+size_t out_size(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.c; }
+size_t in_size(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
+
+template <class T>
+cudaError_t maxpool_forward_t(const PoolDesc& d, const T* d_x, bool relu, T* d_y, int32_t* d_argmax,
+                              cudaStream_t stream) {
+  auto* kernel = &maxpool_forward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(out_size(d), kBlock), kBlock, 0, stream, geom(d), d_x, relu, d_y,
+                    d_argmax);
+}
+
+template <class T>
+cudaError_t maxpool_backward_t(const PoolDesc& d, const T* d_dy, const T* d_relu_y, const int32_t* d_argmax, T* d_dx,
+                               cudaStream_t stream) {
+  auto* kernel = &maxpool_backward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(in_size(d), kBlock), kBlock, 0, stream, geom(d), d_dy, d_relu_y,
+                    d_argmax, d_dx);
+}
+
+template <class T>
+cudaError_t avgpool_forward_t(const PoolDesc& d, const T* d_x, T* d_y, cudaStream_t stream) {
+  auto* kernel = &avgpool_forward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(out_size(d), kBlock), kBlock, 0, stream, geom(d), d_x, d_y);
+}
+
+template <class T>
+cudaError_t avgpool_backward_t(const PoolDesc& d, const T* d_dy, T* d_dx, cudaStream_t stream) {
+  auto* kernel = &avgpool_backward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(in_size(d), kBlock), kBlock, 0, stream, geom(d), d_dy, d_dx);
+}
 
 }  // namespace
 
 cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, bool relu, float* d_y, int32_t* d_argmax,
                                  cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
-  return CNN_LAUNCH(maxpool_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_x, relu,
-                    d_y, d_argmax);
+  return maxpool_forward_t(d, d_x, relu, d_y, d_argmax, stream);
 }
 
 cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const float* d_relu_y,
                                   const int32_t* d_argmax, float* d_dx, cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(d.n) * d.h * d.w * d.c;
-  return CNN_LAUNCH(maxpool_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_dy,
-                    d_relu_y, d_argmax, d_dx);
+  return maxpool_backward_t(d, d_dy, d_relu_y, d_argmax, d_dx, stream);
 }
 
 cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
-  return CNN_LAUNCH(avgpool_forward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_x, d_y);
+  return avgpool_forward_t(d, d_x, d_y, stream);
 }
 
 cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream) {
-  const size_t total = static_cast<size_t>(d.n) * d.h * d.w * d.c;
-  return CNN_LAUNCH(avgpool_backward_kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, geom(d), d_dy,
-                    d_dx);
+  return avgpool_backward_t(d, d_dy, d_dx, stream);
+}
+
+cudaError_t maxpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, bool relu, void* d_y,
+                                 int32_t* d_argmax, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return maxpool_forward_t(d, static_cast<const T*>(d_x), relu, static_cast<T*>(d_y), d_argmax, stream);
+  });
+}
+
+cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, const void* d_relu_y,
+                                  const int32_t* d_argmax, void* d_dx, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return maxpool_backward_t(d, static_cast<const T*>(d_dy), static_cast<const T*>(d_relu_y), d_argmax,
+                              static_cast<T*>(d_dx), stream);
+  });
+}
+
+cudaError_t avgpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return avgpool_forward_t(d, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
+  });
+}
+
+cudaError_t avgpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, void* d_dx, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return avgpool_backward_t(d, static_cast<const T*>(d_dy), static_cast<T*>(d_dx), stream);
+  });
 }
 
 }  // namespace CNN_CUDA_NS

@@ -5,13 +5,15 @@
 
 #include "kernels/algo_select.h"
 #include "kernels/cuda_arena.h"
+#include "kernels/dtype.h"
 
 namespace cnn {
 namespace gpu {
 
-// The element type of a vendor-library problem; part of every cache key, so lower-precision paths can be
-// added beside fp32 without touching the cache logic.
-enum class VendorType { kF32 = 0 };
+// The element type of a vendor-library problem's activations and filters (cnn::DType's values); part of every
+// cache key.
+enum class VendorType { kF32 = 0, kBF16 = 1, kF16 = 2 };
+inline VendorType vendor_type(DType t) { return static_cast<VendorType>(static_cast<int>(t)); }
 
 struct VendorContext {
   cudaStream_t stream = nullptr;

@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #define CNN_SIMT_EMULATED 0
 #define CNN_SHARED(type, name, dims) __shared__ type name dims

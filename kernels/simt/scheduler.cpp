@@ -91,6 +91,7 @@ const char* op_name(WarpOp op) {
     case WarpOp::kBallot: return "__ballot_sync";
     case WarpOp::kAny: return "__any_sync";
     case WarpOp::kAll: return "__all_sync";
+    case WarpOp::kMatrix: return "wmma::*_sync";
   }
   return "?";
 }
@@ -121,6 +122,7 @@ class Engine {
   uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line);
   void* shared_static(const void* key, size_t bytes, size_t align, const char* file, int line);
   void* dynamic_shared(const char* file, int line);
+  [[noreturn]] void kernel_fault(cudaError_t code, std::string message) { fault_in_fiber(code, std::move(message)); }
   uint64_t switches() const { return switches_; }
 
  private:
@@ -515,6 +517,7 @@ void Engine::finish_warp_op(unsigned base, unsigned mask) {
     }
     switch (l.op) {
       case WarpOp::kSyncwarp: l.result = 0; break;
+      case WarpOp::kMatrix: l.result = lanes_[base + __builtin_ctz(mask)].value; break;  // lane 0's call site
       case WarpOp::kBallot: l.result = ballot; break;
       case WarpOp::kAny: l.result = ballot != 0; break;
       case WarpOp::kAll: l.result = ballot == mask; break;
@@ -566,6 +569,7 @@ void* shared_static(const void* key, size_t bytes, size_t align, const char* fil
   return engine().shared_static(key, bytes, align, file, line);
 }
 void* dynamic_shared(const char* file, int line) { return engine().dynamic_shared(file, line); }
+void kernel_fault(cudaError_t code, const std::string& message) { engine().kernel_fault(code, message); }
 
 cudaError_t launch(const void* kernel, Invoker invoke, std::shared_ptr<const void> pack, dim3 grid, dim3 block,
                    size_t shmem, cudaStream_t stream, const LaunchSite& site) {

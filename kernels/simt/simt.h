@@ -81,12 +81,16 @@ struct ThreadCtx {
 inline thread_local const ThreadCtx* t_ctx = nullptr;
 
 enum class BarrierKind { kSync, kCount, kAnd, kOr };
-enum class WarpOp { kSyncwarp, kShfl, kShflUp, kShflDown, kShflXor, kBallot, kAny, kAll };
+// kMatrix: the rendezvous every nvcuda::wmma call starts with (simt_wmma.h).
+enum class WarpOp { kSyncwarp, kShfl, kShflUp, kShflDown, kShflXor, kBallot, kAny, kAll, kMatrix };
 
 int block_barrier(BarrierKind kind, int pred, const char* file, int line);
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line);
 void* shared_static(const void* key, size_t bytes, size_t align, const char* file, int line);
 void* dynamic_shared(const char* file, int line);
+// Stops the running block with a kernel fault (reported like the emulator's own checks); for checks made by
+// emulated CUDA APIs such as wmma's alignment rules.
+[[noreturn]] void kernel_fault(cudaError_t code, const std::string& message);
 
 template <typename T>
 uint64_t to_bits(T v) {
@@ -221,3 +225,6 @@ inline int __all_sync(unsigned mask, int pred, CNN_SIMT_SITE) {
   using namespace ::simt::detail;
   return static_cast<int>(warp_op(WarpOp::kAll, mask, pred != 0, 0, warpSize, file, line));
 }
+
+// nvcuda::wmma, built on the warp rendezvous above.
+#include "kernels/simt/simt_wmma.h"

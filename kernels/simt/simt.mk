@@ -1,6 +1,6 @@
 # SIMT emulator (kernels/simt/): library, tests, benchmark, and the nvcc build check of a sample kernel.
 #   make test-simt         build and run build/tests/simt_tests (also part of `make test`)
-#   make simt-nvcc-check   compile tests/simt/test_kernels.cu with nvcc for sm_80 and sm_90 (if nvcc exists)
+#   make simt-nvcc-check   compile tests/simt/{test,wmma}_kernels.cu with nvcc for sm_80 and sm_90 (if nvcc exists)
 #   make test-simt-asan    the same tests built with AddressSanitizer in $(BUILD)/asan (also part of `make
 #                          test`): out-of-bounds accesses to device memory in kernels are reported by line
 #   make simt-bench        fiber switch rate, asm context switch vs ucontext
@@ -17,7 +17,6 @@ SIMT_TEST_OBJS := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/simt/*_test
 
 NVCC ?= nvcc
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
-SIMT_NVCC_SAMPLE := tests/simt/test_kernels.cu
 
 # A .cu file built by the host compiler: without __CUDACC__, kernels/simt/cuda_compat.h selects the emulator.
 $(BUILD)/obj/%.emu.o: %.cu
@@ -48,17 +47,19 @@ test-simt-asan:
 simt-bench: $(SIMT_BENCH)
 	$(SIMT_BENCH)
 
-# Compile only (nothing can run without a GPU); the ptxas report (registers, spills) is kept next to the object.
-SIMT_PTXAS_LOG = $(BUILD)/nvcc/tests/simt/test_kernels.ptxas.txt
+# Compile only (nothing can run without a GPU); the ptxas report (registers, spills) is kept next to each object.
+SIMT_NVCC_SAMPLES := tests/simt/test_kernels.cu tests/simt/wmma_kernels.cu
 simt-nvcc-check:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "simt-nvcc-check: $(NVCC) not found, skipped"; exit 0; fi; \
 	mkdir -p $(BUILD)/nvcc/tests/simt && \
-	$(NVCC) -std=c++17 -I. $(NVCC_GENCODE) -Xptxas -v -c $(SIMT_NVCC_SAMPLE) \
-	  -o $(BUILD)/nvcc/tests/simt/test_kernels.o 2> $(SIMT_PTXAS_LOG) || \
-	  { cat $(SIMT_PTXAS_LOG); exit 1; }; \
-	echo "simt-nvcc-check: $(SIMT_NVCC_SAMPLE) builds for sm_80 and sm_90;" \
-	  "$$(grep -c 'bytes spill stores' $(SIMT_PTXAS_LOG)) ptxas reports," \
-	  "$$(grep -E '[1-9][0-9]* bytes spill (stores|loads)' $(SIMT_PTXAS_LOG) | wc -l) with spills"
+	for f in $(SIMT_NVCC_SAMPLES); do \
+	  log=$(BUILD)/nvcc/$${f%.cu}.ptxas.txt; \
+	  $(NVCC) -std=c++17 -I. $(NVCC_GENCODE) -Xptxas -v -c $$f -o $(BUILD)/nvcc/$${f%.cu}.o 2> $$log || \
+	    { cat $$log; exit 1; }; \
+	  echo "simt-nvcc-check: $$f builds for sm_80 and sm_90;" \
+	    "$$(grep -c 'bytes spill stores' $$log) ptxas reports," \
+	    "$$(grep -E '[1-9][0-9]* bytes spill (stores|loads)' $$log | wc -l) with spills"; \
+	done
 
 TEST_BUILDS += $(SIMT_TEST)
 TEST_RUNS += test-simt test-simt-asan simt-nvcc-check

@@ -219,6 +219,10 @@ void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
   ints("samples_seen", m.samples_seen);
   ints("seed", static_cast<long long>(m.seed));
   write_attr(v, file, "loss_scale", [&] { h5_write_attr_floats(file, "loss_scale", {m.loss_scale}); });
+  str("precision", m.precision);
+  ints("loss_scale_growth", m.loss_scale_growth);
+  ints("skipped_steps", m.skipped_steps);
+  ints("optimizer_steps", m.optimizer_steps);
   ints("world_size", m.world_size);
   str("model", m.model);
   str("optimizer", m.optimizer);
@@ -255,6 +259,14 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   m.world_size = static_cast<int>(world);
   std::vector<double> ls;
   if (h5_read_attr_floats(file, "loss_scale", ls) && ls.size() == 1) m.loss_scale = ls[0];
+  // Optional: checkpoints written before mixed precision lack these and keep the defaults.
+  auto get_optional_int = [&](const char* name, int64_t& out) {
+    std::vector<long long> x;
+    if (h5_read_attr_ints(file, name, x) && x.size() == 1) out = x[0];
+  };
+  get_optional_int("loss_scale_growth", m.loss_scale_growth);
+  get_optional_int("skipped_steps", m.skipped_steps);
+  get_optional_int("optimizer_steps", m.optimizer_steps);
   std::vector<std::string> s;
   auto get_str = [&](const char* name, std::string& out) {
     if (h5_read_attr_strings(file, name, s) && s.size() == 1) out = s[0];
@@ -263,6 +275,7 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   get_str("optimizer", m.optimizer);
   get_str("config", m.config);
   get_str("version", m.version);
+  get_str("precision", m.precision);
   return true;
 }
 

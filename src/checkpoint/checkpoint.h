@@ -8,7 +8,9 @@
 //   /buffers/<layer>.<name>              float32, non-trained state (batch-norm running mean/var)
 //   /optimizer/<state>/<layer>.<param>   float32, same shape (e.g. momentum)
 //   root attributes: format_version, step, epoch, step_in_epoch, global_batch, samples_seen, seed,
-//   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version
+//   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version; and, optional
+//   (absent from checkpoints written before mixed precision, which still load): precision,
+//   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -26,6 +28,11 @@ struct CheckpointMeta {
   int64_t samples_seen = 0;
   uint64_t seed = 0;
   double loss_scale = 1.0;
+  // Mixed precision (docs/mixed_precision.md). Parameters and optimizer state are fp32 in every precision.
+  std::string precision;           // "fp32", "bf16", "fp16"; empty: not stored (an older checkpoint)
+  int64_t loss_scale_growth = 0;   // the fp16 loss scaler's consecutive finite steps
+  int64_t skipped_steps = 0;       // optimizer steps the loss scaler skipped
+  int64_t optimizer_steps = -1;    // updates applied (AdamW's step count); -1: not stored, i.e. equal to step
   int world_size = 0;
   std::string model, optimizer, config, version;
 };

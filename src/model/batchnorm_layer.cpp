@@ -32,6 +32,9 @@ class BatchNorm : public BatchNormJoin {
                      relu_ ? " + relu" : "");
   }
   Dims setup(const Dims& in) override {
+    if (o_.sync && dt_ != DType::kF32)
+      raise(kExitUsage, "layer %s: synchronised batch norm runs on fp32 activations only, not %s", name_.c_str(),
+            dtype_name(dt_));
     in_ = in;
     c_ = in.c;
     return in;
@@ -73,65 +76,72 @@ class BatchNorm : public BatchNormJoin {
     }
   }
   void set_batch(const BatchContext& ctx) override { comm_ = ctx.comm; }
-  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+  void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     run_forward(be, x, nullptr, relu_, y, n, train);
   }
-  void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
     run_backward(be, x, y, dy, relu_, dx, nullptr, n);
   }
-  void forward_join(Backend& be, const float* x, const float* z, float* y, int n, bool train) override {
+  void forward_join(Backend& be, const void* x, const void* z, void* y, int n, bool train) override {
     run_forward(be, x, z, true, y, n, train);
   }
-  void backward_join(Backend& be, const float* x, const float* y, const float* dy, float* dx, float* dz,
+  void backward_join(Backend& be, const void* x, const void* y, const void* dy, void* dx, void* dz,
                      int n) override {
     run_backward(be, x, y, dy, true, dx, dz, n);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
 
  private:
+  static const void* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+  static void* at(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
   int group_of(int n) const {
     if (o_.group <= 0) return n;
     CNN_CHECK(n % o_.group == 0, "layer %s: %d samples are not a multiple of the batch-norm group %d",
               name_.c_str(), n, o_.group);
     return o_.group;
   }
-  void run_forward(Backend& be, const float* x, const float* z, bool relu, float* y, int n, bool train) {
+  // The synchronised path is fp32 only (setup refuses it otherwise), hence the casts in it.
+  void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, bool train) {
     be.set_label(name_.c_str());
     if (!train) {
-      be.batchnorm_forward_infer(n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+      batchnorm_forward_infer(be, dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
       return;
     }
     if (o_.sync) {
       const int rows = n * in_.h * in_.w;
-      be.batchnorm_stats(rows, c_, x, stats_);
+      const float* x32 = static_cast<const float*>(x);
+      float* y32 = static_cast<float*>(y);
+      be.batchnorm_stats(rows, c_, x32, stats_);
       if (comm_) comm_->allreduce_sum(stats_, 2 * c_ + 1, name_ + " batch-norm statistics");
-      be.batchnorm_forward_from_stats(rows, c_, x, stats_, gamma_, beta_, o_.eps, o_.momentum, y, save_mean_,
+      be.batchnorm_forward_from_stats(rows, c_, x32, stats_, gamma_, beta_, o_.eps, o_.momentum, y32, save_mean_,
                                       save_invstd_, rmean_, rvar_);
       const size_t count = static_cast<size_t>(n) * in_.size();
-      if (z) be.axpy(count, 1.f, z, y);
-      if (relu) be.relu_forward(count, y, y);
+      if (z) be.axpy(count, 1.f, static_cast<const float*>(z), y32);
+      if (relu) be.relu_forward(count, y32, y32);
       return;
     }
     const int g = group_of(n);
-    const size_t stride = static_cast<size_t>(g) * in_.size();
+    const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
     for (int i = 0; i < n / g; ++i)
-      be.batchnorm_forward_train(g * in_.h * in_.w, c_, x + i * stride, z ? z + i * stride : nullptr, gamma_, beta_,
-                                 o_.eps, o_.momentum, relu, y + i * stride, relu ? mask_ + i * mask_words_ : nullptr,
-                                 save_mean_ + i * c_, save_invstd_ + i * c_, rmean_, rvar_);
+      batchnorm_forward_train(be, dt_, g * in_.h * in_.w, c_, at(x, i * bytes), z ? at(z, i * bytes) : nullptr,
+                              gamma_, beta_, o_.eps, o_.momentum, relu, at(y, i * bytes),
+                              relu ? mask_ + i * mask_words_ : nullptr, save_mean_ + i * c_, save_invstd_ + i * c_,
+                              rmean_, rvar_);
   }
-  void run_backward(Backend& be, const float* x, const float* y, const float* dy, bool relu, float* dx, float* dz,
+  void run_backward(Backend& be, const void* x, const void* y, const void* dy, bool relu, void* dx, void* dz,
                     int n) {
     be.set_label(name_.c_str());
     if (o_.sync) {
-      run_backward_sync(be, x, y, dy, relu, dx, dz, n);
+      run_backward_sync(be, static_cast<const float*>(x), static_cast<const float*>(y), static_cast<const float*>(dy),
+                        relu, static_cast<float*>(dx), static_cast<float*>(dz), n);
       return;
     }
     const int g = group_of(n);
-    const size_t stride = static_cast<size_t>(g) * in_.size();
+    const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();
     for (int i = 0; i < n / g; ++i)
-      be.batchnorm_backward(g * in_.h * in_.w, c_, x + i * stride, relu ? mask_ + i * mask_words_ : nullptr,
-                            dy + i * stride, gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
-                            dx ? dx + i * stride : nullptr, dz ? dz + i * stride : nullptr, dgamma_, dbeta_);
+      batchnorm_backward(be, dt_, g * in_.h * in_.w, c_, at(x, i * bytes), relu ? mask_ + i * mask_words_ : nullptr,
+                         at(dy, i * bytes), gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
+                         dx ? at(dx, i * bytes) : nullptr, dz ? at(dz, i * bytes) : nullptr, dgamma_, dbeta_);
   }
 
   // Synchronised: the statistics and the backward sums are summed over the ranks. This rank's sums give its

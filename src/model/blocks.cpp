@@ -17,7 +17,7 @@ class Chain : public Layer {
   ~Chain() override {
     subs_.clear();
     if (be_) {
-      for (float* p : acts_) be_->release(p);
+      for (void* p : acts_) be_->release(p);
       be_->release(g_[0]);
       be_->release(g_[1]);
     }
@@ -47,6 +47,18 @@ class Chain : public Layer {
       at += k;
     }
   }
+  void bind_copy(const std::vector<const void*>& p) override {
+    size_t at = 0;
+    for (auto& l : subs_) {
+      const size_t k = l->param_specs().size();
+      l->bind_copy({p.begin() + at, p.begin() + at + k});
+      at += k;
+    }
+  }
+  void set_dtype(DType t) override {
+    Layer::set_dtype(t);
+    for (auto& l : subs_) l->set_dtype(t);
+  }
   void bind_buffers(const std::vector<float*>& b) override {
     size_t at = 0;
     for (auto& l : subs_) {
@@ -65,25 +77,30 @@ class Chain : public Layer {
       subs_[i]->allocate(be, max_n);
       most = std::max(most, dims_[i].size());
       // The last sub-layer writes straight into the chain's output.
-      if (i + 1 < subs_.size()) acts_.push_back(static_cast<float*>(be.alloc(sizeof(float) * dims_[i].size() * max_n)));
+      if (i + 1 < subs_.size()) acts_.push_back(alloc_per_sample(be, act_size() * dims_[i].size(), max_n));
     }
-    for (auto& g : g_) g = static_cast<float*>(be.alloc(sizeof(float) * most * max_n));
+    for (auto& g : g_) g = alloc_per_sample(be, act_size() * most, max_n);
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
-    const float* cur = x;
+  size_t bytes_per_sample() const override {
+    size_t b = Layer::bytes_per_sample();
+    for (const auto& l : subs_) b += l->bytes_per_sample();
+    return b;
+  }
+  void forward(Backend& be, const void* x, void* y, int n, bool train) override {
+    const void* cur = x;
     for (size_t i = 0; i < subs_.size(); ++i) {
-      float* out = i + 1 < subs_.size() ? acts_[i] : y;
+      void* out = i + 1 < subs_.size() ? acts_[i] : y;
       subs_[i]->forward(be, cur, out, n, train);
       cur = out;
     }
   }
-  void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
-    const float* g = dy;
+  void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
+    const void* g = dy;
     int flip = 0;
     for (size_t i = subs_.size(); i-- > 0;) {
-      const float* in = i == 0 ? x : acts_[i - 1];
-      const float* out = i + 1 < subs_.size() ? acts_[i] : y;
-      float* gin = i == 0 ? dx : g_[flip];
+      const void* in = i == 0 ? x : acts_[i - 1];
+      const void* out = i + 1 < subs_.size() ? acts_[i] : y;
+      void* gin = i == 0 ? dx : g_[flip];
       subs_[i]->backward(be, in, out, g, gin, n);
       g = gin;
       flip ^= 1;
@@ -109,8 +126,8 @@ class Chain : public Layer {
   std::vector<std::unique_ptr<Layer>> subs_;
   Dims in_;
   std::vector<Dims> dims_;
-  std::vector<float*> acts_;
-  float* g_[2] = {nullptr, nullptr};
+  std::vector<void*> acts_;
+  void* g_[2] = {nullptr, nullptr};
   Backend* be_ = nullptr;
 };
 
@@ -136,7 +153,7 @@ class Residual : public Layer {
     bn_.reset();
     proj_.reset();
     if (be_) {
-      for (float* p : {m_, dm_, s_, dz_, tmp_}) be_->release(p);
+      for (void* p : {m_, dm_, s_, dz_, tmp_}) be_->release(p);
     }
   }
   std::string describe() const override {
@@ -159,6 +176,7 @@ class Residual : public Layer {
       std::vector<std::unique_ptr<Layer>> v;
       conv_bn(v, "0", "1", out_, 1, stride_, bn_opt_, false);
       proj_ = make_chain("downsample", std::move(v));
+      proj_->set_dtype(dt_);  // created here, after the net set the block's type
     }
     Dims sd = mode_ == kProject ? proj_->setup(in)
               : mode_ == kPad   ? Dims{(in.h + stride_ - 1) / stride_, (in.w + stride_ - 1) / stride_, out_}
@@ -178,6 +196,19 @@ class Residual : public Layer {
       at += k;
     }
   }
+  void bind_copy(const std::vector<const void*>& p) override {
+    size_t at = 0;
+    for (Layer* l : parts()) {
+      const size_t k = l->param_specs().size();
+      l->bind_copy({p.begin() + at, p.begin() + at + k});
+      at += k;
+    }
+  }
+  void set_dtype(DType t) override {
+    Layer::set_dtype(t);
+    main_->set_dtype(t);
+    bn_->set_dtype(t);
+  }
   void bind_buffers(const std::vector<float*>& b) override {
     size_t at = 0;
     for (Layer* l : parts()) {
@@ -192,39 +223,44 @@ class Residual : public Layer {
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
     for (Layer* l : parts()) l->allocate(be, max_n);
-    const size_t out = out_dims_.size() * max_n;
-    m_ = static_cast<float*>(be.alloc(sizeof(float) * out));
-    dm_ = static_cast<float*>(be.alloc(sizeof(float) * out));
-    dz_ = static_cast<float*>(be.alloc(sizeof(float) * out));
+    const size_t out = act_size() * out_dims_.size();
+    m_ = alloc_per_sample(be, out, max_n);
+    dm_ = alloc_per_sample(be, out, max_n);
+    dz_ = alloc_per_sample(be, out, max_n);
     if (mode_ != kIdentity) {
-      s_ = static_cast<float*>(be.alloc(sizeof(float) * out));
-      tmp_ = static_cast<float*>(be.alloc(sizeof(float) * in_.size() * max_n));
+      s_ = alloc_per_sample(be, out, max_n);
+      tmp_ = alloc_per_sample(be, act_size() * in_.size(), max_n);
     }
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+  size_t bytes_per_sample() const override {
+    size_t b = Layer::bytes_per_sample();
+    for (Layer* l : parts()) b += l->bytes_per_sample();
+    return b;
+  }
+  void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     main_->forward(be, x, m_, n, train);
-    const float* s = x;
+    const void* s = x;
     if (mode_ == kProject) {
       proj_->forward(be, x, s_, n, train);
       s = s_;
     } else if (mode_ == kPad) {
-      be.shortcut_pad_forward(n, in_.h, in_.w, in_.c, stride_, out_, x, s_);
+      shortcut_pad_forward(be, dt_, n, in_.h, in_.w, in_.c, stride_, out_, x, s_);
       s = s_;
     }
     bn_->forward_join(be, m_, s, y, n, train);
   }
-  void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
     bn_->backward_join(be, m_, y, dy, dm_, dz_, n);
     main_->backward(be, x, m_, dm_, dx, n);
     const size_t in = in_.size() * n;
     if (mode_ == kProject) {
       proj_->backward(be, x, s_, dz_, dx ? tmp_ : nullptr, n);
-      if (dx) be.axpy(in, 1.f, tmp_, dx);
+      if (dx) axpy(be, dt_, in, 1.f, tmp_, dx);
     } else if (dx && mode_ == kPad) {
-      be.shortcut_pad_backward(n, in_.h, in_.w, in_.c, stride_, out_, dz_, tmp_);
-      be.axpy(in, 1.f, tmp_, dx);
+      shortcut_pad_backward(be, dt_, n, in_.h, in_.w, in_.c, stride_, out_, dz_, tmp_);
+      axpy(be, dt_, in, 1.f, tmp_, dx);
     } else if (dx) {
-      be.axpy(in, 1.f, dz_, dx);
+      axpy(be, dt_, in, 1.f, dz_, dx);
     }
   }
   double flops_per_sample() const override {
@@ -262,7 +298,7 @@ class Residual : public Layer {
   Mode mode_ = kIdentity;
   Dims in_, out_dims_;
   Backend* be_ = nullptr;
-  float *m_ = nullptr, *dm_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;
+  void *m_ = nullptr, *dm_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;
 };
 
 }  // namespace

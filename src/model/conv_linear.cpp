@@ -32,21 +32,22 @@ class Conv2d : public Layer {
     return v;
   }
   void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
-    w_ = p[0];
+    wc_ = p[0];  // until bind_copy: an fp32 layer reads its weights directly
     dw_ = g[0];
     b_ = o_.bias ? p[1] : nullptr;
     db_ = o_.bias ? g[1] : nullptr;
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override {
+  void bind_copy(const std::vector<const void*>& p) override { wc_ = p[0]; }
+  void forward(Backend& be, const void* x, void* y, int n, bool) override {
     be.set_label(name_.c_str());
     d_.n = n;
-    be.conv2d_forward(d_, x, w_, b_, y);
+    conv2d_forward(be, dt_, d_, x, wc_, b_, y);
   }
-  void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
     d_.n = n;
-    be.conv2d_backward_filter(d_, x, dy, dw_, db_);
-    if (dx) be.conv2d_backward_data(d_, dy, w_, dx);
+    conv2d_backward_filter(be, dt_, d_, x, dy, dw_, db_);
+    if (dx) conv2d_backward_data(be, dt_, d_, dy, wc_, dx);
   }
   double flops_per_sample() const override { return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * d_.c; }
 
@@ -54,7 +55,8 @@ class Conv2d : public Layer {
   int k_;
   ConvOptions o_;
   ConvDesc d_;
-  float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  float *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  const void* wc_ = nullptr;  // the filters in the activation type (bind_copy)
 };
 
 class Linear : public Layer {
@@ -71,26 +73,28 @@ class Linear : public Layer {
     return v;
   }
   void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
-    w_ = p[0];
+    wc_ = p[0];  // until bind_copy: an fp32 layer reads its weights directly
     dw_ = g[0];
     b_ = bias_ ? p[1] : nullptr;
     db_ = bias_ ? g[1] : nullptr;
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override {
+  void bind_copy(const std::vector<const void*>& p) override { wc_ = p[0]; }
+  void forward(Backend& be, const void* x, void* y, int n, bool) override {
     be.set_label(name_.c_str());
-    be.linear_forward(n, in_, out_, x, w_, b_, y);
+    linear_forward(be, dt_, n, in_, out_, x, wc_, b_, y);
   }
-  void backward(Backend& be, const float* x, const float*, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
-    be.linear_backward_weight(n, in_, out_, x, dy, dw_, db_);
-    if (dx) be.linear_backward_data(n, in_, out_, dy, w_, dx);
+    linear_backward_weight(be, dt_, n, in_, out_, x, dy, dw_, db_);
+    if (dx) linear_backward_data(be, dt_, n, in_, out_, dy, wc_, dx);
   }
   double flops_per_sample() const override { return 2.0 * in_ * out_; }
 
  private:
   int in_ = 0, out_;
   bool bias_;
-  float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  float *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  const void* wc_ = nullptr;  // the weights in the activation type (bind_copy)
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Layers. A layer owns views into the net's flat parameter and gradient buffers (declared through
-// param_specs(), bound by bind()) and runs its ops through a Backend. Activations are NHWC.
+// param_specs(), bound by bind()) and runs its ops through a Backend. Activations are NHWC, stored as the net's
+// activation type (fp32, bf16 or fp16: set_dtype; the ops of kernels/typed_ops.h take it), hence void*;
+// parameters and their gradients are always fp32 (docs/mixed_precision.md).
 // Non-trained state (batch-norm running statistics) lives in a third flat array, the net's "buffers"
 // (declared through buffer_specs(), bound by bind_buffers()): never in the gradient, the allreduce or the
 // optimizer; the trainer averages it across ranks before evaluation.
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/typed_ops.h"
 
 namespace cnn {
 
@@ -58,22 +61,44 @@ class Layer {
   virtual Dims setup(const Dims& in) = 0;
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   virtual void bind(const std::vector<float*>& params, const std::vector<float*>& grads) {}
+  // The parameters in the activation type, in param_specs() order, for the ops that read them in 16 bits
+  // (convolution, linear): the net's 16-bit copy, or the fp32 parameters themselves in an fp32 net (what
+  // layers use when bind_copy is never called).
+  virtual void bind_copy(const std::vector<const void*>& params) {}
+  // Storage type of activations and activation gradients; set by the net before setup().
+  virtual void set_dtype(DType t) { dt_ = t; }
+  DType dtype() const { return dt_; }
   // Non-trained state (init kZero/kOne), bound like parameters.
   virtual std::vector<ParamSpec> buffer_specs() const { return {}; }
   virtual void bind_buffers(const std::vector<float*>& buffers) {}
   // Called before forward() with the batch about to run (only layers with randomness care).
   virtual void set_batch(const BatchContext& ctx) {}
-  // Allocates per-batch scratch for up to max_n samples.
+  // Allocates per-batch scratch for up to max_n samples (through alloc_per_sample, so that it is counted).
   virtual void allocate(Backend& be, int max_n) {}
+  // Bytes of activations, activation gradients and per-sample scratch (masks, argmax) this layer allocated per
+  // sample, sub-layers included.
+  virtual size_t bytes_per_sample() const { return per_sample_bytes_; }
   // Output is the input buffer itself (reshapes such as flatten).
   virtual bool is_view() const { return false; }
-  virtual void forward(Backend& be, const float* x, float* y, int n, bool train) = 0;
+  virtual void forward(Backend& be, const void* x, void* y, int n, bool train) = 0;
   // Parameter gradients accumulate; dx is overwritten and may be null (nothing needs the input gradient).
-  virtual void backward(Backend& be, const float* x, const float* y, const float* dy, float* dx, int n) = 0;
+  virtual void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) = 0;
   virtual double flops_per_sample() const { return 0; }  // forward multiply-adds * 2
 
  protected:
+  // be.alloc of max_n samples of `per_sample` bytes, counted in bytes_per_sample().
+  void* alloc_per_sample(Backend& be, size_t per_sample, int max_n) {
+    per_sample_bytes_ += per_sample;
+    return be.alloc(per_sample * static_cast<size_t>(max_n));
+  }
+  // Bytes of one element of an activation.
+  size_t act_size() const { return dtype_size(dt_); }
+
   std::string name_;
+  DType dt_ = DType::kF32;
+
+ private:
+  size_t per_sample_bytes_ = 0;
 };
 
 struct ConvOptions {
@@ -97,7 +122,8 @@ struct BnOptions {
   // (micro-)batch. A fixed group makes training independent of the rank count (exact resharded resume).
   int group = 0;
   // Synchronised: training statistics over the whole global batch, the per-channel sums added up across the
-  // ranks of BatchContext::comm in forward and backward (exclusive with group).
+  // ranks of BatchContext::comm in forward and backward (exclusive with group). fp32 activations only: a
+  // 16-bit net with a synchronised batch norm is refused at setup (docs/mixed_precision.md).
   bool sync = false;
 };
 // Batch normalisation per channel; params weight (gamma, init 1) and bias (beta, init 0), neither decayed
@@ -111,9 +137,9 @@ std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& 
 class BatchNormJoin : public Layer {
  public:
   using Layer::Layer;
-  virtual void forward_join(Backend& be, const float* x, const float* z, float* y, int n, bool train) = 0;
+  virtual void forward_join(Backend& be, const void* x, const void* z, void* y, int n, bool train) = 0;
   // dx, dz: gradients of x and z, overwritten (dx may be null).
-  virtual void backward_join(Backend& be, const float* x, const float* y, const float* dy, float* dx, float* dz,
+  virtual void backward_join(Backend& be, const void* x, const void* y, const void* dy, void* dx, void* dz,
                              int n) = 0;
 };
 std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt = {});

@@ -13,9 +13,11 @@ Net::Net(Backend& be, const Dims& input, int num_classes) : be_(be), input_(inpu
 
 Net::~Net() {
   layers_.clear();  // layers release their scratch through the backend first
-  for (float* p : owned_) be_.release(p);
+  for (void* p : owned_) be_.release(p);
   be_.release(grad_buf_[0]);
   be_.release(grad_buf_[1]);
+  be_.release(input16_);
+  be_.release(params16_);
   be_.release(params_);
   be_.release(grads_);
   be_.release(buffers_);
@@ -45,12 +47,25 @@ uint64_t Net::next_param_version() {
 
 void Net::add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
 
+void Net::set_dtype(DType t) {
+  CNN_CHECK(max_n_ == 0, "set_dtype after build");
+  dt_ = t;
+}
+
+void Net::sync_weight_copy() {
+  if (!params16_) return;
+  // The layers' 16-bit filters change: backends must not reuse what they derived from the old ones.
+  version_ = next_param_version();
+  be_.convert(num_params_, DType::kF32, params_, dt_, params16_);
+}
+
 void Net::build(int max_n, uint64_t seed) {
   CNN_CHECK(max_n > 0 && !layers_.empty(), "build(%d) of a net with %zu layers", max_n, layers_.size());
   max_n_ = max_n;
   Dims d = input_;
   size_t max_act = input_.size();
   for (auto& l : layers_) {
+    l->set_dtype(dt_);
     d = l->setup(d);
     out_dims_.push_back(d);
     max_act = std::max(max_act, d.size());
@@ -73,19 +88,27 @@ void Net::build(int max_n, uint64_t seed) {
   std::vector<float> host(num_params_);
   init_params(table_, seed, host.data());
   be_.upload(params(), host.data(), sizeof(float) * num_params_);
+  if (dt_ != DType::kF32) {
+    params16_ = be_.alloc(dtype_size(dt_) * std::max<size_t>(num_params_, 1));
+    sync_weight_copy();
+  }
   zero_grads();
   buffers_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_buffers_, 1)));
   std::vector<float> host_buf(num_buffers_);
   init_params(buffer_table_, seed, host_buf.data());
   be_.upload(buffers_, host_buf.data(), sizeof(float) * num_buffers_);
   size_t t = 0, tb = 0;
+  const size_t esize = dtype_size(dt_);
   for (auto& l : layers_) {
     std::vector<float*> p, g;
+    std::vector<const void*> copy;
     for (size_t i = 0; i < l->param_specs().size(); ++i, ++t) {
       p.push_back(params_ + table_[t].offset);
       g.push_back(grads_ + table_[t].offset);
+      copy.push_back(static_cast<const char*>(params16()) + table_[t].offset * esize);
     }
     l->bind(p, g);
+    l->bind_copy(copy);
     std::vector<float*> b;
     for (size_t i = 0; i < l->buffer_specs().size(); ++i, ++tb) b.push_back(buffers_ + buffer_table_[tb].offset);
     l->bind_buffers(b);
@@ -95,22 +118,29 @@ void Net::build(int max_n, uint64_t seed) {
     if (layers_[i]->is_view()) {
       acts_.push_back(nullptr);  // resolved to the input's buffer at run time
     } else {
-      float* a = static_cast<float*>(be_.alloc(sizeof(float) * out_dims_[i].size() * max_n));
+      void* a = be_.alloc(esize * out_dims_[i].size() * max_n);
+      act_bytes_ += esize * out_dims_[i].size();
       owned_.push_back(a);
       acts_.push_back(a);
     }
   }
-  for (auto& g : grad_buf_) g = static_cast<float*>(be_.alloc(sizeof(float) * max_act * max_n));
+  for (auto& g : grad_buf_) g = be_.alloc(esize * max_act * max_n);
+  act_bytes_ += 2 * esize * max_act;
+  if (dt_ != DType::kF32) {
+    input16_ = be_.alloc(esize * input_.size() * max_n);
+    act_bytes_ += esize * input_.size();
+  }
 }
 
-const float* Net::forward(const float* x, int n, bool train) {
+const void* Net::forward(const float* x, int n, bool train) {
   CNN_CHECK(n > 0 && n <= max_n_, "forward of %d samples on a net built for %d", n, max_n_);
-  input_ptr_ = x;
-  const float* cur = x;
+  if (input16_) be_.convert(input_.size() * n, DType::kF32, x, dt_, input16_);
+  input_ptr_ = input16_ ? input16_ : static_cast<const void*>(x);
+  const void* cur = input_ptr_;
   ParamVersionScope scope(be_, version_);
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->is_view()) {
-      acts_[i] = const_cast<float*>(cur);
+      acts_[i] = const_cast<void*>(cur);
     } else {
       layers_[i]->forward(be_, cur, acts_[i], n, train);
     }
@@ -119,18 +149,18 @@ const float* Net::forward(const float* x, int n, bool train) {
   return cur;
 }
 
-void Net::backward(const float* dlogits, int n, const std::function<void(size_t)>& on_ready) {
-  const float* dy = dlogits;
+void Net::backward(const void* dlogits, int n, const std::function<void(size_t)>& on_ready) {
+  const void* dy = dlogits;
   int flip = 0;
   ParamVersionScope scope(be_, version_);
   for (size_t i = layers_.size(); i-- > 0;) {
-    const float* x = i == 0 ? input_ptr_ : acts_[i - 1];
+    const void* x = i == 0 ? input_ptr_ : acts_[i - 1];
     if (layers_[i]->is_view()) {
       if (on_ready) on_ready(first_param_[i]);
       continue;
     }
     // The first layer's input gradient is never used.
-    float* dx = i == 0 ? nullptr : grad_buf_[flip];
+    void* dx = i == 0 ? nullptr : grad_buf_[flip];
     layers_[i]->backward(be_, x, acts_[i], dy, dx, n);
     if (on_ready) on_ready(first_param_[i]);
     dy = dx;
@@ -143,6 +173,12 @@ void Net::set_batch(const BatchContext& ctx) {
 }
 
 void Net::zero_grads() { be_.fill(grads_, num_params_, 0.f); }
+
+size_t Net::activation_bytes_per_sample() const {
+  size_t b = act_bytes_;
+  for (const auto& l : layers_) b += l->bytes_per_sample();
+  return b;
+}
 
 double Net::flops_per_sample() const {
   double f = 0;

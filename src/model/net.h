@@ -3,6 +3,9 @@
 // out in layer order; backward reports, layer by layer, from which offset on the gradient is final.
 // A third flat array, buffers(), holds non-trained state (batch-norm running statistics): not part of the
 // gradient, the allreduce or the optimizer, but of checkpoints (buffer_table() names its slices).
+// Activations (and their gradients) are stored as dtype(): fp32, or bf16/fp16 with a 16-bit copy of the
+// parameters that convolution and linear layers read (params16(), kept equal to params() rounded by
+// sync_weight_copy); parameters, gradients and buffers stay fp32 (docs/mixed_precision.md).
 #pragma once
 #include <functional>
 #include <memory>
@@ -31,6 +34,9 @@ class Net {
   Net& operator=(const Net&) = delete;
 
   void add(std::unique_ptr<Layer> layer);
+  // The activation type; before build() (fp32 unless set).
+  void set_dtype(DType t);
+  DType dtype() const { return dt_; }
   // Fixes shapes, allocates the flat buffers and activations for up to max_n samples and initialises the
   // parameters from `seed` (He-normal weights, zero biases). Throws Error(kExitUsage) on shape problems.
   void build(int max_n, uint64_t seed);
@@ -45,6 +51,11 @@ class Net {
   const float* params() const { return params_; }
   // Names the current parameter values for Backend::set_param_version; unique across all nets of the process.
   uint64_t param_version() const { return version_; }
+  // The 16-bit copy of params() (num_params values of dtype()); params() itself in an fp32 net.
+  const void* params16() const { return params16_ ? params16_ : params_; }
+  // params16 = params rounded, under a new parameter version. Call after anything writes params()
+  // (initialisation, broadcast, optimizer update, checkpoint resume); nothing to do in an fp32 net.
+  void sync_weight_copy();
   float* grads() { return grads_; }
   const std::vector<ParamInfo>& param_table() const { return table_; }
   size_t num_buffers() const { return num_buffers_; }
@@ -57,14 +68,18 @@ class Net {
   int num_classes() const { return classes_; }
   int max_batch() const { return max_n_; }
 
-  // x: [n, H, W, C] device memory; returns logits [n, classes].
-  const float* forward(const float* x, int n, bool train);
-  // dlogits: [n, classes]. Accumulates into grads(); after each layer calls on_ready(offset) meaning the
-  // gradient from `offset` to the end of the buffer is final.
-  void backward(const float* dlogits, int n, const std::function<void(size_t)>& on_ready = nullptr);
+  // x: [n, H, W, C] fp32 device memory (converted to dtype() first in a 16-bit net); returns logits
+  // [n, classes] of dtype().
+  const void* forward(const float* x, int n, bool train);
+  // dlogits: [n, classes] of dtype(). Accumulates into grads(); after each layer calls on_ready(offset)
+  // meaning the gradient from `offset` to the end of the buffer is final.
+  void backward(const void* dlogits, int n, const std::function<void(size_t)>& on_ready = nullptr);
   void zero_grads();
 
   double flops_per_sample() const;  // forward
+  // Bytes of activations, activation gradients and per-sample scratch (masks, argmax) allocated per sample:
+  // what the batch size multiplies (after build()).
+  size_t activation_bytes_per_sample() const;
   std::string summary() const;
 
  private:
@@ -77,13 +92,17 @@ class Net {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Dims> out_dims_;
   std::vector<size_t> first_param_;  // per layer: offset of its first parameter (or where it would be)
-  std::vector<float*> acts_;         // per layer output (aliases for views)
-  std::vector<float*> owned_;
-  float* grad_buf_[2] = {nullptr, nullptr};
-  const float* input_ptr_ = nullptr;
+  DType dt_ = DType::kF32;
+  std::vector<void*> acts_;         // per layer output (aliases for views)
+  std::vector<void*> owned_;
+  void* grad_buf_[2] = {nullptr, nullptr};
+  void* input16_ = nullptr;         // the input converted to dtype() (16-bit nets)
+  const void* input_ptr_ = nullptr;
+  size_t act_bytes_ = 0;            // per sample, of the buffers above
   std::vector<ParamInfo> table_;
   size_t num_params_ = 0;
   float* params_ = nullptr;
+  void* params16_ = nullptr;
   float* grads_ = nullptr;
   std::vector<ParamInfo> buffer_table_;
   size_t num_buffers_ = 0;

@@ -18,9 +18,9 @@ class Relu : public Layer {
     size_ = in.size();
     return in;
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override { be.relu_forward(size_ * n, x, y); }
-  void backward(Backend& be, const float*, const float* y, const float* dy, float* dx, int n) override {
-    if (dx) be.relu_backward(size_ * n, y, dy, dx);
+  void forward(Backend& be, const void* x, void* y, int n, bool) override { relu_forward(be, dt_, size_ * n, x, y); }
+  void backward(Backend& be, const void*, const void* y, const void* dy, void* dx, int n) override {
+    if (dx) relu_backward(be, dt_, size_ * n, y, dy, dx);
   }
 
  private:
@@ -55,28 +55,28 @@ class Dropout : public Layer {
   }
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
-    mask_ = static_cast<uint8_t*>(be.alloc(size_ * max_n));
+    mask_ = static_cast<uint8_t*>(alloc_per_sample(be, size_, max_n));
     std::vector<int64_t> ids(max_n);
     std::iota(ids.begin(), ids.end(), int64_t{0});
     iota_ = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * max_n));
     be.upload(iota_, ids.data(), sizeof(int64_t) * max_n);
   }
   void set_batch(const BatchContext& ctx) override { ctx_ = ctx; }
-  void forward(Backend& be, const float* x, float* y, int n, bool train) override {
+  void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     train_ = train;
     if (!train || p_ == 0.f) {
-      be.copy(y, x, sizeof(float) * size_ * n);
+      be.copy(y, x, act_size() * size_ * n);
       return;
     }
     const uint64_t key = hash_key(ctx_.seed ^ kDropoutStream, static_cast<uint64_t>(ctx_.step), name_hash(name_));
-    be.dropout_forward(n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
+    dropout_forward(be, dt_, n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
   }
-  void backward(Backend& be, const float*, const float*, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void*, const void*, const void* dy, void* dx, int n) override {
     if (!dx) return;
     if (!train_ || p_ == 0.f)
-      be.copy(dx, dy, sizeof(float) * size_ * n);
+      be.copy(dx, dy, act_size() * size_ * n);
     else
-      be.dropout_backward(size_ * n, p_, dy, mask_, dx);
+      dropout_backward(be, dt_, size_ * n, p_, dy, mask_, dx);
   }
 
  private:
@@ -95,8 +95,8 @@ class Flatten : public Layer {
   std::string describe() const override { return "flatten"; }
   Dims setup(const Dims& in) override { return {1, 1, static_cast<int>(in.size())}; }
   bool is_view() const override { return true; }
-  void forward(Backend&, const float*, float*, int, bool) override {}
-  void backward(Backend&, const float*, const float*, const float*, float*, int) override {}
+  void forward(Backend&, const void*, void*, int, bool) override {}
+  void backward(Backend&, const void*, const void*, const void*, void*, int) override {}
 };
 
 }  // namespace

@@ -35,15 +35,15 @@ class MaxPool : public Layer {
   }
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
-    argmax_ = static_cast<int32_t*>(be.alloc(sizeof(int32_t) * max_n * d_.p() * d_.q() * d_.c));
+    argmax_ = static_cast<int32_t*>(alloc_per_sample(be, sizeof(int32_t) * d_.p() * d_.q() * d_.c, max_n));
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override {
+  void forward(Backend& be, const void* x, void* y, int n, bool) override {
     d_.n = n;
-    be.maxpool_forward(d_, x, relu_, y, argmax_);
+    maxpool_forward(be, dt_, d_, x, relu_, y, argmax_);
   }
-  void backward(Backend& be, const float*, const float* y, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void*, const void* y, const void* dy, void* dx, int n) override {
     d_.n = n;
-    if (dx) be.maxpool_backward(d_, dy, relu_ ? y : nullptr, argmax_, dx);
+    if (dx) maxpool_backward(be, dt_, d_, dy, relu_ ? y : nullptr, argmax_, dx);
   }
 
  private:
@@ -77,13 +77,13 @@ class AvgPool : public Layer {
     check_window(name_, d_, in);
     return {d_.p(), d_.q(), in.c};
   }
-  void forward(Backend& be, const float* x, float* y, int n, bool) override {
+  void forward(Backend& be, const void* x, void* y, int n, bool) override {
     d_.n = n;
-    be.avgpool_forward(d_, x, y);
+    avgpool_forward(be, dt_, d_, x, y);
   }
-  void backward(Backend& be, const float*, const float*, const float* dy, float* dx, int n) override {
+  void backward(Backend& be, const void*, const void*, const void* dy, void* dx, int n) override {
     d_.n = n;
-    if (dx) be.avgpool_backward(d_, dy, dx);
+    if (dx) avgpool_backward(be, dt_, d_, dy, dx);
   }
 
  private:

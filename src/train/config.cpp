@@ -239,6 +239,13 @@ const std::vector<Opt>& options() {
                          "name a rank whose busy time per step is this many percent above the median (0: off)"));
     v.push_back(str_opt("log.progress", &Config::log_progress, {"auto", "bar", "lines"},
                         "auto: an updating status line when stdout is a terminal; bar: always; lines: never"));
+    v.push_back(str_opt("precision", &Config::precision, {"fp32", "bf16", "fp16"},
+                        "activations, their gradients and the weights convolution/linear read in fp32, bf16 or fp16; "
+                        "master weights, gradients and optimizer state stay fp32 (docs/mixed_precision.md)"));
+    v.push_back(real_opt("amp.init_scale", &Config::amp_init_scale, 0, 3e38, true,
+                         "fp16: initial dynamic loss scale (halved on inf/NaN gradients, the step skipped)"));
+    v.push_back(int_opt("amp.growth_interval", &Config::amp_growth_interval, 1, 1LL << 40,
+                        "fp16: double the loss scale after this many consecutive finite steps"));
     return v;
   }();
   return opts;
@@ -325,6 +332,10 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   if (cfg.bn_sync && cfg.bn_group > 0)
     raise(kExitUsage, "options --bn.sync and --bn.group_size exclude each other: synchronised batch norm uses the "
           "whole global batch, ghost batch norm fixed groups of it");
+  if (cfg.bn_sync && cfg.precision != "fp32")
+    raise(kExitUsage, "options --bn.sync and --precision %s exclude each other: synchronised batch norm runs on fp32 "
+          "activations only; use --precision fp32, or drop --bn.sync (docs/mixed_precision.md)",
+          cfg.precision.c_str());
   if (cfg.comm_backend == "nccl" && cfg.device == "cpu")
     raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
   if (cfg.resume.empty())

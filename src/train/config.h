@@ -66,6 +66,11 @@ struct Config {
   bool ckpt_at_end = true;
   std::string resume = "none";  // none | auto | PATH
 
+  // Mixed precision (docs/mixed_precision.md): activation storage type, and fp16's dynamic loss scaling.
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+  double amp_init_scale = 65536;
+  int64_t amp_growth_interval = 2000;
+
   int eval_batch = 256;  // per rank
   int eval_every_epochs = 1;
   int log_every_steps = 50;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "src/base/error.h"
 #include "src/comm/comm.h"
 
 namespace cnn {
@@ -51,6 +52,20 @@ StepConfig make_step_config(const Config& cfg) {
   sc.clip_norm = cfg.clip_norm;
   sc.seed = cfg.seed;
   return sc;
+}
+
+DType activation_dtype(const Config& cfg) {
+  DType t = DType::kF32;
+  CNN_CHECK(parse_dtype(cfg.precision, t), "precision '%s' passed the option check", cfg.precision.c_str());
+  return t;
+}
+
+LossScalerConfig make_loss_scaler_config(const Config& cfg) {
+  LossScalerConfig c;
+  c.enabled = activation_dtype(cfg) == DType::kF16;
+  c.init_scale = static_cast<float>(cfg.amp_init_scale);
+  c.growth_interval = cfg.amp_growth_interval;
+  return c;
 }
 
 AugmentConfig make_augment_config(const Config& cfg) {

@@ -9,6 +9,7 @@
 #include "src/train/config.h"
 #include "src/model/zoo.h"
 #include "src/model/net.h"
+#include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
 #include "src/train/schedule.h"
 #include "src/train/step.h"
@@ -22,6 +23,9 @@ LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t 
 // Everything but the per-step fields (step, ids).
 StepConfig make_step_config(const Config& cfg);
 AugmentConfig make_augment_config(const Config& cfg);
+// --precision as a DType, and fp16's loss scaler (disabled for fp32 and bf16).
+DType activation_dtype(const Config& cfg);
+LossScalerConfig make_loss_scaler_config(const Config& cfg);
 
 // Batch norm's running statistics come from each rank's own batches; replaces them on every rank by their
 // mean over the ranks (collective), so that all ranks evaluate and checkpoint the same model. Exact for the

@@ -9,9 +9,9 @@
 
 namespace cnn {
 
-RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, RunLog& log,
-                               std::string dir)
-    : cfg_(cfg), be_(be), net_(net), opt_(opt), log_(log), dir_(std::move(dir)) {
+RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler,
+                               RunLog& log, std::string dir)
+    : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)) {
   host_params_.resize(net_.num_params());
   host_buffers_.resize(net_.num_buffers());
   host_state_.resize(opt_.state().size(), std::vector<float>(net_.num_params()));
@@ -44,6 +44,7 @@ void RunCheckpoints::upload_state() {
   const auto states = opt_.state();
   for (size_t k = 0; k < states.size(); ++k)
     be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
+  net_.sync_weight_copy();
 }
 
 void RunCheckpoints::save(const Cursor& next) {
@@ -59,6 +60,11 @@ void RunCheckpoints::save(const Cursor& next) {
   m.samples_seen = next.step * cfg_.batch;
   m.seed = cfg_.seed;
   m.world_size = world_size();
+  m.precision = cfg_.precision;
+  m.loss_scale = scaler_.scale();
+  m.loss_scale_growth = scaler_.state().growth_tracker;
+  m.skipped_steps = scaler_.state().skipped_steps;
+  m.optimizer_steps = next.step - m.skipped_steps;  // skipped steps applied no update
   m.model = cfg_.model;
   m.optimizer = cfg_.optimizer;
   m.config = config_to_ini(cfg_);
@@ -85,6 +91,20 @@ void RunCheckpoints::save(const Cursor& next) {
   j.add("event", "checkpoint").add("step", next.step).add("path", path).add("bytes", static_cast<int64_t>(st.bytes))
       .add("seconds", st.seconds);
   log_.event(j);
+}
+
+void RunCheckpoints::restore_scaler(const CheckpointMeta& m, const std::string& path) {
+  if (!scaler_.enabled()) return;
+  if (m.precision != "fp16") {
+    log_.info("checkpoint %s was written by a %s run: the fp16 loss scale starts afresh at %g", path.c_str(),
+              m.precision.empty() ? "fp32" : m.precision.c_str(), scaler_.scale());
+    return;
+  }
+  LossScalerState st;
+  st.scale = static_cast<float>(m.loss_scale);
+  st.growth_tracker = m.loss_scale_growth;
+  st.skipped_steps = m.skipped_steps;
+  scaler_.restore(st);
 }
 
 Cursor RunCheckpoints::resume() {
@@ -126,7 +146,9 @@ Cursor RunCheckpoints::resume() {
     }
     if (ok) {
       upload_state();
-      opt_.set_steps(m.step);  // one update per optimizer step: AdamW's bias correction continues exactly
+      // One update per step the loss scaler did not skip: AdamW's bias correction continues exactly.
+      opt_.set_steps(m.optimizer_steps >= 0 ? m.optimizer_steps : m.step);
+      restore_scaler(m, path);
       c.step = m.step;
       c.epoch = m.epoch;
       c.step_in_epoch = m.step_in_epoch;

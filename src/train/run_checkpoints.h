@@ -1,6 +1,6 @@
-// The run's side of checkpoints: what a checkpoint of this run holds (parameters, buffers, optimizer state,
-// position in the global batch sequence), written through host copies, and `--resume` (auto, a path or
-// none). The file format and its collective I/O are src/checkpoint/checkpoint.h.
+// The run's side of checkpoints: what a checkpoint of this run holds (fp32 parameters, buffers, optimizer
+// state, position in the global batch sequence, the fp16 loss scaler), written through host copies, and
+// `--resume` (auto, a path or none). The file format and its collective I/O are src/checkpoint/checkpoint.h.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,6 +10,7 @@
 #include "src/checkpoint/checkpoint.h"
 #include "src/model/net.h"
 #include "src/train/config.h"
+#include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
 #include "src/train/runlog.h"
 
@@ -22,7 +23,8 @@ struct Cursor {
 
 class RunCheckpoints {
  public:
-  RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, RunLog& log, std::string dir);
+  RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler, RunLog& log,
+                 std::string dir);
   // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes old ones.
   void save(const Cursor& next);
   // Collective: applies --resume; returns where training continues (step 0 when starting from scratch).
@@ -35,11 +37,14 @@ class RunCheckpoints {
   std::vector<CheckpointArray> arrays();
   void download_state();
   void upload_state();
+  // The fp16 loss scaler's state from a checkpoint written by an fp16 run (other checkpoints: a fresh scaler).
+  void restore_scaler(const CheckpointMeta& m, const std::string& path);
 
   const Config& cfg_;
   Backend& be_;
   Net& net_;
   Optimizer& opt_;
+  LossScaler& scaler_;
   RunLog& log_;
   std::string dir_;
   std::vector<float> host_params_, host_buffers_;

@@ -13,6 +13,7 @@
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
 #include "io/synthetic_dataset.h"
+#include "kernels/cpu_backend.h"
 #include "kernels/cuda_backend.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
@@ -96,6 +97,12 @@ void mkdir_p(const std::string& path) {
 
 Setup local_setup(const Config& cfg) {
   Setup s;
+  if (cfg.device == "cpu") {
+    const std::string why = cpu_precision_unsupported(activation_dtype(cfg));
+    if (!why.empty())
+      raise(kExitUsage, "option --precision %s: %s; train with --precision fp32 here (or fp16, which on a CPU "
+            "saves memory but not time)", cfg.precision.c_str(), why.c_str());
+  }
   const int world = world_size();
   if (cfg.batch % world != 0)
     raise(kExitUsage, "option --train.batch: the global batch %lld is not divisible by the %d ranks; choose a "
@@ -127,6 +134,7 @@ Setup local_setup(const Config& cfg) {
   }
   s.be = make_backend(cfg, s.binding);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
+  s.net->set_dtype(activation_dtype(cfg));
   build_model(cfg.model, *s.net, make_model_options(cfg));
   s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
   return s;

@@ -13,7 +13,7 @@ StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch) {
   b.x = static_cast<float*>(be.alloc(sizeof(float) * net.input_dims().size() * n));
   b.labels = static_cast<int32_t*>(be.alloc(sizeof(int32_t) * n));
   b.ids = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * n));
-  b.dlogits = static_cast<float*>(be.alloc(sizeof(float) * net.num_classes() * net.max_batch()));
+  b.dlogits = be.alloc(dtype_size(net.dtype()) * net.num_classes() * net.max_batch());
   b.totals = static_cast<LossTotals*>(be.alloc(sizeof(LossTotals)));
   const LossTotals zero{0, 0};
   be.upload(b.totals, &zero, sizeof zero);
@@ -44,6 +44,16 @@ void mark(const StepConfig& sc, Phase p) {
   if (sc.timing) sc.timing->mark(p);
 }
 
+// Whether the averaged gradient (the same on every rank, so every rank reaches the same verdict) is free of
+// inf and NaN: the non-finite guard's agreed count where the run has one (read now, for the loss scaler must
+// know before the next step), else its sum of squares in double, finite exactly when every value is.
+bool averaged_gradient_finite(Backend& be, Net& net, NonFiniteGuard* guard) {
+  if (!guard) return std::isfinite(be.sum_squares(net.num_params(), net.grads()));
+  int64_t bad = 0;
+  be.download(&bad, guard->d_flag(), sizeof bad);
+  return bad == 0;
+}
+
 }  // namespace
 
 void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const StepBuffers& buf, int n,
@@ -53,6 +63,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
             n, k, net.max_batch());
   const int m = n / k;
   const size_t px = net.input_dims().size();
+  const float loss_scale = sc.scaler ? sc.scaler->scale() : 1.f;
   net.zero_grads();
   NonFiniteGuard* guard = sc.nonfinite;
   if (guard) guard->begin_step(sc.step);
@@ -60,10 +71,10 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
     mark(sc, Phase::kForward);
     net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr,
                    sync ? sync->collectives() : nullptr});
-    const float* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
-    be.softmax_xent_totals(m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m,
-                           sc.label_smoothing, 1.0f / static_cast<float>(sc.global_batch), buf.dlogits,
-                           sc.totals ? sc.totals : buf.totals);
+    const void* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
+    softmax_xent_totals(be, net.dtype(), m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m,
+                        sc.label_smoothing, loss_scale / static_cast<float>(sc.global_batch), buf.dlogits,
+                        sc.totals ? sc.totals : buf.totals);
     mark(sc, Phase::kBackward);
     // Only the last micro-batch's backward overlaps the allreduce: earlier ones are still accumulating.
     if (sync && i == k - 1) {
@@ -79,6 +90,14 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   }
   mark(sc, Phase::kOptimizer);
   if (guard) guard->check_agreed();  // gates opt.step through Backend::set_update_gate
+  if (sc.scaler && sc.scaler->enabled()) {
+    if (sc.scaler->update(!averaged_gradient_finite(be, net, guard))) {
+      ++stats.skipped;
+      if (sc.timing) sc.timing->idle();
+      return;
+    }
+    be.scale(net.num_params(), 1.f / loss_scale, net.grads());
+  }
   if (sc.clip_norm > 0) {
     // Every rank holds the same averaged gradient here, so every rank clips by the same factor.
     const double norm = std::sqrt(be.sum_squares(net.num_params(), net.grads()));
@@ -86,6 +105,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
     if (norm > sc.clip_norm) be.scale(net.num_params(), static_cast<float>(sc.clip_norm / norm), net.grads());
   }
   opt.step(lr);
+  net.sync_weight_copy();
   if (sc.timing) sc.timing->idle();
 }
 

@@ -12,6 +12,7 @@
 #include "src/model/net.h"
 #include "src/obs/step_timing.h"
 #include "src/train/nonfinite.h"
+#include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
 
 namespace cnn {
@@ -20,7 +21,7 @@ struct StepBuffers {
   float* x = nullptr;         // device, [max local batch, H, W, C]
   int32_t* labels = nullptr;  // device, [max local batch]
   int64_t* ids = nullptr;     // device, [max local batch] global sample ids (dropout masks)
-  float* dlogits = nullptr;   // device, [net.max_batch(), classes] (one micro-batch)
+  void* dlogits = nullptr;    // device, [net.max_batch(), classes] of the net's activation type (one micro-batch)
   LossTotals* totals = nullptr;  // device: loss sum and correct count of the steps since take_loss_totals
 };
 
@@ -35,11 +36,16 @@ struct StepConfig {
   StepTiming* timing = nullptr;          // marks forward/backward/comm/optimizer when not null
   NonFiniteGuard* nonfinite = nullptr;   // checks the gradient before and after the allreduce when not null
   LossTotals* totals = nullptr;          // device: where the step adds its loss sums; null: StepBuffers::totals
+  // fp16 dynamic loss scaling (docs/mixed_precision.md), or null: the loss gradient carries scaler->scale(),
+  // divided out of the averaged gradient before clipping and the update, which is skipped (optimizer state
+  // and weights unchanged) when that gradient holds an inf or a NaN.
+  LossScaler* scaler = nullptr;
 };
 
 struct StepStats {
   double comm_s = 0;     // host seconds waiting for the gradient sync (device runs: ~0, the device waits)
   double grad_norm = 0;  // of the last step, when clipping is on
+  int64_t skipped = 0;   // steps the loss scaler skipped
 };
 
 // Device buffers for up to max(local_batch, net.max_batch()) samples; released by free_step_buffers.

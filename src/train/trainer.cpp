@@ -59,7 +59,9 @@ struct Interval {
 
 class Trainer {
  public:
-  Trainer(const Config& cfg, Setup s) : cfg_(cfg), s_(std::move(s)), be_(*s_.be), net_(*s_.net) {}
+  Trainer(const Config& cfg, Setup s)
+      : cfg_(cfg), s_(std::move(s)), be_(*s_.be), net_(*s_.net),
+        scaler_(std::make_unique<LossScaler>(make_loss_scaler_config(cfg))) {}
   ~Trainer() {
     be_.set_update_gate(nullptr);
     free_step_buffers(be_, buf_);
@@ -102,6 +104,7 @@ class Trainer {
   std::unique_ptr<Sampler> sampler_;
   LrSchedule sched_;
   std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<RunCheckpoints> ckpt_;
   std::unique_ptr<Collectives> comm_;  // before sync_, which uses it
   std::unique_ptr<GradSync> sync_;
@@ -158,6 +161,7 @@ void Trainer::broadcast_initial_params() {
   be_.download(host.data(), net_.params(), sizeof(float) * host.size());
   broadcast(host.data(), sizeof(float) * host.size(), 0);
   be_.upload(net_.params(), host.data(), sizeof(float) * host.size());
+  net_.sync_weight_copy();
 }
 
 void Trainer::log_start() {
@@ -176,11 +180,16 @@ void Trainer::log_start() {
             s_.test ? cfg_.data_test.c_str() : "");
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
             net_.flops_per_sample() / 1e6, net_.summary().c_str());
+  log_.info("precision %s: activations %.2f MB/sample%s", cfg_.precision.c_str(),
+            net_.activation_bytes_per_sample() / 1e6,
+            scaler_->enabled() ? strprintf(", dynamic loss scaling from %g", scaler_->scale()).c_str() : "");
   Json j;
   j.add("event", "start").add("world_size", world_size()).add("nodes", num_nodes()).add("device", cfg_.device)
       .add("model", cfg_.model).add("params", static_cast<int64_t>(net_.num_params()))
       .add("global_batch", static_cast<int64_t>(cfg_.batch)).add("train_samples", static_cast<int64_t>(ti.count))
       .add("seed", static_cast<int64_t>(cfg_.seed)).add("threads", cfg_.threads)
+      .add("precision", cfg_.precision)
+      .add("activation_bytes_per_sample", static_cast<int64_t>(net_.activation_bytes_per_sample()))
       .add("version", version_string()).add("hosts", obs_->hosts());
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) j.add("visible_gpus", std::string(v));
   log_.event(j);
@@ -196,7 +205,7 @@ Cursor Trainer::plan() {
   if (cfg_.max_steps > 0) total_ = std::min(total_, cfg_.max_steps);
   sched_ = make_lr_schedule(cfg_, spe_, total_);
   opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
-  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, log_, ckpt_dir_);
+  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_);
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
   if (comm_) {
@@ -218,6 +227,7 @@ Cursor Trainer::plan() {
   be_.set_update_gate(guard_->d_flag());
   sc_.nonfinite = guard_.get();
   sc_.timing = &obs_->timing();
+  sc_.scaler = scaler_.get();
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe_ * cfg_.batch));
@@ -275,6 +285,17 @@ int Trainer::settle_nonfinite(bool all) {
       ++iv_.counted;
       continue;
     }
+    if (scaler_->enabled()) {
+      // fp16: a non-finite gradient is the loss scaler's overflow signal; it skipped the step and halved the
+      // scale (the train events carry the scale and counts), so --train.on_nonfinite does not apply.
+      ++iv_.skipped;
+      ++skipped_total_;
+      Json j;
+      j.add("event", "skipped").add("step", r.step + 1).add("reason", "fp16_overflow")
+          .add("skipped_total", skipped_total_);
+      log_.event(j);
+      continue;
+    }
     if (cfg_.on_nonfinite == "stop") return stop_on_nonfinite(r);
     ++iv_.skipped;
     ++skipped_total_;
@@ -315,15 +336,21 @@ void Trainer::log_interval(const BatchPos& b, int64_t step) {
   const double samples = static_cast<double>(iv_.steps) * cfg_.batch;
   const double counted = static_cast<double>(iv_.counted) * cfg_.batch;
   const double loss = sums[0] / counted, tacc = sums[1] / counted, lr = sched_.at(step);
+  const LossScalerState& ls = scaler_->state();
   log_.info("epoch %lld step %lld/%lld (global %lld) loss %.4f train-acc %.2f%% lr %.5f %.0f samples/s "
-            "(data %.0f%% comm %.0f%%)%s", (long long)b.epoch + 1, (long long)b.step + 1, (long long)spe_,
+            "(data %.0f%% comm %.0f%%)%s%s", (long long)b.epoch + 1, (long long)b.step + 1, (long long)spe_,
             (long long)step + 1, loss, 100 * tacc, lr, samples / wall, 100 * iv_.data_s / wall,
-            100 * iv_.stats.comm_s / wall, obs_->eta_text(step + 1).c_str());
+            100 * iv_.stats.comm_s / wall,
+            scaler_->enabled() ? strprintf(" loss scale %g (%lld skipped, %lld so far)", ls.scale,
+                                           (long long)iv_.skipped, (long long)ls.skipped_steps).c_str()
+                               : "",
+            obs_->eta_text(step + 1).c_str());
   Json j;
   j.add("event", "train").add("epoch", b.epoch + 1).add("step", step + 1).add("loss", loss)
       .add("train_acc", tacc).add("lr", lr).add("samples_per_s", samples / wall).add("data_s", iv_.data_s)
       .add("compute_s", iv_.compute_s).add("comm_s", iv_.stats.comm_s).add("steps", iv_.steps)
-      .add("skipped", iv_.skipped);
+      .add("skipped", iv_.skipped).add("loss_scale", static_cast<double>(ls.scale))
+      .add("loss_scale_growth", ls.growth_tracker).add("skipped_steps", ls.skipped_steps);
   obs_->add_train_fields(j, step + 1, iv_.grad_norm);
   log_.event(j);
   obs_->log_ranks(step + 1);
@@ -347,8 +374,8 @@ EvalResult Trainer::evaluate() {
     lab.resize(n);
     ds.read(ids.data(), n, raw.data(), lab.data());
     input_->upload_eval(raw.data(), lab.data(), n, info);
-    const float* logits = net_.forward(buf_.x, n, false);
-    be_.softmax_xent(n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
+    const void* logits = net_.forward(buf_.x, n, false);
+    softmax_xent(be_, net_.dtype(), n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
   }
   double sums[3] = {loss, static_cast<double>(correct), static_cast<double>(end - begin)};
   allreduce_sum(sums, 3);

@@ -17,28 +17,13 @@ std::vector<float> bn_input(int rows, int c, uint64_t seed) {
   return x;
 }
 
-// The mask bits of the first n elements as 0/1 (the padding bits of the last word are unspecified).
-std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n) {
-  const auto words = r.download(d_mask, relu_mask_words(n));
-  std::vector<double> bits(n);
-  for (size_t i = 0; i < n; ++i) bits[i] = words[i / 32] >> (i % 32) & 1u;
-  return bits;
-}
-
-// The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone.
-struct Epilogue {
-  bool residual, relu;
-  std::string name() const { return std::string(residual ? " +residual" : "") + (relu ? " +relu" : ""); }
-};
-const Epilogue kEpilogues[] = {{false, false}, {false, true}, {true, true}, {true, false}};
-
 }  // namespace
 
 CNN_SWEEP_CASES(norm_loss_optim) {
   const float eps = 1e-5f, momentum = 0.1f;
   for (int rows : {1, 2, 37, 1100})
     for (int c : {3, 45})
-      for (const Epilogue ep : kEpilogues) {
+      for (const BnEpilogue ep : kBnEpilogues) {
         const std::string shape = "rows " + std::to_string(rows) + " c " + std::to_string(c) + ep.name();
         const size_t nx = static_cast<size_t>(rows) * c;
         const uint64_t s = 1000 + rows * 100 + c;

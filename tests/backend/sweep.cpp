@@ -18,6 +18,13 @@ float* Run::garbage(size_t n) {
   return upload(std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
 }
 
+std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n) {
+  const auto words = r.download(d_mask, relu_mask_words(n));
+  std::vector<double> bits(n);
+  for (size_t i = 0; i < n; ++i) bits[i] = words[i / 32] >> (i % 32) & 1u;
+  return bits;
+}
+
 void Run::output(const std::string& name, const float* d, size_t n, Tol tol) {
   auto h = download(d, n);
   outputs.push_back({name, std::vector<double>(h.begin(), h.end()), tol});
@@ -31,6 +38,13 @@ void Run::output(const std::string& name, const int32_t* d, size_t n) {
 void Run::output(const std::string& name, const uint8_t* d, size_t n) {
   auto h = download(d, n);
   outputs.push_back({name, std::vector<double>(h.begin(), h.end()), kExact});
+}
+
+void Run::output(const std::string& name, DType t, const void* d, size_t n, Tol tol) {
+  auto h = download(static_cast<const uint16_t*>(d), n);
+  std::vector<float> wide(n);
+  convert_range(t, h.data(), DType::kF32, wide.data(), 0, n);
+  outputs.push_back({name, std::vector<double>(wide.begin(), wide.end()), tol});
 }
 
 void Run::output_host(const std::string& name, std::vector<double> values, Tol tol) {

@@ -83,6 +83,8 @@ class Run {
   void output(const std::string& name, const float* d, size_t n, Tol tol);
   void output(const std::string& name, const int32_t* d, size_t n);  // exact
   void output(const std::string& name, const uint8_t* d, size_t n);  // exact
+  // n values of the 16-bit type t (bf16/fp16, backend.h's "Reduced precision" ops), compared widened.
+  void output(const std::string& name, DType t, const void* d, size_t n, Tol tol);
   void output_host(const std::string& name, std::vector<double> values, Tol tol);
 
   Backend& be;
@@ -113,6 +115,17 @@ std::vector<std::string> backend_ops();
 std::vector<std::string> parse_virtual_methods(const std::string& header, const std::string& class_name);
 
 using test::random_vec;
+
+// The ReLU mask bits (Backend::batchnorm_forward_train) of the first n elements as 0/1 (the padding bits of
+// the last word are unspecified).
+std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n);
+
+// The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone.
+struct BnEpilogue {
+  bool residual, relu;
+  std::string name() const { return std::string(residual ? " +residual" : "") + (relu ? " +relu" : ""); }
+};
+constexpr BnEpilogue kBnEpilogues[] = {{false, false}, {false, true}, {true, true}, {true, false}};
 
 }  // namespace cnn::sweep
 

@@ -200,10 +200,11 @@ std::vector<LayerTime> breakdown(Rig& r, const ModelSpec& m, int reps) {
     double loss = 0;
     int64_t correct = 0;
     t0 = Clock::now();
-    be.softmax_xent(n, 10, cur, r.buf.labels, 0.f, 1.f / n, r.buf.dlogits, &loss, &correct);
+    float* dlogits = static_cast<float*>(r.buf.dlogits);  // an fp32 net
+    be.softmax_xent(n, 10, cur, r.buf.labels, 0.f, 1.f / n, dlogits, &loss, &correct);
     be.synchronize();
     if (rep) t_loss.push_back(since(t0));
-    const float* dy = r.buf.dlogits;
+    const float* dy = dlogits;
     int flip = 0;
     for (size_t i = ls.size(); i-- > 0;) {
       if (ls[i]->is_view()) continue;

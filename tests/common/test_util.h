@@ -20,7 +20,8 @@ inline std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.f, f
   return v;
 }
 
-// |a-b| <= atol + rtol*|ref| for every element; reports the first few mismatches.
+// |a-b| <= atol + rtol*|ref| for every element (equal infinities match: a 16-bit overflow on both sides);
+// reports the first few mismatches.
 template <class A, class B>
 ::testing::AssertionResult all_close(const A& got, const B& ref, double atol, double rtol, const std::string& what) {
   if (got.size() != ref.size())
@@ -29,7 +30,7 @@ template <class A, class B>
   std::string msg;
   for (size_t i = 0; i < got.size(); ++i) {
     double g = got[i], r = ref[i];
-    if (!(std::fabs(g - r) <= atol + rtol * std::fabs(r))) {
+    if (!(g == r || std::fabs(g - r) <= atol + rtol * std::fabs(r))) {
       if (bad < 5) {
         char line[128];
         std::snprintf(line, sizeof line, "\n  [%zu] got %.9g want %.9g (diff %.3g)", i, g, r, g - r);

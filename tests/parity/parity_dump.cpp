@@ -96,7 +96,7 @@ int run(int argc, char** argv) {
   be->upload(d_labels, labels.data(), sizeof(int32_t) * n);
   // The mean cross-entropy over the batch, as a training step computes it.
   net.zero_grads();
-  const float* d_logits = net.forward(d_x, n, true);
+  const float* d_logits = static_cast<const float*>(net.forward(d_x, n, true));  // an fp32 net
   const std::vector<float> logits = download(*be, d_logits, static_cast<size_t>(n) * classes);
   double loss_sum = 0;
   int64_t correct = 0;
