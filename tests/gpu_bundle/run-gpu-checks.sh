@@ -8,7 +8,7 @@
 # 4. fmnist_cnn, 200 steps, --device cuda vs cpu: per-step losses within 1e-3 relative (TF32 off).
 # 5. Synthetic ResNet-50 training throughput, 224x224, batch 128 and 256: custom kernels vs cuDNN, fp32 and
 #    TF32; PyTorch's torchvision ResNet-50 (channels_last) beside it when python3 has torch and torchvision.
-# 6. NCCL: one-rank init and allreduce.
+# 6. NCCL: one-rank init, allreduce and gradient sync (tests/cuda/nccl_gpu_test.cpp).
 # Exit status: 0 when every check passed, 1 when one failed. About 5-10 minutes on an H100.
 set -uo pipefail
 CNN_BUNDLE=$(dirname "$(readlink -f "$0")")
@@ -128,12 +128,8 @@ for batch in 128 256; do
 done
 ((torch_ok)) || say "PyTorch: python3 -c 'import torch, torchvision' failed or sees no GPU (no side-by-side rows)"
 
-section "NCCL: one-rank init and allreduce"
-if [[ -x $CNN_BUNDLE/libexec/nccl_check ]]; then
-  run nccl 60 "$CNN_BUNDLE/libexec/nccl_check"
-else
-  say "NCCL: not built (this cnntrain has no NCCL gradient path yet; the check runs once it exists)"
-fi
+section "NCCL: one-rank init, allreduce and bucketed gradient sync on the GPU"
+run nccl 120 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='NcclOneRank.*' --gtest_brief=1
 
 section "summary"
 if ((${#failed[@]})); then
