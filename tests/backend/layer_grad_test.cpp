@@ -118,9 +118,12 @@ std::vector<GradCase> grad_cases() {
       {"batchnorm_ghost_groups", [] { return make_batchnorm("bn", {0.1f, 1e-5f, 2}); }, {3, 5, 7}, 4, 12},
       {"dropout", [] { return make_dropout("d", 0.3f); }, {2, 3, 5}, 3, 13},
       // Batch norm with its ReLU fused: kept clear of the kink as the blocks are (see DeviceLayer).
-      {"batchnorm_relu", [] { return make_batchnorm("bn", {}, true); }, {3, 5, 7}, 3, 23, false, false, true},
+      // Away from the kinks: outputs near +-5.5 (see DeviceLayer), whose fp32 rounding in the loss needs the
+      // residual blocks' larger step and atol.
+      {"batchnorm_relu", [] { return make_batchnorm("bn", {}, true); }, {3, 5, 7}, 3, 23, false, false, true, 0.1f,
+       3e-4},
       {"batchnorm_relu_ghost_groups", [] { return make_batchnorm("bn", {0.1f, 1e-5f, 2}, true); }, {3, 4, 17}, 4, 24,
-       false, false, true},
+       false, false, true, 0.1f, 3e-4},
       {"avgpool_2x2", [] { return make_avgpool("p", 2, 2); }, {6, 7, 3}, 2, 14},
       {"avgpool_3x3_stride2_pad1", [] { return make_avgpool("p", 3, 2, 1); }, {7, 5, 2}, 2, 15},
       {"global_avgpool", [] { return make_global_avgpool("g"); }, {3, 5, 4}, 3, 16},
