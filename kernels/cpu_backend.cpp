@@ -60,6 +60,7 @@ class CpuBackend : public HostMixedBackend {
   }
   void synchronize() override {}
   void set_param_version(uint64_t version) override {
+    HostMixedBackend::set_param_version(version);
     if (dnnl_) dnnl_->set_param_version(version);
   }
 

@@ -17,6 +17,25 @@ size_t pad_out(int n, int h, int w, int stride, int k) {
 
 }  // namespace
 
+// The widened weights of a 16-bit op live in scratch, at the same address for every layer, so the fp32 op
+// must not reuse what it derived from earlier weights at that address under the current parameter version
+// (Backend::set_param_version: the fast CPU backend's cached filter layouts): version 0 for the call.
+class FreshWeights {
+ public:
+  explicit FreshWeights(HostMixedBackend& be) : be_(be), version_(be.param_version_) {
+    if (version_ != 0) be_.set_param_version(0);
+  }
+  ~FreshWeights() {
+    if (version_ != 0) be_.set_param_version(version_);
+  }
+  FreshWeights(const FreshWeights&) = delete;
+  FreshWeights& operator=(const FreshWeights&) = delete;
+
+ private:
+  HostMixedBackend& be_;
+  uint64_t version_;
+};
+
 float* HostMixedBackend::widen(int slot, DType t, const void* x, size_t n) {
   CNN_CHECK(t != DType::kF32, "16-bit op called with fp32 data (dispatch through kernels/typed_ops.h)");
   float* s = scratch(slot, n);
@@ -40,12 +59,14 @@ void HostMixedBackend::convert(size_t n, DType from, const void* x, DType to, vo
 
 void HostMixedBackend::conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b,
                                          void* y) {
+  FreshWeights fresh(*this);
   float* y32 = scratch(2, conv_out(d));
   conv2d_forward(d, widen(0, t, x, conv_in(d)), widen(1, t, w, conv_filter(d)), b, y32);
   narrow(t, y32, y, conv_out(d));
 }
 
 void HostMixedBackend::conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
+  FreshWeights fresh(*this);
   float* dx32 = scratch(2, conv_in(d));
   conv2d_backward_data(d, widen(0, t, dy, conv_out(d)), widen(1, t, w, conv_filter(d)), dx32);
   narrow(t, dx32, dx, conv_in(d));
@@ -58,6 +79,7 @@ void HostMixedBackend::conv2d_backward_filter_16(DType t, const ConvDesc& d, con
 
 void HostMixedBackend::linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                                          void* y) {
+  FreshWeights fresh(*this);
   const size_t out = static_cast<size_t>(m) * n;
   float* y32 = scratch(2, out);
   linear_forward(m, k, n, widen(0, t, x, static_cast<size_t>(m) * k), widen(1, t, w, static_cast<size_t>(n) * k), b,
@@ -67,6 +89,7 @@ void HostMixedBackend::linear_forward_16(DType t, int m, int k, int n, const voi
 
 void HostMixedBackend::linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w,
                                                void* dx) {
+  FreshWeights fresh(*this);
   const size_t in = static_cast<size_t>(m) * k;
   float* dx32 = scratch(2, in);
   linear_backward_data(m, k, n, widen(0, t, dy, static_cast<size_t>(m) * n), widen(1, t, w, static_cast<size_t>(n) * k),

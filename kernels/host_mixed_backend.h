@@ -16,6 +16,9 @@ class HostMixedBackend : public Backend {
   // threads: for the conversions.
   explicit HostMixedBackend(int threads) : threads_(threads < 1 ? 1 : threads) {}
 
+  // Remembered so that the ops below can suspend it: see FreshWeights in host_mixed_backend.cpp. A derived
+  // backend that overrides it calls this one too.
+  void set_param_version(uint64_t version) override { param_version_ = version; }
   void convert(size_t n, DType from, const void* x, DType to, void* y) override;
   void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b,
                          void* y) override;
@@ -68,6 +71,8 @@ class HostMixedBackend : public Backend {
   int threads_;
 
  private:
+  friend class FreshWeights;
+  uint64_t param_version_ = 0;
   std::vector<float> scratch_[4];
 };
 

@@ -147,6 +147,34 @@ TEST_P(HalfRule, Matmul) {
       }
 }
 
+// Two layers with filters of the same shape under one parameter version (what Net::forward promises the
+// backend): each convolution must use its own filters, also where a backend widens them into scratch that
+// sits at the same address for both (the fast CPU backend caches filter layouts per address and version).
+TEST_P(HalfRule, SameShapeFiltersUnderOneParamVersion) {
+  uint64_t seed = 300;
+  for (DType t : kHalfTypes)
+    for (const ConvDesc& d : {conv(2, 6, 5, 8, 8, 3, 3, 1, 1), conv(2, 6, 5, 8, 8, 1, 1, 1, 0)}) {
+      const auto x = random_rounded(in_size(d), ++seed, t), dy = random_rounded(out_size(d), ++seed, t);
+      const void *d_x = up(x, t), *d_dy = up(dy, t);
+      be_->set_param_version(12345);
+      for (int layer = 0; layer < 2; ++layer) {
+        const auto w = random_rounded(filter_size(d), ++seed, t);
+        std::vector<float> y(out_size(d)), dx(in_size(d));
+        ref_->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
+        ref_->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+        void *d_y = out16(y.size()), *d_dx = out16(dx.size());
+        const void* d_w = up(w, t);
+        be_->conv2d_forward_16(t, d, d_x, d_w, nullptr, d_y);
+        be_->conv2d_backward_data_16(t, d, d_dy, d_w, d_dx);
+        const std::string what = describe(d) + " layer " + std::to_string(layer);
+        EXPECT_TRUE(close16(result(d_y, y.size(), t), y, t, 1e-5, "conv y " + what));
+        EXPECT_TRUE(close16(result(d_dx, dx.size(), t), dx, t, 1e-5, "conv dx " + what));
+      }
+      be_->set_param_version(0);
+      release_all();
+    }
+}
+
 TEST_P(HalfRule, BatchNormAndSoftmax) {
   for (DType t : kHalfTypes) {
     for (int rows : {37, 1100})
