@@ -569,7 +569,7 @@ void* shared_static(const void* key, size_t bytes, size_t align, const char* fil
   return engine().shared_static(key, bytes, align, file, line);
 }
 void* dynamic_shared(const char* file, int line) { return engine().dynamic_shared(file, line); }
-void kernel_fault(cudaError_t code, const std::string& message) { engine().kernel_fault(code, message); }
+void kernel_fault(cudaError_t code, std::string message) { engine().kernel_fault(code, std::move(message)); }
 
 cudaError_t launch(const void* kernel, Invoker invoke, std::shared_ptr<const void> pack, dim3 grid, dim3 block,
                    size_t shmem, cudaStream_t stream, const LaunchSite& site) {

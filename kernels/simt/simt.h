@@ -89,8 +89,9 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, c
 void* shared_static(const void* key, size_t bytes, size_t align, const char* file, int line);
 void* dynamic_shared(const char* file, int line);
 // Stops the running block with a kernel fault (reported like the emulator's own checks); for checks made by
-// emulated CUDA APIs such as wmma's alignment rules.
-[[noreturn]] void kernel_fault(cudaError_t code, const std::string& message);
+// emulated CUDA APIs such as wmma's alignment rules. The message is taken by value and moved on: the faulting
+// fiber never returns, so a string left in its frames would never be freed.
+[[noreturn]] void kernel_fault(cudaError_t code, std::string message);
 
 template <typename T>
 uint64_t to_bits(T v) {
