@@ -18,7 +18,9 @@ class PlantedMissingWait : public ::testing::Test {
  protected:
   void SetUp() override {
     ncclUniqueId id;
-    if (world_rank() == 0) ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    if (world_rank() == 0) {
+      ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    }
     broadcast(&id, sizeof id, 0);
     ASSERT_EQ(ncclCommInitRank(&comm_, world_size(), id, world_rank()), ncclSuccess);
     for (cudaStream_t* s : {&compute_, &comm_stream_})

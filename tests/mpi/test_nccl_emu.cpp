@@ -41,7 +41,9 @@ class NcclEmu : public ::testing::TestWithParam<uint64_t> {
   void SetUp() override {
     simt::set_deferred_streams(GetParam());
     ncclUniqueId id;
-    if (world_rank() == 0) ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    if (world_rank() == 0) {
+      ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    }
     broadcast(&id, sizeof id, 0);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -150,9 +152,10 @@ TEST_P(NcclEmu, AllGatherInAndOutOfPlace) {
     for (size_t i = 0; i < per; ++i) mine[i] = static_cast<int32_t>(100 * r_ + i);
     int32_t* recv = device(std::vector<int32_t>(per * w_, -1));
     int32_t* send = in_place ? recv + per * r_ : device(mine);
-    if (in_place)
+    if (in_place) {
       ASSERT_EQ(cudaMemcpyAsync(send, mine.data(), per * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
                 cudaSuccess);
+    }
     ASSERT_EQ(ncclAllGather(send, recv, per, ncclInt32, comm_, stream_), ncclSuccess);
     const auto got = host(recv, per * w_);
     for (int r = 0; r < w_; ++r)
