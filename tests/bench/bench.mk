@@ -18,8 +18,8 @@ $(BENCH_DIR)/comm_bench: $(BUILD)/obj/tests/bench/comm_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-BENCH_TARGETS += bench-train bench-ckpt bench-comm
-.PHONY: bench bench-ckpt bench-train bench-comm
+BENCH_TARGETS += bench-train bench-ckpt bench-comm bench-precision
+.PHONY: bench bench-ckpt bench-train bench-comm bench-precision
 # Training-step throughput vs PyTorch, per-layer breakdown, conv GFLOP/s (figures in docs/perf.md).
 # TRAIN_BENCH_ARGS e.g. "--models fmnist_cnn --threads 2 --reps 3". OpenMP threads (cnntrain's and PyTorch's)
 # sleep instead of spinning at barriers unless OMP_WAIT_POLICY says otherwise: on a shared machine a spinning
@@ -41,3 +41,8 @@ bench:
 COMM_BENCH_ARGS ?=
 bench-comm: $(BENCH_DIR)/comm_bench
 	$(MPIRUN) -np 2 $(BENCH_DIR)/comm_bench $(COMM_BENCH_ARGS)
+# fp32 vs bf16 images/s with the real trainer, beside PyTorch fp32 and CPU autocast bf16 (docs/perf.md).
+# PRECISION_BENCH_ARGS e.g. "--models resnet20 --reps 3 --threads 2".
+PRECISION_BENCH_ARGS ?=
+bench-precision: $(BINS)
+	BUILD=$(BUILD) bash tests/bench/precision_bench.sh $(PRECISION_BENCH_ARGS)
