@@ -91,5 +91,30 @@ TEST(Jobs, ResNet50RecipeIsTheStandardOne) {
   EXPECT_EQ(c.data_image_size, "224x224");
 }
 
+// docs/options.md is the reference users read: every option the program has (the keys of the resolved
+// configuration, which lists them all) must be in it as `--section.key`.
+TEST(Docs, EveryOptionIsInOptionsMd) {
+  std::ifstream in(root() + "docs/options.md");
+  ASSERT_TRUE(in.good()) << "docs/options.md is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  Config cfg;
+  std::istringstream ini(config_to_ini(cfg));
+  std::string section;
+  int checked = 0;
+  for (std::string line; std::getline(ini, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1) + ".";
+      continue;
+    }
+    const std::string opt = "--" + section + line.substr(0, line.find(" ="));
+    ++checked;
+    EXPECT_NE(doc.find("`" + opt + "`"), std::string::npos) << opt << " is not documented in docs/options.md";
+  }
+  EXPECT_GT(checked, 40) << "the resolved configuration lists fewer options than expected";
+}
+
 }  // namespace
 }  // namespace cnn
