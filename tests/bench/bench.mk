@@ -19,6 +19,8 @@ $(BENCH_DIR)/comm_bench: $(BUILD)/obj/tests/bench/comm_bench.o $(LIB)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 BENCH_TARGETS += bench-train bench-ckpt bench-comm bench-precision
+# make test builds the benchmarks (without running them), so an interface change cannot break `make bench` unseen.
+TEST_BUILDS += $(BENCH_DIR)/train_bench $(BENCH_DIR)/ckpt_bench $(BENCH_DIR)/comm_bench
 .PHONY: bench bench-ckpt bench-train bench-comm bench-precision
 # Training-step throughput vs PyTorch, per-layer breakdown, conv GFLOP/s (figures in docs/perf.md).
 # TRAIN_BENCH_ARGS e.g. "--models fmnist_cnn --threads 2 --reps 3". OpenMP threads (cnntrain's and PyTorch's)

@@ -128,6 +128,121 @@ class ProfilingBackend : public Backend {
                     float eps, float wd, float bc1, float bc2) override {
     CNN_TIMED("adamw_update", adamw_update(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2));
   }
+  // Synchronised batch norm, the device loss totals and the reduced-precision block (kernels/backend.h).
+  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float label_smoothing,
+                           float scale, float* dlogits, LossTotals* totals) override {
+    CNN_TIMED("softmax_xent_totals", softmax_xent_totals(n, classes, logits, labels, label_smoothing, scale, dlogits,
+        totals));
+  }
+  void batchnorm_stats(int rows, int c, const float* x, double* stats) override {
+    CNN_TIMED("batchnorm_stats", batchnorm_stats(rows, c, x, stats));
+  }
+  void batchnorm_forward_from_stats(int rows, int c, const float* x, const double* stats, const float* gamma,
+                                    const float* beta, float eps, float momentum, float* y, float* save_mean,
+                                    float* save_invstd, float* running_mean, float* running_var) override {
+    CNN_TIMED("batchnorm_forward_from_stats", batchnorm_forward_from_stats(rows, c, x, stats, gamma, beta, eps,
+        momentum, y, save_mean, save_invstd, running_mean, running_var));
+  }
+  void batchnorm_backward_sums(int rows, int c, const float* x, const float* dy, const float* save_mean,
+                               const float* save_invstd, double* sums) override {
+    CNN_TIMED("batchnorm_backward_sums", batchnorm_backward_sums(rows, c, x, dy, save_mean, save_invstd, sums));
+  }
+  void batchnorm_backward_from_sums(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                    const float* save_mean, const float* save_invstd, const double* local_sums,
+                                    const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
+    CNN_TIMED("batchnorm_backward_from_sums", batchnorm_backward_from_sums(rows, c, x, dy, gamma, save_mean,
+        save_invstd, local_sums, global_sums, dx, dgamma, dbeta));
+  }
+  void convert(size_t n, DType from, const void* x, DType to, void* y) override {
+    CNN_TIMED("convert", convert(n, from, x, to, y));
+  }
+  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    CNN_TIMED("conv2d_forward_16", conv2d_forward_16(t, d, x, w, b, y));
+  }
+  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    CNN_TIMED("conv2d_backward_data_16", conv2d_backward_data_16(t, d, dy, w, dx));
+  }
+  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    CNN_TIMED("conv2d_backward_filter_16", conv2d_backward_filter_16(t, d, x, dy, dw, db));
+  }
+  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                         void* y) override {
+    CNN_TIMED("linear_forward_16", linear_forward_16(t, m, k, n, x, w, b, y));
+  }
+  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    CNN_TIMED("linear_backward_data_16", linear_backward_data_16(t, m, k, n, dy, w, dx));
+  }
+  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    CNN_TIMED("linear_backward_weight_16", linear_backward_weight_16(t, m, k, n, x, dy, dw, db));
+  }
+  void relu_forward_16(DType t, size_t n, const void* x, void* y) override {
+    CNN_TIMED("relu_forward_16", relu_forward_16(t, n, x, y));
+  }
+  void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) override {
+    CNN_TIMED("relu_backward_16", relu_backward_16(t, n, y, dy, dx));
+  }
+  void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
+    CNN_TIMED("maxpool_forward_16", maxpool_forward_16(t, d, x, relu, y, argmax));
+  }
+  void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
+                           void* dx) override {
+    CNN_TIMED("maxpool_backward_16", maxpool_backward_16(t, d, dy, relu_y, argmax, dx));
+  }
+  void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) override {
+    CNN_TIMED("avgpool_forward_16", avgpool_forward_16(t, d, x, y));
+  }
+  void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) override {
+    CNN_TIMED("avgpool_backward_16", avgpool_backward_16(t, d, dy, dx));
+  }
+  void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float label_smoothing,
+                       float scale, void* dlogits, double* host_loss_sum, int64_t* host_correct) override {
+    CNN_TIMED("softmax_xent_16", softmax_xent_16(t, n, classes, logits, labels, label_smoothing, scale, dlogits,
+        host_loss_sum, host_correct));
+  }
+  void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                              float label_smoothing, float scale, void* dlogits, LossTotals* totals) override {
+    CNN_TIMED("softmax_xent_totals_16", softmax_xent_totals_16(t, n, classes, logits, labels, label_smoothing, scale,
+        dlogits, totals));
+  }
+  void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                                  const float* beta, float eps, float momentum, bool relu, void* y,
+                                  uint32_t* relu_mask, float* save_mean, float* save_invstd, float* running_mean,
+                                  float* running_var) override {
+    CNN_TIMED("batchnorm_forward_train_16", batchnorm_forward_train_16(t, rows, c, x, residual, gamma, beta, eps,
+        momentum, relu, y, relu_mask, save_mean, save_invstd, running_mean, running_var));
+  }
+  void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                                  const float* beta, const float* running_mean, const float* running_var, float eps,
+                                  bool relu, void* y) override {
+    CNN_TIMED("batchnorm_forward_infer_16", batchnorm_forward_infer_16(t, rows, c, x, residual, gamma, beta,
+        running_mean, running_var, eps, relu, y));
+  }
+  void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
+                             const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                             void* dresidual, float* dgamma, float* dbeta) override {
+    CNN_TIMED("batchnorm_backward_16", batchnorm_backward_16(t, rows, c, x, relu_mask, dy, gamma, save_mean,
+        save_invstd, dx, dresidual, dgamma, dbeta));
+  }
+  void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
+                          const int64_t* ids, void* y, uint8_t* mask) override {
+    CNN_TIMED("dropout_forward_16", dropout_forward_16(t, n, per_sample, x, p, key, ids, y, mask));
+  }
+  void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
+    CNN_TIMED("dropout_backward_16", dropout_backward_16(t, count, p, dy, mask, dx));
+  }
+  void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) override {
+    CNN_TIMED("axpy_16", axpy_16(t, n, alpha, x, y));
+  }
+  void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                               void* y) override {
+    CNN_TIMED("shortcut_pad_forward_16", shortcut_pad_forward_16(t, n, h, w, c, stride, k, x, y));
+  }
+  void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                void* dx) override {
+    CNN_TIMED("shortcut_pad_backward_16", shortcut_pad_backward_16(t, n, h, w, c, stride, k, dy, dx));
+  }
   void set_label(const char* layer) override { be_.set_label(layer); }
   void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
     CNN_TIMED("upload_images", upload_images(b, x, labels, ids));
