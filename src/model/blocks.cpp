@@ -173,10 +173,14 @@ class Residual : public Layer {
       mode_ = kPad;
     } else {
       mode_ = kProject;
-      std::vector<std::unique_ptr<Layer>> v;
-      conv_bn(v, "0", "1", out_, 1, stride_, bn_opt_, false);
-      proj_ = make_chain("downsample", std::move(v));
-      proj_->set_dtype(dt_);  // created here, after the net set the block's type
+      // Created once (setup may run again on the same input, e.g. to read the shapes back after build; a new
+      // chain would drop the allocated and bound one).
+      if (!proj_) {
+        std::vector<std::unique_ptr<Layer>> v;
+        conv_bn(v, "0", "1", out_, 1, stride_, bn_opt_, false);
+        proj_ = make_chain("downsample", std::move(v));
+        proj_->set_dtype(dt_);  // created here, after the net set the block's type
+      }
     }
     Dims sd = mode_ == kProject ? proj_->setup(in)
               : mode_ == kPad   ? Dims{(in.h + stride_ - 1) / stride_, (in.w + stride_ - 1) / stride_, out_}

@@ -57,6 +57,18 @@ TEST(Flatten, IsAView) {
   EXPECT_TRUE(l->is_view());
 }
 
+// setup() again on the same input (tools read the shapes back after build, as the benchmark's per-layer
+// breakdown does) keeps the block as built: the projection shortcut stays allocated and bound, the output is
+// the same.
+TEST(Blocks, SetupAgainKeepsTheBuiltBlock) {
+  Bound b(make_basic_block("b", 6, 2, Shortcut::kProjection), {5, 7, 3}, 2, 31);
+  std::vector<float> x = random_vec(b.in.size() * b.n, 32), y1(b.out.size() * b.n), y2(y1.size());
+  b.layer->forward(*cpu(), x.data(), y1.data(), b.n, true);
+  EXPECT_EQ(b.layer->setup(b.in), b.out);
+  b.layer->forward(*cpu(), x.data(), y2.data(), b.n, true);
+  EXPECT_EQ(y1, y2);
+}
+
 TEST(Blocks, ParameterNamesAndShortcuts) {
   auto b = make_basic_block("b", 8, 2, Shortcut::kProjection);
   b->setup({6, 6, 4});
