@@ -21,7 +21,8 @@
 # /etc/hosts (localhost and this host's name, as the Debian installer writes it) and APT sources for the
 # mirror this machine uses (bookworm, bookworm-updates, bookworm-security, read with `apt-get indextargets`)
 # with this machine's Acquire:: settings (e.g. Check-Valid-Until for a snapshot mirror, proxies). It also
-# has /usr/sbin/policy-rc.d refusing to start services: packages installed in a chroot must not start
+# has this machine's local CA certificates and /etc/pip.conf (for PyPI behind a TLS-inspecting proxy), and
+# /usr/sbin/policy-rc.d refusing to start services: packages installed in a chroot must not start
 # daemons (munged, slurmctld) that would outlive the command, hold the mounts and listen on the host's ports.
 # No package beyond minbase is installed.
 #
@@ -70,6 +71,14 @@ configure_root() {
   } >"$r/etc/apt/sources.list"
   apt-config dump | grep -E '^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy|ftp::Proxy) ' \
     >"$r/etc/apt/apt.conf.d/90host-mirror" || true
+  # This machine's network trust for PyPI (the TensorBoard test installs its reader with pip once): local CA
+  # certificates, which the root's ca-certificates package adds to its bundle when a test installs it, and
+  # pip's global configuration. Like the APT proxy settings above, a machine with direct access needs none.
+  if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$r/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$r/usr/local/share/ca-certificates/"
+  fi
+  [[ ! -f /etc/pip.conf ]] || cp /etc/pip.conf "$r/etc/pip.conf"
   printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$(hostname)" \
     >"$r/etc/hosts"
   printf '#!/bin/sh\n# Installed by tests/fresh/root.sh: no service starts inside this chroot.\nexit 101\n' \
@@ -98,6 +107,7 @@ cmd_build() {
   cmd_cleanup
   mkdir -p "$FRESH_ROOT"
   tar -C "$FRESH_ROOT" --numeric-owner -xzf "$FRESH_TARBALL"
+  configure_root "$FRESH_ROOT"  # this machine's current settings, also for a tarball cached before they changed
   echo "root.sh: pristine Debian 12 minbase root in $FRESH_ROOT" >&2
 }
 
