@@ -4,6 +4,7 @@
 // meet in double atomicAdds. The variance takes a second pass over (x - mean)^2, as the reference does: the
 // one-pass E[x^2] - E[x]^2 loses the variance of channels with a large mean. The synchronised variants at the
 // end take their statistics from sums added up across ranks (kernels/batchnorm_sync.h); they run on fp32 only.
+#include "kernels/batchnorm_sync.h"
 #include "kernels/cuda_dtype.cuh"
 #include "kernels/cuda_ops.h"
 
@@ -205,19 +206,9 @@ __global__ void batchnorm_finalize_from_stats_kernel(int c, const double* __rest
                                                      float* __restrict__ running_mean,
                                                      float* __restrict__ running_var, float* __restrict__ scale,
                                                      float* __restrict__ shift) {
-  const double count = stats[2 * c];
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < c; j += gridDim.x * blockDim.x) {
-    const double mean = stats[j] / count;
-    const double biased = fmax(stats[c + j] / count - mean * mean, 0.0);
-    const double invstd = 1.0 / sqrt(biased + eps);
-    save_mean[j] = static_cast<float>(mean);
-    save_invstd[j] = static_cast<float>(invstd);
-    scale[j] = static_cast<float>(gamma[j] * invstd);
-    shift[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
-    const double unbiased = count > 1 ? biased * count / (count - 1) : biased;
-    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
-    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
-  }
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < c; j += gridDim.x * blockDim.x)
+    batchnorm_finalize_channel(j, c, stats, gamma, beta, eps, momentum, save_mean, save_invstd, running_mean,
+                               running_var, scale, shift);
 }
 
 // Synchronised batch norm: this rank's share of dgamma/dbeta, the global means for dx.

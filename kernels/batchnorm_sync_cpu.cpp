@@ -20,20 +20,10 @@ void batchnorm_stats_cpu(int rows, int c, const float* x, double* stats) {
 void batchnorm_forward_from_stats_cpu(int rows, int c, const float* x, const double* stats, const float* gamma,
                                       const float* beta, float eps, float momentum, float* y, float* save_mean,
                                       float* save_invstd, float* running_mean, float* running_var) {
-  const double count = stats[2 * c];
   std::vector<float> scale(c), shift(c);
-  for (int j = 0; j < c; ++j) {
-    const double mean = stats[j] / count;
-    const double biased = std::max(stats[c + j] / count - mean * mean, 0.0);
-    const double invstd = 1.0 / std::sqrt(biased + eps);
-    save_mean[j] = static_cast<float>(mean);
-    save_invstd[j] = static_cast<float>(invstd);
-    scale[j] = static_cast<float>(gamma[j] * invstd);
-    shift[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
-    const double unbiased = count > 1 ? biased * count / (count - 1) : biased;
-    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
-    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
-  }
+  for (int j = 0; j < c; ++j)
+    batchnorm_finalize_channel(j, c, stats, gamma, beta, eps, momentum, save_mean, save_invstd, running_mean,
+                               running_var, scale.data(), shift.data());
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < c; ++j) {
       const size_t i = static_cast<size_t>(r) * c + j;
