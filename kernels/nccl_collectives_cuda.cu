@@ -73,9 +73,14 @@ std::string with_step(const std::string& what) {
 
 class NcclCollectives;
 
+// With a 16-bit wire (--comm.grad_dtype), each bucket is rounded into a 16-bit staging buffer on the compute
+// stream when it is launched (so the communication stream's wait on the compute stream covers it), summed as
+// ncclBfloat16/ncclHalf, and widened back into the fp32 gradient on the compute stream after it has joined
+// the communication stream.
 class NcclGradSync final : public GradSync {
  public:
-  NcclGradSync(NcclCollectives* owner, float* grads, size_t n, const GradSyncOptions& o);
+  NcclGradSync(NcclCollectives* owner, Backend& be, float* grads, size_t n, const GradSyncOptions& o);
+  ~NcclGradSync() override;
 
  protected:
   void launch(size_t, float* data, size_t n, const std::string& what) override;
@@ -83,11 +88,14 @@ class NcclGradSync final : public GradSync {
 
  private:
   NcclCollectives* nccl_;
+  Backend& be_;
+  DType wire_ = DType::kF32;  // kF32: no staging
+  void* stage_ = nullptr;     // size() 16-bit elements of device memory
 };
 
 class NcclCollectives final : public Collectives {
  public:
-  explicit NcclCollectives(Backend& be) : ctx_(device_context(be)) {
+  explicit NcclCollectives(Backend& be) : be_(be), ctx_(device_context(be)) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
@@ -149,7 +157,7 @@ class NcclCollectives final : public Collectives {
     join();
   }
   std::unique_ptr<GradSync> make_grad_sync(float* grads, size_t n, const GradSyncOptions& o) override {
-    return std::make_unique<NcclGradSync>(this, grads, n, o);
+    return std::make_unique<NcclGradSync>(this, be_, grads, n, o);
   }
 
   // In-place sum on the communication stream, after the compute stream's work issued so far.
@@ -250,6 +258,7 @@ class NcclCollectives final : public Collectives {
     }
   }
 
+  Backend& be_;
   DeviceContext ctx_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
@@ -261,15 +270,27 @@ class NcclCollectives final : public Collectives {
   std::atomic<bool> aborted_{false};
 };
 
-NcclGradSync::NcclGradSync(NcclCollectives* owner, float* grads, size_t n, const GradSyncOptions& o)
-    : GradSync(owner, grads, n, o), nccl_(owner) {}
+NcclGradSync::NcclGradSync(NcclCollectives* owner, Backend& be, float* grads, size_t n, const GradSyncOptions& o)
+    : GradSync(owner, grads, n, o), nccl_(owner), be_(be) {
+  if (o.wire == GradWire::kF32 || world_size() == 1 || n == 0) return;  // one rank: nothing travels
+  wire_ = o.wire == GradWire::kBF16 ? DType::kBF16 : DType::kF16;
+  stage_ = be_.alloc(n * dtype_size(wire_));
+}
+
+NcclGradSync::~NcclGradSync() {
+  if (stage_) be_.release(stage_);
+}
 
 void NcclGradSync::launch(size_t, float* data, size_t n, const std::string& what) {
-  nccl_->issue(data, n, ncclFloat32, what);
+  if (wire_ == DType::kF32) return nccl_->issue(data, n, ncclFloat32, what);
+  void* s = static_cast<char*>(stage_) + static_cast<size_t>(data - grads()) * dtype_size(wire_);
+  be_.convert(n, DType::kF32, data, wire_, s);
+  nccl_->issue(s, n, wire_ == DType::kBF16 ? ncclBfloat16 : ncclFloat16, what);
 }
 
 double NcclGradSync::complete() {
   nccl_->join();
+  if (wire_ != DType::kF32) be_.convert(size(), wire_, stage_, DType::kF32, grads());
   return 0;  // the host does not wait: the optimizer's kernels wait on the device
 }
 

@@ -14,9 +14,17 @@
 
 namespace cnn {
 
+// The type the gradient travels in (--comm.grad_dtype). kF32: the fp32 gradient is summed as it is. 16 bits:
+// each bucket is rounded to bf16/fp16, summed in that type (every addition of the reduction computes in fp32
+// and rounds to 16 bits, as NCCL's ncclBfloat16/ncclHalf sums do) and widened back into the fp32 gradient:
+// half the bytes on the wire, at the price described in docs/mixed_precision.md. On one rank nothing travels
+// and nothing is rounded.
+enum class GradWire : uint8_t { kF32, kBF16, kF16 };
+
 struct GradSyncOptions {
   size_t bucket_bytes = size_t{25} << 20;  // --comm.bucket_mb
   bool overlap = true;                     // --comm.overlap false: every bucket starts after backward
+  GradWire wire = GradWire::kF32;          // --comm.grad_dtype
 };
 
 struct GradSyncCounters {
@@ -52,8 +60,12 @@ class GradSync {
   const GradSyncCounters& counters() const { return counters_; }
   // The collectives this sync runs on (for layers that need sums over the same ranks, e.g. synchronised BN).
   Collectives* collectives() const { return owner_; }
+  const GradSyncOptions& options() const { return opt_; }
 
  protected:
+  float* grads() const { return grads_; }
+  size_t size() const { return n_; }
+
   // Sum-allreduce of bucket i, in place.
   virtual void launch(size_t i, float* data, size_t n, const std::string& what) = 0;
   // Called by on_ready() when nothing was launched: MPI progresses its requests here.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 
+#include "kernels/simt/half_bits.h"
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
@@ -28,17 +29,34 @@ void allreduce_now(T* data, size_t n, MPI_Datatype type, const std::string& what
 
 class MpiGradSync final : public GradSync {
  public:
-  using GradSync::GradSync;
+  MpiGradSync(Collectives* owner, float* grads, size_t n, const GradSyncOptions& o)
+      : GradSync(owner, grads, n, o), wire16_(o.wire != GradWire::kF32 && world_size() > 1) {
+    if (wire16_) stage_.resize(n);
+  }
 
  protected:
   void launch(size_t, float* data, size_t n, const std::string& what) override {
     if (world_size() == 1) return;
-    const size_t piece = mpi_piece_elems(sizeof(float));
+    char* buf = reinterpret_cast<char*>(data);
+    size_t elem = sizeof(float);
+    MPI_Datatype type = MPI_FLOAT;
+    MPI_Op op = MPI_SUM;
+    if (wire16_) {
+      const bool bf16 = options().wire == GradWire::kBF16;
+      uint16_t* s = stage_.data() + (data - grads());
+      for (size_t i = 0; i < n; ++i)
+        s[i] = bf16 ? simt::detail::float_to_bf16_bits(data[i]) : simt::detail::float_to_half_bits(data[i]);
+      buf = reinterpret_cast<char*>(s);
+      elem = sizeof(uint16_t);
+      type = MPI_UINT16_T;
+      op = mpi_16bit_op(bf16, Mpi16Op::kSum);
+    }
+    const size_t piece = mpi_piece_elems(elem);
     for (size_t done = 0; done < n; done += piece) {
       const size_t len = std::min(n - done, piece);
       PendingCollective p =
           begin_collective(len < n ? strprintf("%s (elements %zu..%zu)", what.c_str(), done, done + len - 1) : what);
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + done * elem, static_cast<int>(len), type, op, MPI_COMM_WORLD,
                                &p.req));
       pending_.push_back(p);
     }
@@ -48,10 +66,19 @@ class MpiGradSync final : public GradSync {
   double complete() override {
     const auto t0 = std::chrono::steady_clock::now();
     wait_collectives(pending_);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (wire16_) {  // the 16-bit sums back into the fp32 gradient
+      const bool bf16 = options().wire == GradWire::kBF16;
+      float* g = grads();
+      for (size_t i = 0; i < stage_.size(); ++i)
+        g[i] = bf16 ? simt::detail::bf16_bits_to_float(stage_[i]) : simt::detail::half_bits_to_float(stage_[i]);
+    }
+    return waited;
   }
 
  private:
+  const bool wire16_;             // the gradient travels in 16 bits (--comm.grad_dtype bf16|fp16, several ranks)
+  std::vector<uint16_t> stage_;  // its 16-bit copy, summed in place
   std::vector<PendingCollective> pending_;
 };
 

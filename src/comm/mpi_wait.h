@@ -21,6 +21,12 @@ namespace cnn {
 // 1 GiB (implementations have had overflows in their byte arithmetic near 2 GiB). Longer transfers are split.
 size_t mpi_piece_elems(size_t elem_bytes);
 
+// Reductions of 16-bit floats carried as MPI_UINT16_T (bf16 when `bf16`, else IEEE binary16): each combination
+// widens both operands to float, combines them in float and rounds to nearest even. Commutative; created on
+// first use (main thread) and kept until MPI_Finalize.
+enum class Mpi16Op { kSum, kProd, kMax, kMin };
+MPI_Op mpi_16bit_op(bool bf16, Mpi16Op op);
+
 // A non-blocking MPI collective this rank has arrived at: its request and its watchdog sequence number.
 struct PendingCollective {
   MPI_Request req = MPI_REQUEST_NULL;

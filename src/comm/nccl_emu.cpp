@@ -24,6 +24,7 @@
 #include "kernels/simt/simt.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
+#include "src/comm/mpi_wait.h"
 
 namespace simt {
 namespace nccl {
@@ -134,28 +135,6 @@ bool inject_fault(ncclComm* comm, const char* fn) {
 
 // --- Data types and reductions ---
 
-// Half and bfloat16 travel as 16-bit words; their reductions are user MPI operations computing in float.
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), int Op>
-void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
-  auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    const float x = ToFloat(a[i]), y = ToFloat(b[i]);
-    const float r = Op == ncclSum ? x + y : Op == ncclProd ? x * y : Op == ncclMax ? (x > y ? x : y) : (x < y ? x : y);
-    b[i] = FromFloat(r);
-  }
-}
-
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-MPI_Op half_mpi_op(ncclRedOp_t op) {
-  static MPI_Op ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
-  static MPI_User_function* fns[4] = {half_op<ToFloat, FromFloat, ncclSum>, half_op<ToFloat, FromFloat, ncclProd>,
-                                      half_op<ToFloat, FromFloat, ncclMax>, half_op<ToFloat, FromFloat, ncclMin>};
-  const int k = op == ncclAvg ? 0 : static_cast<int>(op);
-  if (ops[k] == MPI_OP_NULL) MPI_Op_create(fns[k], 1, &ops[k]);
-  return ops[k];
-}
-
 size_t type_size(ncclDataType_t t) {
   switch (t) {
     case ncclInt8: case ncclUint8: return 1;
@@ -181,8 +160,14 @@ MPI_Datatype mpi_type(ncclDataType_t t) {
 }
 
 MPI_Op mpi_op(ncclDataType_t t, ncclRedOp_t op) {
-  if (t == ncclFloat16) return half_mpi_op<detail::half_bits_to_float, detail::float_to_half_bits>(op);
-  if (t == ncclBfloat16) return half_mpi_op<detail::bf16_bits_to_float, detail::float_to_bf16_bits>(op);
+  // Half and bfloat16 travel as 16-bit words; their reductions compute in float (src/comm/mpi_half_ops.cpp).
+  if (t == ncclFloat16 || t == ncclBfloat16) {
+    const cnn::Mpi16Op k = op == ncclProd ? cnn::Mpi16Op::kProd
+                           : op == ncclMax ? cnn::Mpi16Op::kMax
+                           : op == ncclMin ? cnn::Mpi16Op::kMin
+                                           : cnn::Mpi16Op::kSum;  // sum; average divides afterwards
+    return cnn::mpi_16bit_op(t == ncclBfloat16, k);
+  }
   switch (op) {
     case ncclProd: return MPI_PROD;
     case ncclMax: return MPI_MAX;

@@ -209,6 +209,9 @@ const std::vector<Opt>& options() {
                          "gradient allreduce bucket size (MiB); each bucket starts as soon as backward has made it"));
     v.push_back(bool_opt("comm.overlap", &Config::comm_overlap,
                          "start gradient buckets during backward (false: all after backward, for measuring)"));
+    v.push_back(str_opt("comm.grad_dtype", &Config::comm_grad_dtype, {"fp32", "bf16", "fp16"},
+                        "type the gradient is summed in across ranks: fp32, or bf16/fp16 (half the bytes; every "
+                        "addition rounds to 16 bits: docs/mixed_precision.md)"));
     v.push_back(real_opt("comm.timeout_s", &Config::comm_timeout_s, 0, 1e7, true,
                          "collective deadline: a rank that waits longer reports the ranks that did not arrive and "
                          "aborts the job"));

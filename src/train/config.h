@@ -53,6 +53,7 @@ struct Config {
   // Data-parallel communication (docs/gpu_clusters.md).
   double comm_bucket_mb = 25;
   bool comm_overlap = true;
+  std::string comm_grad_dtype = "fp32";  // the type gradients are summed in across ranks
   double comm_timeout_s = 600;
   std::string comm_backend = "auto";  // auto | nccl | mpi
   bool gpu_share = false;

@@ -212,10 +212,14 @@ Cursor Trainer::plan() {
     GradSyncOptions go;
     go.bucket_bytes = static_cast<size_t>(cfg_.comm_bucket_mb * 1048576.0);
     go.overlap = cfg_.comm_overlap;
+    go.wire = cfg_.comm_grad_dtype == "bf16"   ? GradWire::kBF16
+              : cfg_.comm_grad_dtype == "fp16" ? GradWire::kF16
+                                               : GradWire::kF32;
     sync_ = comm_->make_grad_sync(net_.grads(), net_.num_params(), go);
-    log_.info("gradient sync: %s; %zu bucket%s of up to %.3g MiB, %s; collective timeout %.0f s",
-              comm_->describe().c_str(), sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s",
-              cfg_.comm_bucket_mb,
+    log_.info("gradient sync: %s; summed in %s%s; %zu bucket%s of up to %.3g MiB, %s; collective timeout %.0f s",
+              comm_->describe().c_str(), cfg_.comm_grad_dtype.c_str(),
+              go.wire == GradWire::kF32 ? "" : " (rounded from the fp32 gradient, widened back after the sum)",
+              sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s", cfg_.comm_bucket_mb,
               cfg_.comm_overlap ? "started during backward" : "started after backward (--comm.overlap false)",
               cfg_.comm_timeout_s);
   }

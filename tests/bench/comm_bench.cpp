@@ -81,6 +81,28 @@ struct Rig {
     return median(ms);
   }
 
+  // Milliseconds of one GradSync of the whole gradient (25 MiB buckets, all launched by finish()) with both
+  // ranks ready, the gradient travelling as `wire` (--comm.grad_dtype): the 16-bit wire's conversions
+  // against its halved bytes.
+  double grad_sync_alone_ms(Collectives& comm, GradWire wire, int reps) {
+    GradSyncOptions o;
+    o.wire = wire;
+    auto sync = comm.make_grad_sync(net->grads(), net->num_params(), o);
+    const std::vector<float> g(net->grads(), net->grads() + net->num_params());
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+      std::copy(g.begin(), g.end(), net->grads());  // the same values every time (sums would grow)
+      barrier();
+      const auto t0 = Clock::now();
+      sync->finish();
+      std::vector<double> all(static_cast<size_t>(world_size()), 0.0);
+      all[world_rank()] = std::chrono::duration<double>(Clock::now() - t0).count() * 1000;
+      allreduce_sum(all.data(), all.size());
+      ms.push_back(*std::max_element(all.begin(), all.end()));
+    }
+    return median(ms);
+  }
+
   // Milliseconds per step and the exposed share (%), both the maximum over ranks (the slowest rank sets the
   // pace of synchronous data parallelism).
   std::pair<double, double> run(Collectives& comm, const Setting& s, int steps) {
@@ -152,9 +174,15 @@ int main_bench(int argc, char** argv) {
         res[s].exposed_pct.push_back(pct);
       }
     const double alone = rig.allreduce_alone_ms(*comm, 5 * reps);
+    double wire_ms[3];
+    const GradWire wires[3] = {GradWire::kF32, GradWire::kBF16, GradWire::kF16};
+    for (int w = 0; w < 3; ++w) wire_ms[w] = rig.grad_sync_alone_ms(*comm, wires[w], 5 * reps);
     if (!root) continue;
     std::printf("\n%s: %zu parameters (%.2f MB of gradient); one allreduce of it with both ranks ready: %.2f ms "
                 "(median of %d)\n", model.c_str(), rig.net->num_params(), rig.net->num_params() * 4 / 1e6, alone,
+                5 * reps);
+    std::printf("one GradSync of it (25 MiB buckets) by --comm.grad_dtype, both ranks ready, conversions included: "
+                "fp32 %.2f ms, bf16 %.2f ms, fp16 %.2f ms (medians of %d)\n", wire_ms[0], wire_ms[1], wire_ms[2],
                 5 * reps);
     std::printf("| bucket MiB | buckets | overlap | step ms (median) | exposed comm %% of step (median) | "
                 "min-max %% |\n");

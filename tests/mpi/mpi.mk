@@ -1,8 +1,8 @@
 # The NCCL code path under the emulator, beyond test-mpi's np 2 and 4 runs of the whole suite: the emulated
 # NCCL's collectives at np 3 (that suite runs each case with immediate and deferred streams itself), and the
-# emu data-parallel and synchronised batch-norm suites with deferred emulator streams (queued device work run
-# at synchronisation points in seeded orders), at np 2 and 4.
-MPI_DEFERRED_SUITES = 'EmuDataParallel.*:SyncBatchNorm.Emu*'
+# emu data-parallel, synchronised batch-norm and 16-bit gradient-wire suites with deferred emulator streams
+# (queued device work run at synchronisation points in seeded orders), at np 2 and 4.
+MPI_DEFERRED_SUITES = 'EmuDataParallel.*:SyncBatchNorm.Emu*:*GradWire16*NcclEmu*'
 
 .PHONY: test-mpi-nccl
 test-mpi-nccl: $(MPI_TEST)
