@@ -82,8 +82,15 @@ struct DnnlOps::Impl {
     memory x, y, dx, dy, w_user, dw_user, b, db;  // bound to caller pointers per call
     memory dw_blk, db_tmp;                        // owned, oneDNN's layouts
     memory::desc w_bwd_desc;                      // the backward-data primitive's filter layout
+    memory::desc w_fwd_desc;                      // the forward primitive's filter layout (direct or Winograd)
     bool fwd_reorder = false, bwd_reorder = false;
     int nthr = 1, nthr_w = 1;  // threads of forward/backward-data, of backward-weights
+    // Winograd F(4x4, 3x3) (see wino_eligible): the primitive works on blocked nChw16c activations, reordered
+    // from and to the caller's NHWC around each call into buffers owned here.
+    bool wino_fwd = false, wino_bwd_w = false;
+    Prim x_to_blk, y_from_blk;  // forward: x in, y out
+    Prim xw_to_blk, dyw_to_blk;  // backward-weights: x and dy in
+    memory x_blk, y_blk, xw_blk, dyw_blk;
   };
   struct Matmul {
     Prim p;
@@ -169,6 +176,33 @@ struct DnnlOps::Impl {
     return r;
   }
 
+  // An activation reorder (NHWC <-> nChw16c) of `from` into `to` on the op's threads.
+  Prim act_reorder(const memory::desc& from, const memory::desc& to, int nthr) {
+    const int keep = omp_get_max_threads();
+    set_threads(nthr);
+    dnnl::reorder::primitive_desc pd(eng, from, eng, to, attr());
+    Prim r = prim(dnnl::reorder(pd), pd.scratchpad_desc());
+    set_threads(keep);
+    return r;
+  }
+
+  // Winograd F(4x4, 3x3) convolution (oneDNN 2.6's jit_wino_4x3, AVX-512, fp32 only) for 3x3 stride-1 "same"
+  // convolutions without bias whose channel counts are multiples of 16, from 64 up: 2.25x fewer
+  // multiplications, results within ~1e-6 of the direct convolution's largest output and deterministic for a
+  // thread count (docs/perf.md has the per-shape measurements). Used for the forward pass (and with it the
+  // stride-1 backward-data pass, which runs as a forward convolution) and backward-weights. Below 64 channels
+  // the direct kernels are as fast or faster once the layout conversions are counted (measured in the
+  // training step, not in isolation). CNNTRAIN_WINOGRAD=0 turns it off (docs/environment.md).
+  bool wino_allowed = [] {
+    const char* e = std::getenv("CNNTRAIN_WINOGRAD");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  bool wino_eligible(const ConvDesc& d, bool bias, DType t) const {
+    return wino_allowed && t == DType::kF32 && !bias && d.r == 3 && d.s == 3 && d.stride_h == 1 &&
+           d.stride_w == 1 && d.pad_h == 1 && d.pad_w == 1 && d.c % 16 == 0 && d.k % 16 == 0 && d.c >= 64 &&
+           d.k >= 64;
+  }
+
   static void bind(const memory& m, const void* ptr) {
     CNN_CHECK(dnnl_memory_set_data_handle_v2(m.get(), const_cast<void*>(ptr), nullptr) == dnnl_success,
               "oneDNN set_data_handle");
@@ -219,14 +253,38 @@ struct DnnlOps::Impl {
     // Weight gradients are fp32 whatever the activations are: they accumulate into the fp32 gradient buffer.
     c.dw_user = memory(memory::desc(wei, dt::f32, tag::ohwi), eng, DNNL_MEMORY_NONE);
     if (bias) c.b = memory(b_md, eng, DNNL_MEMORY_NONE);
-    c.fwd_reorder = c.fwd_pd.weights_desc() != w_md;
-    if (c.fwd_reorder) c.w_to_fwd = reorder(c.w_user, memory(c.fwd_pd.weights_desc(), eng, DNNL_MEMORY_NONE), false);
+    c.w_fwd_desc = c.fwd_pd.weights_desc();
+    if (wino_eligible(d, bias, t)) {
+      try {
+        const memory::desc a_src(src, at, tag::any), a_dst(dst, at, tag::any);
+        dnnl::convolution_forward::desc wd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
+                                           a_src, w_any, a_dst, strides, pad_l, pad_r);
+        dnnl::convolution_forward::primitive_desc wpd(wd, attr(), eng);
+        c.fwd = prim(dnnl::convolution_forward(wpd), wpd.scratchpad_desc());
+        c.w_fwd_desc = wpd.weights_desc();
+        c.x_blk = memory(wpd.src_desc(), eng);
+        c.y_blk = memory(wpd.dst_desc(), eng);
+        c.x_to_blk = act_reorder(x_md, wpd.src_desc(), c.nthr);
+        c.y_from_blk = act_reorder(wpd.dst_desc(), y_md, c.nthr);
+        c.wino_fwd = true;
+      } catch (const dnnl::error&) {
+        // No Winograd kernel for this CPU or shape: the direct convolution stays.
+      }
+    }
+    c.fwd_reorder = c.w_fwd_desc != w_md;
+    if (c.fwd_reorder) c.w_to_fwd = reorder(c.w_user, memory(c.w_fwd_desc, eng, DNNL_MEMORY_NONE), false);
     return c;
   }
 
   void run_forward(Conv& c, const void* x, const memory& wm, const float* b, void* y) {
     bind(c.x, x);
     bind(c.y, y);
+    if (c.wino_fwd) {  // never with a bias (wino_eligible)
+      run(c.x_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.x_blk}});
+      run(c.fwd, {{DNNL_ARG_SRC, &c.x_blk}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y_blk}});
+      run(c.y_from_blk, {{DNNL_ARG_FROM, &c.y_blk}, {DNNL_ARG_TO, &c.y}});
+      return;
+    }
     if (b) {
       bind(c.b, b);
       run(c.fwd, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_BIAS, &c.b}, {DNNL_ARG_DST, &c.y}});
@@ -257,6 +315,25 @@ struct DnnlOps::Impl {
                                                  strides, pad_l, pad_r);
     set_threads(c.nthr_w);
     dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, attr(), eng, c.fwd_pd);
+    if (w_md.data_type() == dt::f32 && wino_eligible(d, bias, DType::kF32)) {
+      try {
+        const memory::desc a_src(x_md.dims(), dt::f32, tag::any), a_dst(y_md.dims(), dt::f32, tag::any);
+        dnnl::convolution_forward::desc hd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
+                                           a_src, w_any, a_dst, strides, pad_l, pad_r);
+        dnnl::convolution_forward::primitive_desc hint(hd, attr(), eng);
+        dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_winograd, a_src, dw_any, a_dst,
+                                                    strides, pad_l, pad_r);
+        dnnl::convolution_backward_weights::primitive_desc wpd(wd, attr(), eng, hint);
+        c.xw_blk = memory(wpd.src_desc(), eng);
+        c.dyw_blk = memory(wpd.diff_dst_desc(), eng);
+        c.xw_to_blk = act_reorder(x_md, wpd.src_desc(), c.nthr_w);
+        c.dyw_to_blk = act_reorder(y_md, wpd.diff_dst_desc(), c.nthr_w);
+        bw_pd = wpd;
+        c.wino_bwd_w = true;
+      } catch (const dnnl::error&) {
+        // No Winograd kernel for this CPU or shape: the direct convolution stays.
+      }
+    }
     c.bwd_w = prim(dnnl::convolution_backward_weights(bw_pd), bw_pd.scratchpad_desc());
     set_threads(c.nthr);
     // oneDNN overwrites diff_weights; the interface accumulates, so it lands in dw_blk and a reorder with a
@@ -303,7 +380,7 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
   Impl::bind(c.w_user, w);
   const memory& wm = !c.fwd_reorder ? c.w_user
                                     : I.filters_for(w, Impl::key_of(d, b != nullptr, t), Impl::Use::kForward,
-                                                    c.fwd_pd.weights_desc(), [&](const memory& to) {
+                                                    c.w_fwd_desc, [&](const memory& to) {
                                                       I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}});
                                                     });
   I.run_forward(c, x, wm, b, y);
@@ -333,7 +410,7 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
         std::memcpy(to.get_data_handle(), I.w_flip.data(), I.w_flip.size());
     };
     const memory& wm = I.filters_for(w, Impl::key_of(tr, false, t), Impl::Use::kFlippedForward,
-                                     ct.fwd_pd.weights_desc(), flip);
+                                     ct.w_fwd_desc, flip);
     I.run_forward(ct, dy, wm, nullptr, dx);
     return;
   }
@@ -367,7 +444,11 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
   Impl::bind(c.x, x);
   Impl::bind(c.dy, dy);
   Impl::bind(c.dw_user, dw);
-  if (db) {
+  if (c.wino_bwd_w) {  // never with a bias (wino_eligible)
+    I.run(c.xw_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.xw_blk}});
+    I.run(c.dyw_to_blk, {{DNNL_ARG_FROM, &c.dy}, {DNNL_ARG_TO, &c.dyw_blk}});
+    I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.xw_blk}, {DNNL_ARG_DIFF_DST, &c.dyw_blk}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
+  } else if (db) {
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk},
                     {DNNL_ARG_DIFF_BIAS, &c.db_tmp}});
     const float* sums = static_cast<const float*>(c.db_tmp.get_data_handle());

@@ -1,7 +1,9 @@
 // Fast convolution and fully connected ops on oneDNN, used by the CPU backend (kernels/cpu_backend.cpp).
 // Same semantics and layouts as kernels/conv2d.h and kernels/linear.h: x [N,H,W,C] NHWC (oneDNN `nhwc`),
 // w [K,R,S,C] KRSC (`ohwi`), linear w [N,K]; parameter gradients accumulate, input gradients overwrite.
-// Primitives are created once per shape and cached; activations are used in place (no layout conversion).
+// Primitives are created once per shape and cached; activations are used in place (no layout conversion),
+// except around the Winograd kernels that fp32 3x3 stride-1 convolutions of 64+ channels use (blocked
+// nChw16c activations, converted from and to NHWC at each call: see wino_eligible in dnnl_ops.cpp).
 // oneDNN's fast kernels want blocked filter layouts, and each direction a different one (forward Acdb64a,
 // backward-data ABcd16a16b, backward-weights ABcd16b16a on AVX-512), so the filters stay KRSC in the flat
 // parameter buffer and each parameter keeps copies in the layouts it is used in, re-laid out when the

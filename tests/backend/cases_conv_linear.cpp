@@ -36,7 +36,8 @@ const ConvDesc kConvCases[] = {
     conv(5, 12, 12, 2, 7, 3, 3, 1, 1, 1, 1),   // long N*P*Q: splits the filter gradient's reduction
     conv(2, 28, 28, 1, 16, 3, 3, 1, 1, 1, 1),  // fmnist_cnn conv1
     conv(3, 14, 14, 6, 16, 5, 5, 1, 1, 0, 0),  // lenet5 conv2
-    conv(1, 8, 8, 64, 64, 3, 3, 1, 1, 1, 1),   // 64 channels: oneDNN's blocked layouts
+    conv(1, 8, 8, 64, 64, 3, 3, 1, 1, 1, 1),   // 64 channels: oneDNN's blocked layouts (Winograd without bias)
+    conv(3, 11, 9, 80, 96, 3, 3, 1, 1, 1, 1),  // Winograd F(4x4,3x3) on the fast CPU backend: ragged 4x4 tiles
     conv(3, 10, 7, 16, 32, 1, 1, 2, 2, 0, 0),  // 1x1 projection shortcut
     conv(2, 9, 7, 24, 40, 1, 1, 1, 1, 0, 0),   // 1x1 stride 1 (the fast CPU backend's filter gradient: a matmul)
 };
