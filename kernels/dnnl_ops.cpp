@@ -57,7 +57,10 @@ struct DnnlOps::Impl {
   explicit Impl(int threads) : threads(threads), eng(dnnl::engine::kind::cpu, 0), strm(eng) {
     if (const char* e = std::getenv("CNNTRAIN_MIN_PARALLEL_MFLOP")) min_parallel_flops = std::atof(e) * 1e6;
   }
-  ~Impl() { std::free(scratch); }
+  ~Impl() {
+    std::free(scratch);
+    for (void* b : blk) std::free(b);
+  }
 
   int threads;
   // Ops below this many FLOPs run on one thread: a parallel region costs a wake-up and a barrier, and on a
@@ -67,6 +70,9 @@ struct DnnlOps::Impl {
   dnnl::stream strm;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;  // one scratch buffer for all primitives (ops run one at a time)
+  // The blocked activations of the Winograd path: input side [0] and output side [1], shared by all shapes.
+  void* blk[2] = {nullptr, nullptr};
+  size_t blk_bytes[2] = {0, 0};
 
   // A primitive with its scratchpad memory (rebound to the shared scratch buffer at every call).
   struct Prim {
@@ -86,7 +92,8 @@ struct DnnlOps::Impl {
     bool fwd_reorder = false, bwd_reorder = false;
     int nthr = 1, nthr_w = 1;  // threads of forward/backward-data, of backward-weights
     // Winograd F(4x4, 3x3) (see wino_eligible): the primitive works on blocked nChw16c activations, reordered
-    // from and to the caller's NHWC around each call into buffers owned here.
+    // from and to the caller's NHWC around each call, in the shared buffers blk[0] (x_blk, xw_blk) and blk[1]
+    // (y_blk, dyw_blk).
     bool wino_fwd = false, wino_bwd_w = false;
     Prim x_to_blk, y_from_blk;  // forward: x in, y out
     Prim xw_to_blk, dyw_to_blk;  // backward-weights: x and dy in
@@ -176,6 +183,20 @@ struct DnnlOps::Impl {
     return r;
   }
 
+  // A memory of layout `md` that lives in the shared blocked-activation buffer `i` (grown to fit; bound
+  // again at each call with bind_blk).
+  memory blk_memory(const memory::desc& md, int i) {
+    const size_t need = md.get_size();
+    if (need > blk_bytes[i]) {
+      std::free(blk[i]);
+      blk_bytes[i] = (need + 4095) / 4096 * 4096;
+      blk[i] = std::aligned_alloc(4096, blk_bytes[i]);
+      if (!blk[i])
+        raise(kExitFailure, "out of host memory allocating %.1f MiB for Winograd activations", need / 1048576.0);
+    }
+    return memory(md, eng, DNNL_MEMORY_NONE);
+  }
+
   // An activation reorder (NHWC <-> nChw16c) of `from` into `to` on the op's threads.
   Prim act_reorder(const memory::desc& from, const memory::desc& to, int nthr) {
     const int keep = omp_get_max_threads();
@@ -262,8 +283,8 @@ struct DnnlOps::Impl {
         dnnl::convolution_forward::primitive_desc wpd(wd, attr(), eng);
         c.fwd = prim(dnnl::convolution_forward(wpd), wpd.scratchpad_desc());
         c.w_fwd_desc = wpd.weights_desc();
-        c.x_blk = memory(wpd.src_desc(), eng);
-        c.y_blk = memory(wpd.dst_desc(), eng);
+        c.x_blk = blk_memory(wpd.src_desc(), 0);
+        c.y_blk = blk_memory(wpd.dst_desc(), 1);
         c.x_to_blk = act_reorder(x_md, wpd.src_desc(), c.nthr);
         c.y_from_blk = act_reorder(wpd.dst_desc(), y_md, c.nthr);
         c.wino_fwd = true;
@@ -280,6 +301,8 @@ struct DnnlOps::Impl {
     bind(c.x, x);
     bind(c.y, y);
     if (c.wino_fwd) {  // never with a bias (wino_eligible)
+      bind(c.x_blk, blk[0]);
+      bind(c.y_blk, blk[1]);
       run(c.x_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.x_blk}});
       run(c.fwd, {{DNNL_ARG_SRC, &c.x_blk}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y_blk}});
       run(c.y_from_blk, {{DNNL_ARG_FROM, &c.y_blk}, {DNNL_ARG_TO, &c.y}});
@@ -324,8 +347,8 @@ struct DnnlOps::Impl {
         dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_winograd, a_src, dw_any, a_dst,
                                                     strides, pad_l, pad_r);
         dnnl::convolution_backward_weights::primitive_desc wpd(wd, attr(), eng, hint);
-        c.xw_blk = memory(wpd.src_desc(), eng);
-        c.dyw_blk = memory(wpd.diff_dst_desc(), eng);
+        c.xw_blk = blk_memory(wpd.src_desc(), 0);
+        c.dyw_blk = blk_memory(wpd.diff_dst_desc(), 1);
         c.xw_to_blk = act_reorder(x_md, wpd.src_desc(), c.nthr_w);
         c.dyw_to_blk = act_reorder(y_md, wpd.diff_dst_desc(), c.nthr_w);
         bw_pd = wpd;
@@ -445,6 +468,8 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
   Impl::bind(c.dy, dy);
   Impl::bind(c.dw_user, dw);
   if (c.wino_bwd_w) {  // never with a bias (wino_eligible)
+    Impl::bind(c.xw_blk, I.blk[0]);
+    Impl::bind(c.dyw_blk, I.blk[1]);
     I.run(c.xw_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.xw_blk}});
     I.run(c.dyw_to_blk, {{DNNL_ARG_FROM, &c.dy}, {DNNL_ARG_TO, &c.dyw_blk}});
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.xw_blk}, {DNNL_ARG_DIFF_DST, &c.dyw_blk}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});

@@ -20,22 +20,27 @@ class FastKernels : public ::testing::TestWithParam<int> {
 
 // Checkpoint resume relies on the same inputs giving the same bits (for a fixed thread count).
 TEST_P(FastKernels, RunToRunBitExact) {
-  ConvDesc d;
-  d.n = 16, d.h = 16, d.w = 16, d.c = 32, d.k = 32, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
-  const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
-  auto x = random_vec(nx, 1), w = random_vec(nw, 2), dy = random_vec(nx, 3);
-  std::vector<float> first[4];
-  for (int rep = 0; rep < 3; ++rep) {
-    auto be = make_cpu_backend(GetParam(), CpuKernels::kFast);  // fresh primitives each time
-    std::vector<float> y(nx), dx(nx), dw(nw, 0.f), lw(256 * 10, 0.f);
-    be->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
-    be->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
-    be->conv2d_backward_filter(d, x.data(), dy.data(), dw.data(), nullptr);
-    be->linear_backward_weight(static_cast<int>(nx / 256), 256, 10, x.data(), dy.data(), lw.data(), nullptr);
-    std::vector<float>* now[4] = {&y, &dx, &dw, &lw};
-    for (int i = 0; i < 4; ++i) {
-      if (rep == 0) first[i] = *now[i];
-      else EXPECT_EQ(0, std::memcmp(first[i].data(), now[i]->data(), sizeof(float) * first[i].size())) << "output " << i;
+  // 32 channels: the direct kernels; 64: the Winograd ones (kernels/dnnl_ops.cpp, wino_eligible).
+  for (int ch : {32, 64}) {
+    ConvDesc d;
+    d.n = 16, d.h = 16, d.w = 16, d.c = ch, d.k = ch, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
+    const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+    auto x = random_vec(nx, 1), w = random_vec(nw, 2), dy = random_vec(nx, 3);
+    std::vector<float> first[4];
+    for (int rep = 0; rep < 3; ++rep) {
+      auto be = make_cpu_backend(GetParam(), CpuKernels::kFast);  // fresh primitives each time
+      std::vector<float> y(nx), dx(nx), dw(nw, 0.f), lw(256 * 10, 0.f);
+      be->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
+      be->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+      be->conv2d_backward_filter(d, x.data(), dy.data(), dw.data(), nullptr);
+      be->linear_backward_weight(static_cast<int>(nx / 256), 256, 10, x.data(), dy.data(), lw.data(), nullptr);
+      std::vector<float>* now[4] = {&y, &dx, &dw, &lw};
+      for (int i = 0; i < 4; ++i) {
+        if (rep == 0) first[i] = *now[i];
+        else
+          EXPECT_EQ(0, std::memcmp(first[i].data(), now[i]->data(), sizeof(float) * first[i].size()))
+              << ch << " channels, output " << i;
+      }
     }
   }
 }
@@ -50,8 +55,9 @@ TEST_P(FastKernels, FilterLayoutsFollowParamVersion) {
     d.n = 2, d.h = d.w = h, d.c = c, d.k = k, d.r = d.s = r, d.pad_h = d.pad_w = pad;
     return d;
   };
-  // Stride-1 "same" (backward-data as a flipped forward) and unpadded 5x5 (oneDNN's backward-data).
-  for (const ConvDesc& d : {conv(8, 16, 16, 3, 1), conv(14, 6, 16, 5, 0)}) {
+  // Stride-1 "same" (backward-data as a flipped forward; at 64 channels on the Winograd kernels) and unpadded
+  // 5x5 (oneDNN's backward-data).
+  for (const ConvDesc& d : {conv(8, 16, 16, 3, 1), conv(8, 64, 64, 3, 1), conv(14, 6, 16, 5, 0)}) {
     const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
     const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
     auto x = random_vec(nx, 31), w = random_vec(nw, 32), dy = random_vec(ny, 33);
