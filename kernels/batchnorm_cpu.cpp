@@ -4,6 +4,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/batchnorm.h"
+#include "kernels/batchnorm_finalize.h"
 
 namespace cnn {
 
@@ -40,17 +41,9 @@ void batchnorm_forward_train_cpu(int rows, int c, const float* x, const float* r
       var[j] += d * d;
     }
   std::vector<float> scale(c), shift(c);
-  for (int j = 0; j < c; ++j) {
-    const double biased = var[j] / rows;
-    const double invstd = 1.0 / std::sqrt(biased + eps);
-    save_mean[j] = static_cast<float>(mean[j]);
-    save_invstd[j] = static_cast<float>(invstd);
-    scale[j] = static_cast<float>(gamma[j] * invstd);
-    shift[j] = static_cast<float>(beta[j] - mean[j] * gamma[j] * invstd);
-    const double unbiased = rows > 1 ? var[j] / (rows - 1) : biased;
-    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean[j]);
-    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
-  }
+  for (int j = 0; j < c; ++j)
+    batchnorm_finalize(rows, mean[j], var[j] / rows, gamma[j], beta[j], eps, momentum, &save_mean[j],
+                       &save_invstd[j], &running_mean[j], &running_var[j], &scale[j], &shift[j]);
   apply(rows, c, x, residual, scale, shift, relu, y, relu ? relu_mask : nullptr);
 }
 

@@ -100,17 +100,9 @@ __global__ void batchnorm_finalize_train_kernel(int rows, int c, const double* _
                                                 float* __restrict__ save_mean, float* __restrict__ save_invstd,
                                                 float* __restrict__ running_mean, float* __restrict__ running_var,
                                                 float* __restrict__ scale, float* __restrict__ shift) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < c; j += gridDim.x * blockDim.x) {
-    const double mean = sum[j] / rows, biased = sum_sq[j] / rows;
-    const double invstd = 1.0 / sqrt(biased + eps);
-    save_mean[j] = static_cast<float>(mean);
-    save_invstd[j] = static_cast<float>(invstd);
-    scale[j] = static_cast<float>(gamma[j] * invstd);
-    shift[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
-    const double unbiased = rows > 1 ? sum_sq[j] / (rows - 1) : biased;
-    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
-    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
-  }
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < c; j += gridDim.x * blockDim.x)
+    batchnorm_finalize(rows, sum[j] / rows, sum_sq[j] / rows, gamma[j], beta[j], eps, momentum, &save_mean[j],
+                       &save_invstd[j], &running_mean[j], &running_var[j], &scale[j], &shift[j]);
 }
 
 __global__ void batchnorm_finalize_infer_kernel(int c, const float* __restrict__ gamma, const float* __restrict__ beta,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/batchnorm_finalize.h"
 #include "kernels/cpu_parallel.h"
 #include "kernels/fast_cpu.h"
 
@@ -335,17 +336,12 @@ void batchnorm_forward_train_fast(int threads, int rows, int c, const float* x, 
   scale.resize(c);
   sh.resize(c);
   for (int j = 0; j < c; ++j) {
-    const double m1 = s.sum_a[j] / rows;
-    const double mean = shift[j] + m1;
-    const double biased = std::max(0.0, s.sum_b[j] / rows - m1 * m1);
-    const double invstd = 1.0 / std::sqrt(biased + eps);
-    save_mean[j] = static_cast<float>(mean);
-    save_invstd[j] = static_cast<float>(invstd);
-    scale[j] = static_cast<float>(gamma[j] * invstd);
-    sh[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
-    const double unbiased = rows > 1 ? biased * rows / (rows - 1) : biased;
-    running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
-    running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
+    const double m1 = s.sum_a[j] / rows;  // mean and variance of the shifted values
+    float sc, sf;
+    batchnorm_finalize(rows, shift[j] + m1, s.sum_b[j] / rows - m1 * m1, gamma[j], beta[j], eps, momentum,
+                       &save_mean[j], &save_invstd[j], &running_mean[j], &running_var[j], &sc, &sf);
+    scale[j] = sc;
+    sh[j] = sf;
   }
   apply(threads, L, x, residual, relu, widen(L, scale, s.w1), widen(L, sh, s.w2), y,
         relu ? reinterpret_cast<uint8_t*>(relu_mask) : nullptr);

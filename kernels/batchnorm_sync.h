@@ -7,28 +7,19 @@
 #pragma once
 #include <cmath>
 
+#include "kernels/batchnorm_finalize.h"
 #include "kernels/rng.h"  // CNN_HD
 
 namespace cnn {
 
-// Channel j of batchnorm_forward_from_stats: the batch statistics from the sums, the saved mean and inverse
-// standard deviation, the running statistics (unbiased variance), and the affine map y = x * scale + shift.
-// One definition for the CPU reference and the CUDA kernel, so both round alike.
+// Channel j of batchnorm_forward_from_stats: the batch statistics from the sums, then batchnorm_finalize.
 CNN_HD void batchnorm_finalize_channel(int j, int c, const double* stats, const float* gamma, const float* beta,
                                        float eps, float momentum, float* save_mean, float* save_invstd,
                                        float* running_mean, float* running_var, float* scale, float* shift) {
   const double count = stats[2 * c];
   const double mean = stats[j] / count;
-  const double var = stats[c + j] / count - mean * mean;
-  const double biased = var > 0.0 ? var : 0.0;
-  const double invstd = 1.0 / sqrt(biased + eps);
-  save_mean[j] = static_cast<float>(mean);
-  save_invstd[j] = static_cast<float>(invstd);
-  scale[j] = static_cast<float>(gamma[j] * invstd);
-  shift[j] = static_cast<float>(beta[j] - mean * gamma[j] * invstd);
-  const double unbiased = count > 1 ? biased * count / (count - 1) : biased;
-  running_mean[j] = static_cast<float>((1.0 - momentum) * running_mean[j] + momentum * mean);
-  running_var[j] = static_cast<float>((1.0 - momentum) * running_var[j] + momentum * unbiased);
+  batchnorm_finalize(count, mean, stats[c + j] / count - mean * mean, gamma[j], beta[j], eps, momentum,
+                     &save_mean[j], &save_invstd[j], &running_mean[j], &running_var[j], &scale[j], &shift[j]);
 }
 
 void batchnorm_stats_cpu(int rows, int c, const float* x, double* stats);
