@@ -1,9 +1,6 @@
 #include "kernels/dtype.h"
 
 #include <cstring>
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
 
 namespace cnn {
 
@@ -50,25 +47,29 @@ void convert_typed(const From* __restrict x, To* __restrict y, size_t begin, siz
   for (size_t i = begin; i < end; ++i) y[i] = from_float<To>(to_float(x[i]));
 }
 
-#ifdef __F16C__
-// The F16C instructions round to nearest even with subnormals exactly as half_bits.h does (checked against it in
-// tests/unit/test_dtype.cpp), 8 values per instruction: the scalar routine's branches cost ~10x.
-template <>
-void convert_typed<float, F16>(const float* __restrict x, F16* __restrict y, size_t begin, size_t end) {
-  size_t i = begin;
-  for (; i + 8 <= end; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < end; ++i) y[i] = from_float<F16>(x[i]);
-}
+// fp32 <-> 16 bits through the array routines of half_bits.h (vectorised, the same bits as the scalar ones).
+static_assert(sizeof(F16) == 2 && sizeof(Bf16) == 2, "16-bit element types are bare words");
+const uint16_t* words(const F16* p) { return reinterpret_cast<const uint16_t*>(p); }
+const uint16_t* words(const Bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
+uint16_t* words(F16* p) { return reinterpret_cast<uint16_t*>(p); }
+uint16_t* words(Bf16* p) { return reinterpret_cast<uint16_t*>(p); }
 
 template <>
-void convert_typed<F16, float>(const F16* __restrict x, float* __restrict y, size_t begin, size_t end) {
-  size_t i = begin;
-  for (; i + 8 <= end; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
-  for (; i < end; ++i) y[i] = to_float(x[i]);
+void convert_typed<float, F16>(const float* __restrict x, F16* __restrict y, size_t begin, size_t end) {
+  simt::detail::floats_to_half_bits(x + begin, words(y + begin), end - begin);
 }
-#endif
+template <>
+void convert_typed<F16, float>(const F16* __restrict x, float* __restrict y, size_t begin, size_t end) {
+  simt::detail::half_bits_to_floats(words(x + begin), y + begin, end - begin);
+}
+template <>
+void convert_typed<float, Bf16>(const float* __restrict x, Bf16* __restrict y, size_t begin, size_t end) {
+  simt::detail::floats_to_bf16_bits(x + begin, words(y + begin), end - begin);
+}
+template <>
+void convert_typed<Bf16, float>(const Bf16* __restrict x, float* __restrict y, size_t begin, size_t end) {
+  simt::detail::bf16_bits_to_floats(words(x + begin), y + begin, end - begin);
+}
 
 template <class From>
 void convert_from(const From* x, DType to, void* y, size_t begin, size_t end) {

@@ -44,8 +44,7 @@ class MpiGradSync final : public GradSync {
     if (wire16_) {
       const bool bf16 = options().wire == GradWire::kBF16;
       uint16_t* s = stage_.data() + (data - grads());
-      for (size_t i = 0; i < n; ++i)
-        s[i] = bf16 ? simt::detail::float_to_bf16_bits(data[i]) : simt::detail::float_to_half_bits(data[i]);
+      (bf16 ? simt::detail::floats_to_bf16_bits : simt::detail::floats_to_half_bits)(data, s, n);
       buf = reinterpret_cast<char*>(s);
       elem = sizeof(uint16_t);
       type = MPI_UINT16_T;
@@ -69,9 +68,8 @@ class MpiGradSync final : public GradSync {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (wire16_) {  // the 16-bit sums back into the fp32 gradient
       const bool bf16 = options().wire == GradWire::kBF16;
-      float* g = grads();
-      for (size_t i = 0; i < stage_.size(); ++i)
-        g[i] = bf16 ? simt::detail::bf16_bits_to_float(stage_[i]) : simt::detail::half_bits_to_float(stage_[i]);
+      (bf16 ? simt::detail::bf16_bits_to_floats : simt::detail::half_bits_to_floats)(stage_.data(), grads(),
+                                                                                      stage_.size());
     }
     return waited;
   }
