@@ -42,41 +42,28 @@ double unit_roundoff(DType t) {
 
 namespace {
 
+// y[i] = x[i] for i in [0, n): between the two 16-bit types through float; fp32 <-> 16 bits through the array
+// routines of half_bits.h (vectorised, the same bits as the scalar ones), preferred as exact overloads.
 template <class From, class To>
-void convert_typed(const From* __restrict x, To* __restrict y, size_t begin, size_t end) {
-  for (size_t i = begin; i < end; ++i) y[i] = from_float<To>(to_float(x[i]));
+void convert_n(const From* __restrict x, To* __restrict y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = from_float<To>(to_float(x[i]));
 }
-
-// fp32 <-> 16 bits through the array routines of half_bits.h (vectorised, the same bits as the scalar ones).
 static_assert(sizeof(F16) == 2 && sizeof(Bf16) == 2, "16-bit element types are bare words");
-const uint16_t* words(const F16* p) { return reinterpret_cast<const uint16_t*>(p); }
-const uint16_t* words(const Bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
-uint16_t* words(F16* p) { return reinterpret_cast<uint16_t*>(p); }
-uint16_t* words(Bf16* p) { return reinterpret_cast<uint16_t*>(p); }
-
-template <>
-void convert_typed<float, F16>(const float* __restrict x, F16* __restrict y, size_t begin, size_t end) {
-  simt::detail::floats_to_half_bits(x + begin, words(y + begin), end - begin);
-}
-template <>
-void convert_typed<F16, float>(const F16* __restrict x, float* __restrict y, size_t begin, size_t end) {
-  simt::detail::half_bits_to_floats(words(x + begin), y + begin, end - begin);
-}
-template <>
-void convert_typed<float, Bf16>(const float* __restrict x, Bf16* __restrict y, size_t begin, size_t end) {
-  simt::detail::floats_to_bf16_bits(x + begin, words(y + begin), end - begin);
-}
-template <>
-void convert_typed<Bf16, float>(const Bf16* __restrict x, float* __restrict y, size_t begin, size_t end) {
-  simt::detail::bf16_bits_to_floats(words(x + begin), y + begin, end - begin);
-}
+template <class T>
+uint16_t* words(T* p) { return reinterpret_cast<uint16_t*>(p); }
+template <class T>
+const uint16_t* words(const T* p) { return reinterpret_cast<const uint16_t*>(p); }
+void convert_n(const float* x, F16* y, size_t n) { simt::detail::floats_to_half_bits(x, words(y), n); }
+void convert_n(const F16* x, float* y, size_t n) { simt::detail::half_bits_to_floats(words(x), y, n); }
+void convert_n(const float* x, Bf16* y, size_t n) { simt::detail::floats_to_bf16_bits(x, words(y), n); }
+void convert_n(const Bf16* x, float* y, size_t n) { simt::detail::bf16_bits_to_floats(words(x), y, n); }
 
 template <class From>
 void convert_from(const From* x, DType to, void* y, size_t begin, size_t end) {
   switch (to) {
-    case DType::kF32: return convert_typed(x, static_cast<float*>(y), begin, end);
-    case DType::kBF16: return convert_typed(x, static_cast<Bf16*>(y), begin, end);
-    case DType::kF16: return convert_typed(x, static_cast<F16*>(y), begin, end);
+    case DType::kF32: return convert_n(x + begin, static_cast<float*>(y) + begin, end - begin);
+    case DType::kBF16: return convert_n(x + begin, static_cast<Bf16*>(y) + begin, end - begin);
+    case DType::kF16: return convert_n(x + begin, static_cast<F16*>(y) + begin, end - begin);
   }
 }
 
