@@ -116,21 +116,24 @@ TEST_P(NcclEmu, AllReduceEveryOpAndTypeExact) {
   check_allreduce<uint8_t>(ncclUint8, false);
 }
 
-TEST_P(NcclEmu, HalfAndBfloat16SumExact) {
-  const size_t n = 19;
-  for (ncclDataType_t type : {ncclFloat16, ncclBfloat16}) {
-    const bool half = type == ncclFloat16;
-    std::vector<uint16_t> in(n);
-    for (size_t i = 0; i < n; ++i)
-      in[i] = half ? simt::detail::float_to_half_bits(value(r_, i)) : simt::detail::float_to_bf16_bits(value(r_, i));
-    uint16_t* d = device(in);
-    ASSERT_EQ(ncclAllReduce(d, d, n, type, ncclSum, comm_, stream_), ncclSuccess);
-    const auto got = host(d, n);
-    for (size_t i = 0; i < n; ++i) {
-      const float v = half ? simt::detail::half_bits_to_float(got[i]) : simt::detail::bf16_bits_to_float(got[i]);
-      ASSERT_EQ(v, reduce_ref<float>(ncclSum, i, w_)) << (half ? "half" : "bfloat16") << " element " << i;
+TEST_P(NcclEmu, HalfAndBfloat16ReductionsExact) {
+  // 1299 elements: the 16-bit reductions work in blocks of 512 and vectors of 8, so full blocks, a ragged
+  // block and a ragged vector tail all take part. Small integers: every result is exact in both types.
+  const size_t n = 1299;
+  for (ncclDataType_t type : {ncclFloat16, ncclBfloat16})
+    for (ncclRedOp_t op : {ncclSum, ncclMax, ncclMin}) {
+      const bool half = type == ncclFloat16;
+      std::vector<uint16_t> in(n);
+      for (size_t i = 0; i < n; ++i)
+        in[i] = half ? simt::detail::float_to_half_bits(value(r_, i)) : simt::detail::float_to_bf16_bits(value(r_, i));
+      uint16_t* d = device(in);
+      ASSERT_EQ(ncclAllReduce(d, d, n, type, op, comm_, stream_), ncclSuccess);
+      const auto got = host(d, n);
+      for (size_t i = 0; i < n; ++i) {
+        const float v = half ? simt::detail::half_bits_to_float(got[i]) : simt::detail::bf16_bits_to_float(got[i]);
+        ASSERT_EQ(v, reduce_ref<float>(op, i, w_)) << (half ? "half" : "bfloat16") << " op " << op << " element " << i;
+      }
     }
-  }
 }
 
 TEST_P(NcclEmu, ReduceScatterInAndOutOfPlace) {
