@@ -6,10 +6,12 @@
 #    missing GPU fails them), and custom kernels vs cuDNN per ResNet-50 layer shape (timings).
 # 3. compute-sanitizer memcheck, racecheck and synccheck over the kernel tests, where the tool exists.
 # 4. fmnist_cnn, 200 steps, --device cuda vs cpu: per-step losses within 1e-3 relative (TF32 off).
+#    fmnist_cnn 20 steps in bf16 and fp16 (cuDNN and custom kernels) within the documented tolerances.
 # 5. Synthetic ResNet-50 training throughput, 224x224, batch 128 and 256: custom kernels vs cuDNN, fp32 and
-#    TF32; PyTorch's torchvision ResNet-50 (channels_last) beside it when python3 has torch and torchvision.
+#    TF32; bf16 and fp16 at batch 256; PyTorch's torchvision ResNet-50 (channels_last; autocast for 16 bits)
+#    beside it when python3 has torch and torchvision.
 # 6. NCCL: one-rank init, allreduce and gradient sync (tests/cuda/nccl_gpu_test.cpp).
-# Exit status: 0 when every check passed, 1 when one failed. About 5-10 minutes on an H100.
+# Exit status: 0 when every check passed, 1 when one failed. Estimated 5-10 minutes on an H100 (not yet run on one).
 set -uo pipefail
 CNN_BUNDLE=$(dirname "$(readlink -f "$0")")
 report=${1:-$PWD/cnntrain-gpu-report-$(hostname)-$(date +%Y%m%d-%H%M%S).txt}
@@ -95,10 +97,49 @@ else
   failed+=(fmnist-cuda-vs-cpu)
 fi
 
+section "fmnist_cnn 20 steps in bf16 and fp16, cuDNN and the custom kernels (docs/mixed_precision.md, Tolerances)"
+# The first loss (same weights and batch, no update yet) within one 16-bit rounding's reach of the fp32 GPU
+# run's (3% bf16, 0.5% fp16); every loss within 20% of the fp32 CPU run's; all finite.
+for impl in cudnn custom; do
+  for prec in bf16 fp16; do
+    name="fmnist-$prec-$impl"
+    if run "$name" 120 "$CNN_BUNDLE/bin/cnntrain" "${common[@]}" --train.max_steps 20 --device cuda \
+        --conv.impl "$impl" --precision "$prec" --run-dir "$work/$name"; then
+      first_rtol=$([[ $prec == bf16 ]] && echo 0.03 || echo 0.005)
+      if paste <(losses "$work/$name") <(losses "$work/cuda" | head -20) <(losses "$work/cpu" | head -20) | awk -v f="$first_rtol" '
+          function rel(a, b) { r = (a - b) / (b == 0 ? 1 : b); return r < 0 ? -r : r }
+          { n++; if ($1 != $1 + 0 || $1 == "nan" || $1 == "inf") bad = 1
+            if (n == 1) first = rel($1, $2); d = rel($1, $3); if (d > worst) worst = d }
+          END { printf "%d steps, first loss within %.1e of fp32 cuda, every loss within %.1e of fp32 cpu\n", n, first, worst
+                exit !(n == 20 && !bad && first <= f && worst <= 0.2) }' | tee -a "$report"; then
+        say "-> $name-losses: ok"
+      else
+        say "-> $name-losses: FAILED"
+        failed+=("$name-losses")
+      fi
+    fi
+  done
+done
+
 section "custom kernels vs cuDNN per ResNet-50 layer shape (batch 32, fp32)"
 run layer-speed 180 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='VendorSpeed.*' --gtest_brief=1
 
 section "synthetic ResNet-50 training throughput (224x224, SGD, images/s of the last 20 of 30 steps)"
+# resnet50_run IMPL PRECISION TF32 BATCH: sets rate to the images/s of cnntrain's steps 11-30, or to "failed"
+# (recorded as a failure). Not for $(...): the failure must reach this shell's list.
+resnet50_run() {
+  local impl=$1 prec=$2 tf32=$3 batch=$4 dir="$work/r50-$1-$2-$3-$4"
+  rate=failed
+  if timeout 240 "$CNN_BUNDLE/bin/cnntrain" --model resnet50 --device cuda --conv.impl "$impl" --precision "$prec" \
+      --gpu.tf32 "$tf32" --data.synthetic "$((batch * 40))x224x224x3:1000" --train.batch "$batch" \
+      --train.max_steps 30 --log.every_steps 10 --checkpoint.at_end false --run-dir "$dir" >"$dir.log" 2>&1; then
+    rate=$(sed -n 's/.*"event":"train".*"samples_per_s":\([0-9.eE+]*\).*/\1/p' "$dir/metrics.jsonl" | tail -2 |
+           awk '{ s += $1 } END { printf "%.0f", s / NR }')
+  else
+    failed+=("resnet50-$impl-$prec-tf32$tf32-$batch")
+    tail -5 "$dir.log" >>"$report"
+  fi
+}
 torch_ok=0
 python3 -c "import torch, torchvision; assert torch.cuda.is_available()" >/dev/null 2>&1 && torch_ok=1
 say "$(printf '%-8s %-6s %-6s %12s' impl math batch images/s)"
@@ -106,17 +147,7 @@ for batch in 128 256; do
   for tf32 in false true; do
     math=$([[ $tf32 == true ]] && echo tf32 || echo fp32)
     for impl in custom cudnn; do
-      dir="$work/r50-$impl-$math-$batch"
-      rate="failed"
-      if timeout 240 "$CNN_BUNDLE/bin/cnntrain" --model resnet50 --device cuda --conv.impl "$impl" --gpu.tf32 "$tf32" \
-          --data.synthetic "$((batch * 40))x224x224x3:1000" --train.batch "$batch" --train.max_steps 30 \
-          --log.every_steps 10 --checkpoint.at_end false --run-dir "$dir" >"$dir.log" 2>&1; then
-        rate=$(sed -n 's/.*"event":"train".*"samples_per_s":\([0-9.eE+]*\).*/\1/p' "$dir/metrics.jsonl" | tail -2 |
-               awk '{ s += $1 } END { printf "%.0f", s / NR }')
-      else
-        failed+=("resnet50-$impl-$math-$batch")
-        tail -5 "$dir.log" >>"$report"
-      fi
+      resnet50_run "$impl" fp32 "$tf32" "$batch"
       say "$(printf '%-8s %-6s %-6s %12s' "$impl" "$math" "$batch" "$rate")"
     done
     if ((torch_ok)); then
@@ -127,6 +158,19 @@ for batch in 128 256; do
   done
 done
 ((torch_ok)) || say "PyTorch: python3 -c 'import torch, torchvision' failed or sees no GPU (no side-by-side rows)"
+
+section "synthetic ResNet-50 mixed-precision training throughput (batch 256; PyTorch: autocast + channels_last)"
+say "$(printf '%-8s %-6s %-6s %12s' impl prec batch images/s)"
+for prec in bf16 fp16; do
+  for impl in cudnn custom; do
+    resnet50_run "$impl" "$prec" true 256
+    say "$(printf '%-8s %-6s %-6s %12s' "$impl" "$prec" 256 "$rate")"
+  done
+  if ((torch_ok)); then
+    rate=$(timeout 240 python3 "$CNN_BUNDLE/libexec/torch_resnet50.py" --batch 256 --amp "$prec" 2>>"$report" | tail -1)
+    say "$(printf '%-8s %-6s %-6s %12s' pytorch "$prec" 256 "${rate:-failed}")"
+  fi
+done
 
 section "NCCL: one-rank init, allreduce and bucketed gradient sync on the GPU"
 run nccl 120 "$CNN_BUNDLE/libexec/cuda_tests" --gtest_filter='NcclOneRank.*' --gtest_brief=1
