@@ -8,6 +8,7 @@
 #include "src/model/zoo.h"
 #include "src/train/step.h"
 #include "tests/common/test_util.h"
+#include "tests/mpi/mpi_test_util.h"
 
 namespace cnn {
 namespace {
@@ -73,11 +74,7 @@ std::vector<float> train(int rank, int world, bool communicate, int steps) {
 TEST(DataParallel, RanksAgreeAndMatchOneProcess) {
   const int steps = 12;  // crosses an epoch boundary (8 steps per epoch)
   std::vector<float> mine = train(world_rank(), world_size(), true, steps);
-  // Identical on every rank: compare with rank 0's copy bit for bit.
-  std::vector<float> root = mine;
-  broadcast(root.data(), root.size() * sizeof(float), 0);
-  EXPECT_EQ(std::memcmp(root.data(), mine.data(), mine.size() * sizeof(float)), 0)
-      << "rank " << world_rank() << " diverged from rank 0";
+  test::expect_same_on_every_rank(mine, "weights");
   std::vector<float> single = train(0, 1, false, steps);
   EXPECT_TRUE(test::all_close(mine, single, 1e-6, 1e-5, "weights vs 1-rank run"));
   // And training moved the weights at all.

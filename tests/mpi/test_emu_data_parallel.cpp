@@ -11,6 +11,7 @@
 #include "src/comm/comm.h"
 #include "src/train/step.h"
 #include "tests/common/test_util.h"
+#include "tests/mpi/mpi_test_util.h"
 
 namespace cnn {
 namespace {
@@ -81,10 +82,7 @@ TEST(EmuDataParallel, NcclPathRanksAgreeAndMatchOneCpuProcess) {
   }
   auto cpu = make_cpu_backend(1);
   const Result c = train(*cpu, nullptr, 0, 1, steps);
-  std::vector<float> root = e.weights;
-  broadcast(root.data(), root.size() * sizeof(float), 0);
-  EXPECT_EQ(std::memcmp(root.data(), e.weights.data(), root.size() * sizeof(float)), 0)
-      << "rank " << world_rank() << " diverged from rank 0";
+  test::expect_same_on_every_rank(e.weights, "emu (NCCL) weights");
   EXPECT_TRUE(test::all_close(e.losses, c.losses, 0, 1e-5, "emu (NCCL, N ranks) vs cpu (1 process) losses"));
   EXPECT_TRUE(test::all_close(e.weights, c.weights, 1e-6, 1e-5, "emu (NCCL, N ranks) vs cpu (1 process) weights"));
   EXPECT_EQ(e.counters.steps, steps);

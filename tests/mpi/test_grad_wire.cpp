@@ -13,6 +13,7 @@
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "tests/common/test_util.h"
+#include "tests/mpi/mpi_test_util.h"
 
 namespace cnn {
 namespace {
@@ -41,14 +42,6 @@ std::vector<float> sum_with(Collectives& coll, Backend* be, GradWire w, std::vec
     be->release(buf);
   }
   return x;
-}
-
-// Every rank's values are rank 0's, bit for bit.
-void expect_same_on_every_rank(const std::vector<float>& v, const char* what) {
-  std::vector<float> root = v;
-  broadcast(root.data(), root.size() * sizeof(float), 0);
-  EXPECT_EQ(std::memcmp(root.data(), v.data(), v.size() * sizeof(float)), 0)
-      << what << ": rank " << world_rank() << " differs from rank 0";
 }
 
 struct WireCase {
@@ -120,7 +113,7 @@ TEST_P(GradWire16, RandomGradientsWithinTheBoundAndIdenticalEverywhere) {
     }
     ASSERT_LE(std::fabs(s[i] - exact), gamma * mag + w * 0x1p-24) << "element " << i << ": " << s[i] << " vs " << exact;
   }
-  expect_same_on_every_rank(s, "16-bit sum");
+  test::expect_same_on_every_rank(s, "16-bit sum");
   if (GetParam().emu) {  // the emulated NCCL reduces as MPI does: the same bits through both paths
     const std::vector<float> m = sum_with(*mpi_, nullptr, GetParam().wire, all[world_rank()]);
     EXPECT_EQ(std::memcmp(m.data(), s.data(), n * sizeof(float)), 0) << "NCCL (emulated) and MPI paths differ";

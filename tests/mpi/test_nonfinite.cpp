@@ -14,6 +14,7 @@
 #include "src/train/nonfinite.h"
 #include "src/train/step.h"
 #include "tests/common/test_util.h"
+#include "tests/mpi/mpi_test_util.h"
 
 namespace cnn {
 namespace {
@@ -82,13 +83,6 @@ struct Rig {
   }
 };
 
-void expect_same_on_every_rank(const std::vector<float>& mine, const char* what) {
-  std::vector<float> root = mine;
-  broadcast(root.data(), root.size() * sizeof(float), 0);
-  EXPECT_EQ(std::memcmp(root.data(), mine.data(), mine.size() * sizeof(float)), 0)
-      << what << ": rank " << world_rank() << " differs from rank 0";
-}
-
 // On the CPU backend and on the emulated CUDA backend (device record, gated kernels, pinned host mirror).
 class NonFiniteOn : public ::testing::TestWithParam<bool> {};
 
@@ -105,7 +99,7 @@ TEST_P(NonFiniteOn, OneRanksLayerGradientIsFoundNamedAndSkippedEverywhere) {
     r.step(s);
     if (s == 2) {
       EXPECT_EQ(r.params(), before_bad) << "the update of the bad step was applied";
-      expect_same_on_every_rank(r.params(), "after the skipped step");
+      test::expect_same_on_every_rank(r.params(), "after the skipped step");
     }
     // The verdict of step s arrives after step s + 1 (poll), the same on every rank.
     for (const auto& rec : r.guard->poll()) seen.push_back(rec);
@@ -119,7 +113,7 @@ TEST_P(NonFiniteOn, OneRanksLayerGradientIsFoundNamedAndSkippedEverywhere) {
   EXPECT_EQ(seen[2].local_count, world_rank() == bad_rank ? 1 : 0);
   EXPECT_GT(seen[2].agreed_count, 0);
   EXPECT_NE(r.params(), before_bad) << "later steps train again";
-  expect_same_on_every_rank(r.params(), "at the end");
+  test::expect_same_on_every_rank(r.params(), "at the end");
   const std::string msg = describe_nonfinite(seen[2], *r.net, gather_host_names());
   EXPECT_EQ(msg.rfind(strprintf("non-finite gradient at step 3, started on rank %d in conv2.weight of layer conv2",
                                 bad_rank), 0), 0u) << msg;
