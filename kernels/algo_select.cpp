@@ -65,6 +65,24 @@ AlgoChoice choose_algo(const std::vector<AlgoCandidate>& candidates, const AlgoP
   return best;
 }
 
+CudnnOutcome classify_cudnn_status(int status) {
+  if (status == 0) return CudnnOutcome::kSuccess;
+  const int category = status / 1000 * 1000;  // CUDNN_STATUS_CATEGORY
+  return category == 2000 || category == 3000 ? CudnnOutcome::kUnsupported : CudnnOutcome::kError;
+}
+
+bool cudnn_bn_shape(int64_t rows, bool training, CudnnBnShape* shape) {
+  const int64_t max_n = training ? kCudnnBnMaxTrainN : kCudnnBnMaxInferN;
+  if (rows < 1) return false;
+  for (int64_t h = (rows + max_n - 1) / max_n; h <= kCudnnBnMaxH && h <= rows; ++h)
+    if (rows % h == 0) {
+      shape->n = static_cast<int>(rows / h);
+      shape->h = static_cast<int>(h);
+      return true;
+    }
+  return false;
+}
+
 bool FallbackLog::note(const std::string& layer, const std::string& op, const std::string& reason) {
   if (!seen_.insert({layer, op}).second) return false;
   if (sink_)

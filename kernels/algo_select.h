@@ -74,6 +74,27 @@ class ShapeCache {
   int64_t hits_ = 0, misses_ = 0;
 };
 
+// cuDNN statuses as the backend acts on them. cuDNN 9 reports a category in the thousands with sub-codes
+// below it (CUDNN_STATUS_CATEGORY: 2000 BAD_PARAM with 2002 NULL_POINTER ... 2012, 3000 NOT_SUPPORTED with
+// 3002 NOT_SUPPORTED_SHAPE ... 3014), so statuses are told apart by category, never by exact value.
+// Unsupported: "not this problem", the custom kernel runs (bad parameters included: cuDNN's legacy calls report
+// shapes outside a mode's limits that way). Anything else (execution failure, allocation, internal error,
+// license, ...) ends the job.
+enum class CudnnOutcome { kSuccess, kUnsupported, kError };
+CudnnOutcome classify_cudnn_status(int status);
+
+// The 4-d shape cuDNN's legacy batch-norm calls see for `rows` = N*H*W NHWC pixels of one batch. Spatial
+// batch norm reduces over all of N, H and W alike, so any split with n*h = rows (w = 1) gives the same
+// result; the split keeps n within the limits those calls enforce on N (training 880,801, inference 65,535:
+// larger N fails with NOT_SUPPORTED; the limits frameworks apply before choosing cuDNN) and h within 65,535.
+// The backend only passes rows, so it picks the split with the smallest h that fits. No split fits (e.g. a
+// large prime rows): false, the custom kernel runs.
+struct CudnnBnShape {
+  int n = 0, h = 0;
+};
+constexpr int64_t kCudnnBnMaxTrainN = 880801, kCudnnBnMaxInferN = 65535, kCudnnBnMaxH = 65535;
+bool cudnn_bn_shape(int64_t rows, bool training, CudnnBnShape* shape);
+
 // One log line per (layer, operation) that falls back to the custom kernel, however often it runs.
 class FallbackLog {
  public:

@@ -1,9 +1,11 @@
 // cuDNN batch normalisation for the CUDA backend (nvcc builds only), same semantics as kernels/batchnorm.h:
-// x, y [rows, c] (NHWC with the pixels flattened), statistics per channel, biased batch variance for
+// x, y [rows, c] (NHWC with the pixels flattened; cuDNN sees [n, h, 1, c] with n*h = rows inside its limits on N,
+// kernels/algo_select.h), statistics per channel, biased batch variance for
 // normalising, unbiased for the running variance, saved mean and 1/sqrt(var + eps) for backward, and the
 // parameter gradients accumulating (beta = 1). cuDNN's spatial-persistent NHWC kernels read x once per pass
 // where the custom kernels make a separate reduction pass per statistic. Returns false when cuDNN refuses
-// the problem (the caller runs the custom kernel; the fallback log names the layer once).
+// the problem (a single row in training, a shape past its limits, an "unsupported" status: the caller runs the
+// custom kernel; the fallback log names the layer once).
 #pragma once
 #include <cudnn.h>
 
@@ -35,7 +37,8 @@ class CudnnBatchNorm {
 
  private:
   struct Plan;
-  Plan& plan(int rows, int c, DType t);
+  Plan* plan(int rows, int c, DType t, bool training);
+  Plan* usable_plan(int rows, int c, DType t, bool training, const char* what);
   bool ok(cudnnStatus_t status, const char* what);
 
   VendorContext& ctx_;

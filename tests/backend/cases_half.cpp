@@ -266,9 +266,15 @@ void add_norm_loss(DType t) {
         void* d_dz = ep.residual ? garbage16(r, nx, t) : nullptr;
         float* d_dgamma = r.upload(random_vec(c, s + 5));
         float* d_dbeta = r.upload(random_vec(c, s + 6));
-        r.be.batchnorm_backward_16(t, rows, c, up16(r, x, t), ep.relu ? r.upload(mask) : nullptr,
-                                   up16(r, random_vec(nx, s + 7), t), r.upload(gamma), r.upload(mean),
-                                   r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
+        const void* d_x = up16(r, x, t);
+        const float* d_gamma = r.upload(gamma);
+        // A forward pass of this shape first, as in training: cuDNN's backward takes its epsilon.
+        r.be.batchnorm_forward_train_16(t, rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false,
+                                        garbage16(r, nx, t), r.upload(std::vector<uint32_t>(relu_mask_words(nx))),
+                                        r.garbage(c), r.garbage(c), r.upload(rm), r.upload(rv));
+        r.be.batchnorm_backward_16(t, rows, c, d_x, ep.relu ? r.upload(mask) : nullptr,
+                                   up16(r, random_vec(nx, s + 7), t), d_gamma, r.upload(mean), r.upload(invstd), d_dx,
+                                   d_dz, d_dgamma, d_dbeta);
         r.output("dx", t, d_dx, nx, rounded(t, 1e-4));
         if (ep.residual) r.output("dresidual", t, d_dz, nx, kExact);  // dy masked: values move, no arithmetic
         r.output("dgamma", d_dgamma, c, Tol{1e-4, 1e-4});

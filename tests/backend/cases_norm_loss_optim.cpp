@@ -72,9 +72,14 @@ CNN_SWEEP_CASES(norm_loss_optim) {
             float* d_dz = ep.residual ? r.garbage(nx) : nullptr;
             float* d_dgamma = r.upload(random_vec(c, s + 5));  // accumulated onto
             float* d_dbeta = r.upload(random_vec(c, s + 6));
-            r.be.batchnorm_backward(rows, c, r.upload(x), ep.relu ? r.upload(mask) : nullptr,
-                                    r.upload(random_vec(nx, s + 7)), r.upload(gamma), r.upload(mean),
-                                    r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
+            const float *d_x = r.upload(x), *d_gamma = r.upload(gamma);
+            // As in training, a forward pass of this shape first: cuDNN's backward takes that pass's epsilon
+            // (kernels/cudnn_batchnorm.h), so on a GPU the vendor path is the one compared, not the fallback.
+            r.be.batchnorm_forward_train(rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false, r.garbage(nx),
+                                         r.upload(std::vector<uint32_t>(relu_mask_words(nx))), r.garbage(c), r.garbage(c),
+                                         r.upload(rm), r.upload(rv));
+            r.be.batchnorm_backward(rows, c, d_x, ep.relu ? r.upload(mask) : nullptr, r.upload(random_vec(nx, s + 7)),
+                                    d_gamma, r.upload(mean), r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
             // Sums over up to 1100 rows of values of order 1: the absolute error grows with the reduction.
             if (with_dx) r.output("dx", d_dx, nx, Tol{1e-4, 1e-3});
             if (ep.residual) r.output("dresidual", d_dz, nx, kExact);  // dy masked: values move, no arithmetic

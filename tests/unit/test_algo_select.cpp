@@ -139,5 +139,37 @@ TEST(SyntheticData, SpecAndContents) {
   }
 }
 
+// cuDNN 9 status codes (cudnn_graph.h) by number: this test builds without cuDNN's headers.
+TEST(CudnnStatus, ClassifiedByCategoryNotExactCode) {
+  EXPECT_EQ(classify_cudnn_status(0), CudnnOutcome::kSuccess);
+  for (int unsupported : {2000, 2002, 2005, 2012, 3000, 3001, 3002, 3007, 3014})
+    EXPECT_EQ(classify_cudnn_status(unsupported), CudnnOutcome::kUnsupported) << unsupported;
+  // 1001 NOT_INITIALIZED, 4000 INTERNAL_ERROR, 4001 ALLOC_FAILED, 5000 EXECUTION_FAILED, 5003 ...
+  for (int fatal : {1001, 1002, 4000, 4001, 4003, 5000, 5003, 6000})
+    EXPECT_EQ(classify_cudnn_status(fatal), CudnnOutcome::kError) << fatal;
+}
+
+TEST(CudnnBnShape, SplitsRowsWithinTheLegacyLimits) {
+  CudnnBnShape s;
+  ASSERT_TRUE(cudnn_bn_shape(37, true, &s));  // small: N = rows, as cuDNN always saw it
+  EXPECT_EQ(s.n, 37);
+  EXPECT_EQ(s.h, 1);
+  // ResNet-50's first batch norm at batch 256 (256 x 112 x 112 = 3,211,264 rows): past both N limits folded.
+  for (bool training : {true, false}) {
+    ASSERT_TRUE(cudnn_bn_shape(256 * 112 * 112, training, &s));
+    EXPECT_EQ(static_cast<int64_t>(s.n) * s.h, 256 * 112 * 112);
+    EXPECT_LE(s.n, training ? kCudnnBnMaxTrainN : kCudnnBnMaxInferN);
+    EXPECT_LE(s.h, kCudnnBnMaxH);
+  }
+  ASSERT_TRUE(cudnn_bn_shape(256 * 112 * 112, false, &s));
+  EXPECT_EQ(s.h, 56);  // 49 would leave N = 65,536, one past the inference limit
+  ASSERT_TRUE(cudnn_bn_shape(kCudnnBnMaxInferN, false, &s));
+  EXPECT_EQ(s.h, 1);
+  // A prime number of rows above the limit splits into nothing that fits: the custom kernel runs.
+  EXPECT_FALSE(cudnn_bn_shape(65537, false, &s));
+  EXPECT_TRUE(cudnn_bn_shape(65537, true, &s));
+  EXPECT_FALSE(cudnn_bn_shape(0, true, &s));
+}
+
 }  // namespace
 }  // namespace cnn
