@@ -1,5 +1,7 @@
 #include "kernels/cuda_arena.h"
 
+#include <algorithm>
+
 #include "src/base/error.h"
 
 namespace cnn {
@@ -25,8 +27,23 @@ DeviceArena::~DeviceArena() {
   for (void* c : chunks_) cudaFree(c);
   for (const auto& kv : dedicated_) cudaFree(const_cast<void*>(kv.first));
   for (const auto& kv : free_)
-    for (const FreeBlock& b : kv.second) cudaEventDestroy(b.done);
+    for (const FreeBlock& b : kv.second)
+      for (cudaEvent_t e : b.done) cudaEventDestroy(e);
   for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+}
+
+void DeviceArena::add_stream(cudaStream_t stream) {
+  if (stream && std::find(streams_.begin(), streams_.end(), stream) == streams_.end()) streams_.push_back(stream);
+}
+
+// Whether the work queued before b's release (on its stream, or on every added stream) has finished.
+bool DeviceArena::idle(const FreeBlock& b) {
+  for (cudaEvent_t e : b.done) {
+    const cudaError_t q = cudaEventQuery(e);
+    if (q == cudaErrorNotReady) return false;
+    CUDA_CHECK(q);
+  }
+  return true;
 }
 
 char* DeviceArena::reuse(size_t size, cudaStream_t stream) {
@@ -34,17 +51,33 @@ char* DeviceArena::reuse(size_t size, cudaStream_t stream) {
   if (it == free_.end()) return nullptr;
   auto& blocks = it->second;
   for (size_t i = blocks.size(); i-- > 0;) {
-    const FreeBlock b = blocks[i];
-    if (b.stream != stream) {
-      const cudaError_t q = cudaEventQuery(b.done);
-      if (q == cudaErrorNotReady) continue;
-      CUDA_CHECK(q);
-    }
+    FreeBlock& b = blocks[i];
+    // Same stream: stream order protects the block. A null stream on either side names no stream.
+    if (!(stream && b.stream == stream) && !idle(b)) continue;
+    char* p = b.p;
+    spare_events_.insert(spare_events_.end(), b.done.begin(), b.done.end());
     blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    spare_events_.push_back(b.done);
-    return b.p;
+#if CNN_SIMT_EMULATED
+    // Under deferred streams a reused block is NaN-filled for its new owner, ordered like the owner's work:
+    // work still queued elsewhere that uses it (released on the wrong stream, an event that does not cover it)
+    // then reads NaN under some schedules instead of passing by luck. A block for any stream is filled at once.
+    if (simt::deferred_streams_seed() != 0)
+      CUDA_CHECK(stream ? cudaMemsetAsync(p, 0xFF, size, stream) : cudaMemset(p, 0xFF, size));
+#endif
+    return p;
   }
   return nullptr;
+}
+
+cudaEvent_t DeviceArena::spare_event() {
+  cudaEvent_t e = nullptr;
+  if (spare_events_.empty()) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  } else {
+    e = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  return e;
 }
 
 void* DeviceArena::cuda_malloc(size_t bytes) {
@@ -100,15 +133,15 @@ void DeviceArena::release(void* p, cudaStream_t stream) {
     CUDA_CHECK(cudaFree(p));
     return;
   }
-  cudaEvent_t done = nullptr;
-  if (spare_events_.empty()) {
-    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  } else {
-    done = spare_events_.back();
-    spare_events_.pop_back();
+  FreeBlock b{static_cast<char*>(p), stream, {}};
+  // Released without a stream: any added stream's queued work may use it (the null stream itself when none
+  // were added).
+  const std::vector<cudaStream_t> on = stream || streams_.empty() ? std::vector<cudaStream_t>{stream} : streams_;
+  for (cudaStream_t s : on) {
+    b.done.push_back(spare_event());
+    CUDA_CHECK(cudaEventRecord(b.done.back(), s));
   }
-  CUDA_CHECK(cudaEventRecord(done, stream));
-  free_[size].push_back(FreeBlock{static_cast<char*>(p), stream, done});
+  free_[size].push_back(std::move(b));
 }
 
 }  // namespace CNN_CUDA_NS

@@ -4,7 +4,10 @@
 // synchronise the device) happens after start-up. Requests larger than half a chunk get their own cudaMalloc.
 // Free lists are stream-aware: a block released on one stream is reused at once on that stream (stream order
 // keeps the new owner's work after the old one's) but by another stream only once an event recorded at the
-// release says the work queued before it has finished.
+// release says the work queued before it has finished. The null stream is no stream in particular: a block
+// released without one may still be in use by work on any stream the arena knows (add_stream), so events on
+// all of them must have passed; a block asked for without one is for any stream, so it must be idle
+// everywhere.
 #pragma once
 #include <cstddef>
 #include <unordered_map>
@@ -24,11 +27,14 @@ class DeviceArena {
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
 
+  // A stream whose work may use blocks released without a stream. The owner's streams, added before they
+  // are used; the arena does not own them.
+  void add_stream(cudaStream_t stream);
   // Never returns null: running out of device memory ends the job with the sizes involved. The block is for
-  // work on `stream`.
+  // work on `stream` (null: on any stream, e.g. written by one and read by another).
   void* alloc(size_t bytes, cudaStream_t stream = nullptr);
   // p must come from alloc() of this arena (or be null); anything else ends the job. Work already queued on
-  // `stream` may still use it.
+  // `stream` (null: on any added stream) may still use it.
   void release(void* p, cudaStream_t stream = nullptr);
 
   size_t bytes_in_use() const { return in_use_; }
@@ -39,11 +45,13 @@ class DeviceArena {
  private:
   struct FreeBlock {
     char* p;
-    cudaStream_t stream;  // released on
-    cudaEvent_t done;     // recorded on `stream` at the release
+    cudaStream_t stream;             // released on (null: on every added stream)
+    std::vector<cudaEvent_t> done;   // recorded at the release on `stream`, or on each added stream
   };
   void* cuda_malloc(size_t bytes);
   char* reuse(size_t size, cudaStream_t stream);
+  bool idle(const FreeBlock& b);
+  cudaEvent_t spare_event();
 
   size_t chunk_bytes_;
   std::vector<void*> chunks_;
@@ -51,6 +59,7 @@ class DeviceArena {
   size_t bump_left_ = 0;
   std::unordered_map<size_t, std::vector<FreeBlock>> free_;  // rounded size -> released blocks
   std::vector<cudaEvent_t> spare_events_;
+  std::vector<cudaStream_t> streams_;  // add_stream
   std::unordered_map<const void*, size_t> live_;          // block -> rounded size
   std::unordered_map<const void*, size_t> dedicated_;     // own cudaMalloc, freed on release
   size_t in_use_ = 0, peak_ = 0, reserved_ = 0;

@@ -111,6 +111,8 @@ class CudaBackend final : public Backend {
     set_deterministic_reductions(opts.deterministic);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    arena_.add_stream(stream_);
+    arena_.add_stream(copy_stream_);
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
     for (int i = 0; i < kStagingBuffers; ++i) {
@@ -118,7 +120,7 @@ class CudaBackend final : public Backend {
       CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_[i], cudaEventDisableTiming));
     }
     CUDA_CHECK(cudaMallocHost(&h_totals_, sizeof(LossTotals)));
-    d_totals_ = static_cast<LossTotals*>(arena_.alloc(sizeof(LossTotals)));
+    d_totals_ = static_cast<LossTotals*>(arena_.alloc(sizeof(LossTotals), stream_));
     for (InputSlot& slot : input_) {
       CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
       CUDA_CHECK(cudaEventCreateWithFlags(&slot.consumed, cudaEventDisableTiming));
@@ -143,8 +145,8 @@ class CudaBackend final : public Backend {
 #if !CNN_SIMT_EMULATED
     vendor_.reset();
 #endif
-    arena_.release(d_totals_);
-    arena_.release(work_);
+    arena_.release(d_totals_, stream_);
+    arena_.release(work_, stream_);
     for (InputSlot& slot : input_) {
       arena_.release(slot.dev);
       cudaFreeHost(slot.host);
@@ -525,8 +527,8 @@ class CudaBackend final : public Backend {
   // Scratch for multi-kernel ops, grown on demand. Kernels run in stream order, so one buffer serves all.
   void* workspace(size_t bytes) {
     if (bytes > work_bytes_) {
-      arena_.release(work_);
-      work_ = arena_.alloc(bytes);
+      arena_.release(work_, stream_);
+      work_ = arena_.alloc(bytes, stream_);
       work_bytes_ = bytes;
     }
     return work_;

@@ -28,14 +28,14 @@ struct VendorContext {
   // grows on demand, like the backend's own workspace. Kernels run in stream order, so one buffer serves.
   void* workspace(size_t bytes) {
     if (bytes > work_bytes_) {
-      arena->release(work_);
-      work_ = arena->alloc(bytes);
+      arena->release(work_, stream);
+      work_ = arena->alloc(bytes, stream);
       work_bytes_ = bytes;
     }
     return work_;
   }
   void release_workspace() {
-    arena->release(work_);
+    arena->release(work_, stream);
     work_ = nullptr;
     work_bytes_ = 0;
   }

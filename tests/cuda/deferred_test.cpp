@@ -3,6 +3,9 @@
 // and the device arena handing a block released on one stream to another only after its event.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cuda_arena.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/simt/simt.h"
@@ -67,6 +70,81 @@ TEST_P(Deferred, ArenaReusesAcrossStreamsOnlyAfterTheEvent) {
     EXPECT_EQ(arena.alloc(4000, b), p) << "after the event completed, another stream may reuse the block";
     arena.release(q, b);
   }
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+// A block released without a stream may still be in use on any stream the arena knows: nobody, not even the
+// null stream, gets it back before the work queued at the release has finished on all of them (before, the
+// null stream counted as a stream of its own: the backend's workspace, used on the compute stream but
+// released "on" the null stream, went straight to an upload on the copy stream).
+TEST_P(Deferred, ArenaNullStreamReleaseWaitsForEveryStream) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
+#endif
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  {
+    emu::DeviceArena arena(1 << 20);
+    arena.add_stream(a);
+    arena.add_stream(b);
+    void* p = arena.alloc(4000, a);
+    ASSERT_EQ(cudaMemsetAsync(p, 0, 4000, a), cudaSuccess);  // still queued at the release
+    arena.release(p);
+    void* q = arena.alloc(4000, b);
+    void* r = arena.alloc(4000);
+    EXPECT_NE(q, p) << "stream b got a block that work queued on stream a may still use";
+    EXPECT_NE(r, p) << "a block for any stream was handed out while stream a may still use it";
+    EXPECT_NE(arena.alloc(4000, a), p) << "a block released without a stream is no stream's own";
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(arena.alloc(4000, b), p) << "after every stream passed the release, the block is free for all";
+    arena.release(q, b);
+    arena.release(r);
+  }
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+// Under deferred streams a reused block is NaN-filled on its new stream. A planted bug, a release on the wrong
+// stream (work queued on a, released as if on b, so b reuses it at once): for some seeds the fill runs before
+// a's queued copy out of the block, and the copy reads NaN bytes instead of the value written. With the
+// release on the right stream no seed shows it.
+TEST(DeferredArena, ReusedBlocksAreNaNFilledSoAWrongStreamReleaseShows) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
+#endif
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  // Copies 4000 bytes of 0x11 out of an arena block on stream a, then releases the block on `release_on` and
+  // has stream b ask for a block of that size; true when the copy read anything but 0x11.
+  auto corrupted = [&](uint64_t seed, cudaStream_t release_on) {
+    simt::set_deferred_streams(seed);
+    std::vector<unsigned char> got(4000);
+    {
+      emu::DeviceArena arena(1 << 20);
+      void* dst = arena.alloc(4000, a);
+      void* p = arena.alloc(4000, a);
+      EXPECT_EQ(cudaMemsetAsync(p, 0x11, 4000, a), cudaSuccess);
+      EXPECT_EQ(cudaMemcpyAsync(dst, p, 4000, cudaMemcpyDeviceToDevice, a), cudaSuccess);
+      arena.release(p, release_on);
+      void* q = arena.alloc(4000, b);
+      EXPECT_EQ(q == p, release_on == b);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(got.data(), dst, 4000, cudaMemcpyDeviceToHost), cudaSuccess);
+      arena.release(q, b);
+      arena.release(dst, a);
+    }
+    simt::set_deferred_streams(0);
+    return std::any_of(got.begin(), got.end(), [](unsigned char v) { return v != 0x11; });
+  };
+  int caught = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    caught += corrupted(seed, b);
+    EXPECT_FALSE(corrupted(seed, a)) << "seed " << seed << ": the correct release was corrupted";
+  }
+  EXPECT_GT(caught, 0) << "no seed exposed the release on the wrong stream";
   cudaStreamDestroy(a);
   cudaStreamDestroy(b);
 }
