@@ -76,7 +76,7 @@ include $(sort $(wildcard */*.mk */*/*.mk))
 GIT_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(BUILD)/obj/src/train/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VERSION)"'
 
-.PHONY: all deps data run test test-unit test-mpi test-e2e clean print-%
+.PHONY: all deps data run test test-unit test-mpi test-mpi-np2 test-mpi-np4 test-e2e clean print-%
 all: $(BINS)
 
 # Installs only what is missing; quiet and fast (one dpkg-query) when everything is there.
@@ -161,15 +161,26 @@ test:
 	@$(MAKE) --no-print-directory deps
 	@$(MAKE) --no-print-directory $(BINS) $(UNIT_TEST) $(MPI_TEST) $(TEST_BUILDS)
 	@$(MAKE) --no-print-directory data
-	@$(MAKE) --no-print-directory test-unit test-mpi test-e2e $(TEST_RUNS)
-	@echo "make test: $(words unit mpi-np2 mpi-np4 $(E2E_TESTS) $(TEST_RUNS)) passed, 0 failed"
+	+@bash tests/run_parts.sh $(BUILD)/test-results $(TEST_PARTS)
+
+# The parts of `make test`, each "name=command", run and counted by tests/run_parts.sh (docs/testing.md).
+SUBMAKE = $(MAKE) --no-print-directory
+TEST_PARTS = 'unit=$(SUBMAKE) test-unit' 'mpi-np2=$(SUBMAKE) test-mpi-np2' 'mpi-np4=$(SUBMAKE) test-mpi-np4' \
+             $(foreach t,$(E2E_TESTS),'$(notdir $(basename $(t)))=BUILD=$(BUILD) bash $(t)') \
+             $(foreach t,$(TEST_RUNS),'$(t)=$(SUBMAKE) $(t)')
 
 test-unit: $(UNIT_TEST) $(BINS)
 	$(UNIT_TEST) --gtest_brief=1
 
 test-mpi: $(MPI_TEST)
-	$(MPIRUN) -np 2 $(MPI_TEST) --gtest_brief=1
-	$(MPIRUN) -np 4 $(MPI_TEST) --gtest_brief=1
+	@$(SUBMAKE) test-mpi-np2 && $(SUBMAKE) test-mpi-np4
+test-mpi-np2 test-mpi-np4: test-mpi-np%: $(MPI_TEST)
+	$(MPIRUN) -np $* $(MPI_TEST) --gtest_brief=1
+
+.PHONY: test-run-parts
+test-run-parts:
+	bash tests/test_run_parts.sh
+TEST_RUNS += test-run-parts
 
 E2E_TESTS = $(wildcard tests/e2e/test_*.sh)
 test-e2e: $(BINS) data

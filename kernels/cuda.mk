@@ -111,7 +111,8 @@ gpu-test: $(CUDA_TEST)
 # Compiles every kernels/*.cu with nvcc (whether or not USE_CUDA links them in) and summarises the ptxas
 # reports: a kernel that spills registers fails the check.
 cuda-nvcc-check:
-	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "cuda-nvcc-check: $(NVCC) not found, skipped"; exit 0; fi; \
+	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "cuda-nvcc-check: $(NVCC) not found, skipped"; \
+	  echo "$(NVCC) not found" > "$${CNN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
 	$(MAKE) --no-print-directory $(CUDA_GPU_OBJS) >/dev/null || exit 1; \
 	logs="$(CUDA_GPU_OBJS:.o=.ptxas.txt)"; \
 	spills=$$(cat $$logs | grep -E '[1-9][0-9]* bytes spill (stores|loads)' | wc -l); \

@@ -11,3 +11,17 @@ test-mpi-nccl: $(MPI_TEST)
 	CNN_SIMT_DEFER=19 $(MPIRUN) -x CNN_SIMT_DEFER -np 4 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
 
 TEST_RUNS += test-mpi-nccl
+
+# The harness prints failures from every rank: a planted failure on rank 1 alone fails the job and its message
+# and test name reach the output tagged with the rank.
+.PHONY: test-mpi-harness
+test-mpi-harness: $(MPI_TEST)
+	@out=$$($(MPIRUN) -np 2 $(MPI_TEST) --gtest_also_run_disabled_tests \
+	  --gtest_filter='MpiHarness.DISABLED_PlantedFailureOnRankOne' 2>&1); rc=$$?; \
+	if [ $$rc = 0 ]; then echo "$$out"; echo "test-mpi-harness: a failure on rank 1 did not fail the job" >&2; exit 1; fi; \
+	for want in '[rank 1] tests/mpi/test_harness.cpp' 'planted failure on rank 1 only' \
+	    '[rank 1] FAILED MpiHarness.DISABLED_PlantedFailureOnRankOne'; do \
+	  grep -qF -- "$$want" <<<"$$out" || { echo "$$out"; echo "test-mpi-harness: missing '$$want'" >&2; exit 1; }; \
+	done; echo "test-mpi-harness: rank 1's planted failure failed the job (exit $$rc) and was printed with its rank"
+
+TEST_RUNS += test-mpi-harness
