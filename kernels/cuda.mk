@@ -130,7 +130,8 @@ cuda-link-check:
 	@if [ $(CUDA_ON) != 1 ]; then echo "cuda-link-check: built without CUDA, skipped"; exit 0; fi; \
 	$(MAKE) --no-print-directory $(CUDA_LINKED_BINS) >/dev/null || exit 1; \
 	for f in $(CUDA_LINKED_BINS); do \
-	  if readelf -d $$f | grep -E 'NEEDED.*lib(cudnn|cublas|nccl)'; then echo "cuda-link-check: $$f needs them" >&2; exit 1; fi; \
+	  if readelf -d $$f | grep -E 'NEEDED.*lib(cudnn|cublas|nccl)'; then \
+	    echo "cuda-link-check: $$f needs them" >&2; exit 1; fi; \
 	done; \
 	undef=$$(nm -D -u $(CUDA_PLUGIN) | grep -E ' (cudnn|cublas|nccl)' || true); \
 	[ -z "$$undef" ] || { echo "cuda-link-check: $(CUDA_PLUGIN) leaves these undefined (add them to" \

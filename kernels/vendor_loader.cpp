@@ -223,8 +223,9 @@ VendorLoader::Slot& VendorLoader::search(VendorLib lib) {
     return slot;
   }
   slot.status.error = strprintf("%s %d for CUDA %d (%s) %s. Tried:%s\nTo fix: %s.", s.name, build_major(lib, build_),
-                                build_.cudart_version / 1000, so.c_str(), refused ? "found, but none usable" : "not found",
-                                tried.c_str(), install_hint(lib, build_).c_str());
+                                build_.cudart_version / 1000, so.c_str(),
+                                refused ? "found, but none usable" : "not found", tried.c_str(),
+                                install_hint(lib, build_).c_str());
   return slot;
 }
 

@@ -88,8 +88,8 @@ extern "C" int cnntrain_cuda_gpu_info(const std::string* nvidia_smi_release, std
   r += "CUDA runtime: " + cuda_text(runtime) + " (linked into the plugin; needs driver >= " +
        std::to_string(min_driver_branch(runtime / 1000)) + ")\n";
   const std::string release = read_driver_release();
-  r += "driver: " + (driver > 0 ? "supports CUDA " + cuda_text(driver) : std::string("none found by the CUDA runtime")) +
-       (release.empty() ? "" : ", release " + release + " (/proc/driver/nvidia/version)") + "\n";
+  r += "driver: " + (driver > 0 ? "supports CUDA " + cuda_text(driver) : std::string("none found by the CUDA runtime"));
+  r += (release.empty() ? "" : ", release " + release + " (/proc/driver/nvidia/version)") + std::string("\n");
   bool vendor_ok = true;
   for (int i = 0; i < gpu::kVendorLibCount; ++i) {
     const auto lib = static_cast<gpu::VendorLib>(i);
