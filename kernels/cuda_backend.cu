@@ -112,9 +112,10 @@ class CudaBackend final : public Backend {
     const bool vendor = use_vendor_libraries(opts.conv_impl, have_libraries, name_);
 #if !CNN_SIMT_EMULATED
     // cuDNN and cuBLASLt are loaded now, so that a missing one is reported (with --conv.impl custom as the way
-    // to train without them) before any resource exists, not at the first convolution.
+    // to train without them) before any resource exists, not at the first convolution. cuBLASLt first: cuDNN
+    // opens it by soname, which then finds the loaded copy wherever the search found it.
     if (vendor)
-      for (gpu::VendorLib lib : {gpu::VendorLib::kCudnn, gpu::VendorLib::kCublasLt}) gpu::vendor_loader().handle(lib);
+      for (gpu::VendorLib lib : {gpu::VendorLib::kCublasLt, gpu::VendorLib::kCudnn}) gpu::vendor_loader().handle(lib);
 #endif
     set_deterministic_reductions(opts.deterministic);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
