@@ -52,6 +52,8 @@ $(BUILD)/obj/src/train/setup.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard test
 ifeq ($(CUDA_ON),1)
 $(BUILD)/obj/src/train/setup.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 $(BUILD)/obj/tests/cuda/%.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
+# The one GPU test that calls the vendor libraries' API itself (their status names and versions, no device).
+$(BUILD)/obj/tests/cuda/vendor_lazy_test.o: EXTRA_CPPFLAGS += -I$(CUDA_HOME)/include
 # cnntrain exports its symbols so the plugin finds the base layer's (errors, logging) in it: one copy of
 # their state per process.
 $(BUILD)/cnntrain: EXTRA_LDFLAGS += -rdynamic
