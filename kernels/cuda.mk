@@ -1,12 +1,15 @@
 # CUDA backend (kernels/*.cu). Always built against the SIMT emulator for --device emu (g++ only); with
 # USE_CUDA on (auto: when nvcc is found) also by nvcc (sm_80 and sm_90 code plus compute_90 PTX, which the
 # driver compiles for newer GPUs) for --device cuda, together with the cuDNN/cuBLASLt paths
-# (kernels/cudnn_*.cu, kernels/cublaslt_*.cu: nvcc only), into the plugin $(BUILD)/libcnntrain-cuda.so. The
-# plugin links the CUDA runtime statically and cuDNN, cuBLASLt and NCCL dynamically (never libcuda); cnntrain
-# dlopens it for --device cuda only, so the trainer starts, and runs --device cpu, without any CUDA library.
-# The plugin takes the base and comm layers' symbols (errors, MPI bootstrap, watchdog) from the executable.
+# (kernels/cudnn_*.cu, kernels/cublaslt_*.cu, kernels/vendor_*.cu: nvcc only), into the plugin
+# $(BUILD)/libcnntrain-cuda.so. The plugin links the CUDA runtime statically and nothing else of NVIDIA's (never
+# libcuda): cuDNN, cuBLASLt and NCCL are dlopened when first needed (kernels/vendor_loader.h), so it loads on a
+# machine with only the driver. cnntrain dlopens the plugin for --device cuda only, so the trainer starts, and
+# runs --device cpu, without any CUDA library. The plugin takes the base and comm layers' symbols (errors, MPI
+# bootstrap, watchdog) from the executable.
 #   make test-cuda        emu-vs-reference training (the kernels themselves: the backend sweep, tests/backend/)
 #   make cuda-nvcc-check  nvcc build of every kernels/*.cu; ptxas reports in $(BUILD)/nvcc/kernels/*.ptxas.txt
+#   make cuda-link-check  the plugin and the test binaries need no cuDNN, cuBLASLt or NCCL at load time
 #   make gpu-test         the sweep's and the training test's GPU instances and a one-rank NCCL allreduce
 #                         (skipped without a GPU)
 #   make test-cuda-asan   test-cuda and the backend sweep built with AddressSanitizer (out-of-bounds accesses
@@ -23,15 +26,15 @@ else
   CUDA_ON := 0
 endif
 
-CUDA_VENDOR_SRCS := $(wildcard kernels/cudnn_*.cu kernels/cublaslt_*.cu)
+CUDA_VENDOR_SRCS := $(wildcard kernels/cudnn_*.cu kernels/cublaslt_*.cu kernels/vendor_*.cu)
 CUDA_SRCS     := $(filter-out $(CUDA_VENDOR_SRCS),$(wildcard kernels/*.cu))
 CUDA_EMU_OBJS := $(patsubst %.cu,$(BUILD)/obj/%.emu.o,$(CUDA_SRCS))
 CUDA_GPU_OBJS := $(patsubst %.cu,$(BUILD)/nvcc/%.o,$(CUDA_SRCS) $(CUDA_VENDOR_SRCS))
 # Host code the plugin carries itself (position-independent; base-layer symbols come from the executable).
-CUDA_PIC_OBJS := $(BUILD)/pic/kernels/algo_select.o
+CUDA_PIC_OBJS := $(patsubst %,$(BUILD)/pic/kernels/%.o,algo_select vendor_loader driver_check)
 CUDA_GPU_LIB  := $(BUILD)/libcnngpu.a
 CUDA_PLUGIN   := $(BUILD)/libcnntrain-cuda.so
-CUDA_LINK     := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublasLt -lnccl -lcudart_static -ldl -lrt
+CUDA_LINK     := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 CUDA_SIMT_LIB := $(BUILD)/libsimt.a   # = $(SIMT_LIB) of kernels/simt/simt.mk, which is included after this file
 CUDA_TEST     := $(BUILD)/tests/cuda_tests
 CUDA_TEST_OBJS = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/cuda/*.cpp) $(TEST_COMMON_SRCS))
@@ -49,6 +52,8 @@ $(BUILD)/obj/src/train/setup.o $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard test
 ifeq ($(CUDA_ON),1)
 $(BUILD)/obj/src/train/setup.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
 $(BUILD)/obj/tests/cuda/%.o: EXTRA_CPPFLAGS += -DCNN_WITH_CUDA=1
+# The one GPU test that calls the vendor libraries' API itself (their status names and versions, no device).
+$(BUILD)/obj/tests/cuda/vendor_lazy_test.o: EXTRA_CPPFLAGS += -I$(CUDA_HOME)/include
 # cnntrain exports its symbols so the plugin finds the base layer's (errors, logging) in it: one copy of
 # their state per process.
 $(BUILD)/cnntrain: EXTRA_LDFLAGS += -rdynamic
@@ -86,7 +91,7 @@ $(CUDA_TEST): $(CUDA_TEST_OBJS) $(CUDA_TEST_GPU) $(LIB) $(CUDA_SIMT_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) -lgtest_main $(LDLIBS) $(CUDA_TEST_LINK)
 
-.PHONY: test-cuda test-cuda-asan cuda-nvcc-check gpu-test
+.PHONY: test-cuda test-cuda-asan cuda-nvcc-check cuda-link-check gpu-test
 test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_brief=1
 	@# Without a GPU, CNN_REQUIRE_GPU=1 must turn the GPU tests' skips into failures.
@@ -120,7 +125,40 @@ cuda-nvcc-check:
 	  "$$(cat $$logs | grep -c 'bytes spill stores') kernel reports, $$spills with spills"; \
 	[ "$$spills" = 0 ] || { grep -B2 -E '[1-9][0-9]* bytes spill' $$logs; exit 1; }
 
+# No load-time dependency on cuDNN, cuBLASLt or NCCL: none in the NEEDED entries of the plugin and of the
+# binaries linking the GPU library, and no function of theirs left undefined in the plugin (one called without
+# its kernels/vendor_lazy.h macro would be resolved by the loader, so RTLD_NOW would fail without the library).
+CUDA_LINKED_BINS = $(CUDA_PLUGIN) $(CUDA_TEST) $(UNIT_TEST) $(MPI_TEST) $(BACKEND_TEST)
+cuda-link-check:
+	@if [ $(CUDA_ON) != 1 ]; then echo "cuda-link-check: built without CUDA, skipped"; exit 0; fi; \
+	$(MAKE) --no-print-directory $(CUDA_LINKED_BINS) >/dev/null || exit 1; \
+	for f in $(CUDA_LINKED_BINS); do \
+	  if readelf -d $$f | grep -E 'NEEDED.*lib(cudnn|cublas|nccl)'; then \
+	    echo "cuda-link-check: $$f needs them" >&2; exit 1; fi; \
+	done; \
+	undef=$$(nm -D -u $(CUDA_PLUGIN) | grep -E ' (cudnn|cublas|nccl)' || true); \
+	[ -z "$$undef" ] || { echo "cuda-link-check: $(CUDA_PLUGIN) leaves these undefined (add them to" \
+	  "kernels/vendor_lazy.h):"; echo "$$undef"; exit 1; } >&2; \
+	echo "cuda-link-check: $(words $(CUDA_LINKED_BINS)) binaries without NEEDED cuDNN/cuBLASLt/NCCL;" \
+	  "the plugin leaves no function of theirs undefined"
+
+# Stand-ins for cuDNN, cuBLASLt and NCCL in tests/unit/test_vendor_loader.cpp (any build): the version functions
+# the loader probes, returning chosen numbers. $(VENDOR_FAKES)/<variant>/<soname>.
+VENDOR_FAKES := $(BUILD)/tests/vendor_fakes
+VENDOR_FAKE_LIBS := $(addprefix $(VENDOR_FAKES)/,cudnn9-cuda13/libcudnn.so.9 cudnn9-cuda12/libcudnn.so.9 \
+  cudnn8-cuda13/libcudnn.so.9 cublaslt13/libcublasLt.so.13 nccl2/libnccl.so.2)
+$(VENDOR_FAKES)/cudnn9-cuda13/%: FAKE_DEFS := -DFAKE_CUDNN -DFAKE_VERSION=91300 -DFAKE_CUDART=13000
+$(VENDOR_FAKES)/cudnn9-cuda12/%: FAKE_DEFS := -DFAKE_CUDNN -DFAKE_VERSION=90100 -DFAKE_CUDART=12040
+$(VENDOR_FAKES)/cudnn8-cuda13/%: FAKE_DEFS := -DFAKE_CUDNN -DFAKE_VERSION=8907 -DFAKE_CUDART=13000
+$(VENDOR_FAKES)/cublaslt13/%: FAKE_DEFS := -DFAKE_CUBLASLT -DFAKE_VERSION=130100 -DFAKE_CUDART=13000
+$(VENDOR_FAKES)/nccl2/%: FAKE_DEFS := -DFAKE_NCCL -DFAKE_VERSION=22809
+$(VENDOR_FAKE_LIBS): tests/unit/fake_vendor_lib.c
+	@mkdir -p $(@D)
+	gcc -shared -fPIC -O1 $(FAKE_DEFS) $< -o $@
+$(UNIT_TEST): | $(VENDOR_FAKE_LIBS)
+$(BUILD)/obj/tests/unit/test_vendor_loader.o: EXTRA_CPPFLAGS += -DCNN_VENDOR_FAKES='"$(abspath $(VENDOR_FAKES))"'
+
 -include $(shell find $(BUILD)/nvcc -name '*.d' 2>/dev/null)
 
 TEST_BUILDS += $(CUDA_TEST)
-TEST_RUNS += test-cuda cuda-nvcc-check
+TEST_RUNS += test-cuda cuda-nvcc-check cuda-link-check

@@ -14,7 +14,9 @@
 #include "kernels/cuda_timing.h"
 #include "src/base/error.h"
 #if !CNN_SIMT_EMULATED
+#include "kernels/driver_check.h"
 #include "kernels/vendor_libs.h"
+#include "kernels/vendor_loader.h"
 #endif
 
 namespace cnn {
@@ -108,6 +110,13 @@ class CudaBackend final : public Backend {
       : name_(std::move(name)), arena_(kArenaChunkBytes) {
     // First: refusing --conv.impl cudnn must happen before any resource exists.
     const bool vendor = use_vendor_libraries(opts.conv_impl, have_libraries, name_);
+#if !CNN_SIMT_EMULATED
+    // cuDNN and cuBLASLt are loaded now, so that a missing one is reported (with --conv.impl custom as the way
+    // to train without them) before any resource exists, not at the first convolution. cuBLASLt first: cuDNN
+    // opens it by soname, which then finds the loaded copy wherever the search found it.
+    if (vendor)
+      for (gpu::VendorLib lib : {gpu::VendorLib::kCublasLt, gpu::VendorLib::kCudnn}) gpu::vendor_loader().handle(lib);
+#endif
     set_deterministic_reductions(opts.deterministic);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
@@ -577,6 +586,9 @@ std::unique_ptr<Backend> make_emu_backend(const GpuOptions& opts) {
 DeviceInfo emu_device_info() { return emu::device_info(0); }
 #else
 int cuda_device_count() {
+  // First, and within seconds: a driver older than the runtime gets both versions and the ways out.
+  const DriverVerdict driver = cuda_driver_verdict();
+  if (!driver.ok) raise(kExitFailure, "--device cuda: no usable GPU: %s", driver.message.c_str());
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess)

@@ -61,6 +61,12 @@ std::unique_ptr<Collectives> make_cuda_collectives(Backend& be);
 std::unique_ptr<Backend> load_cuda_backend(int device, const GpuOptions& opts);
 // The plugin's cuda_device_count, cuda_device_info and make_cuda_collectives (loading it if needed).
 int load_cuda_device_count();
+// cnntrain --gpu-info: the plugin's report (its path, CUDA runtime and driver versions with the verdict, each
+// GPU, each vendor library's version and path or why it is missing) appended to *report; `nvidia_smi_release`
+// (the driver version nvidia-smi printed, or empty) names the driver where /proc does not. Returns 0 when the
+// GPUs are usable with the default --conv.impl auto, 1 otherwise. A plugin that does not load throws
+// cnn::Error(kExitFailure) with the reason.
+int load_cuda_gpu_info(const std::string& nvidia_smi_release, std::string* report);
 DeviceInfo load_cuda_device_info(int device);
 std::unique_ptr<Collectives> load_cuda_collectives(Backend& be);
 
@@ -73,3 +79,4 @@ extern "C" cnn::Backend* cnntrain_cuda_make_backend(int device, const cnn::GpuOp
 extern "C" int cnntrain_cuda_device_count(std::string* error, int* error_code);
 extern "C" void cnntrain_cuda_device_info(int device, cnn::DeviceInfo* info);
 extern "C" cnn::Collectives* cnntrain_cuda_make_collectives(cnn::Backend* be, std::string* error, int* error_code);
+extern "C" int cnntrain_cuda_gpu_info(const std::string* nvidia_smi_release, std::string* report);

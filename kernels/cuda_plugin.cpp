@@ -1,6 +1,7 @@
 // cnntrain's way to the nvcc-built backend: dlopen of build/libcnntrain-cuda.so (kernels/cuda.mk), which
-// carries the GPU code and links the CUDA runtime, cuDNN, cuBLASLt and NCCL. Loading it only for --device cuda
-// keeps those libraries out of the trainer's own dependencies.
+// carries the GPU code and the CUDA runtime (cuDNN, cuBLASLt and NCCL it loads itself when first needed:
+// kernels/vendor_loader.h). Loading it only for --device cuda and --gpu-info keeps CUDA out of the trainer's
+// own dependencies.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -42,15 +43,14 @@ void* plugin() {
       tried += "\n  " + p + ": not found";
       continue;
     }
-    // RTLD_NOW: a missing cuDNN/cuBLASLt/NCCL symbol fails here, with its name, not in the middle of a step.
+    // RTLD_NOW: a missing symbol (a plugin of another build) fails here, with its name, not in a step.
     lib = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib) break;
     tried += "\n  " + p + ": " + ::dlerror();
   }
   if (!lib)
-    raise(kExitFailure, "--device cuda: cannot load the CUDA backend (%s):%s\nIt needs the CUDA 13 runtime's "
-          "driver, cuDNN 9, cuBLASLt 13 and NCCL 2 on the library path (LD_LIBRARY_PATH; pip's nvidia-cudnn-cu13, "
-          "nvidia-cublas and nvidia-nccl wheels work too); or use --device cpu", kPluginName, tried.c_str());
+    raise(kExitFailure, "--device cuda: cannot load the CUDA backend (%s):%s\nBuild it with `make USE_CUDA=1` "
+          "(needs nvcc), or point CNNTRAIN_CUDA_PLUGIN at it; or use --device cpu", kPluginName, tried.c_str());
   return lib;
 }
 
@@ -80,6 +80,10 @@ int load_cuda_device_count() {
   const int n = count(&error, &code);
   if (n < 0) raise(code, "%s", error.c_str());
   return n;
+}
+
+int load_cuda_gpu_info(const std::string& nvidia_smi_release, std::string* report) {
+  return entry<int (*)(const std::string*, std::string*)>("cnntrain_cuda_gpu_info")(&nvidia_smi_release, report);
 }
 
 DeviceInfo load_cuda_device_info(int device) {

@@ -1,8 +1,8 @@
 // Error checks for the NVIDIA libraries (nvcc builds only): like CUDA_CHECK they end the job through
-// cnn::fatal, naming the expression, file:line and the library's own status name and message.
+// cnn::fatal, naming the expression, file:line and the library's own status name and message. Includes the
+// libraries' API through kernels/vendor_lazy.h (resolved when first called).
 #pragma once
-#include <cublasLt.h>
-#include <cudnn.h>
+#include "kernels/vendor_lazy.h"
 
 #include "kernels/cuda_common.h"
 

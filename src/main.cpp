@@ -5,6 +5,7 @@
 
 #include "src/comm/comm.h"
 #include "src/train/config.h"
+#include "src/train/gpu_info.h"
 #include "src/base/error.h"
 #include "src/train/signals.h"
 #include "src/train/trainer.h"
@@ -25,6 +26,11 @@ int main(int argc, char** argv) {
     msg = e.what();
   }
   agree_or_exit(code, msg);
+  if (pr.action == ParseAction::kGpuInfo) {
+    const int rc = print_gpu_info(stdout);
+    comm_finalize();
+    return rc;
+  }
   if (pr.action != ParseAction::kRun) {
     if (world_rank() == 0) std::fputs(pr.text.c_str(), stdout);
     comm_finalize();

@@ -283,6 +283,7 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
       "print-config", "print the resolved configuration (INI) and exit")(
+      "gpu-info", "check the GPU set-up (driver, CUDA runtime, GPUs, cuDNN/cuBLASLt/NCCL) and exit: 0 usable, 1 not")(
       "config", po::value<std::string>(), "INI file with options (command-line options override it)");
   po::options_description all;
   all.add(generic);
@@ -306,6 +307,7 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
           vm["stray-words"].as<std::vector<std::string>>().front().c_str());
   if (vm.count("help")) return {ParseAction::kExitHelp, help_text(generic)};
   if (vm.count("version")) return {ParseAction::kExitVersion, version_string() + "\n"};
+  if (vm.count("gpu-info")) return {ParseAction::kGpuInfo, ""};
   if (vm.count("config")) {
     cfg.config_file = vm["config"].as<std::string>();
     std::ifstream in(cfg.config_file);

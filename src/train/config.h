@@ -83,7 +83,8 @@ struct Config {
   std::string log_progress = "auto";  // auto | bar | lines
 };
 
-enum class ParseAction { kRun, kExitHelp, kExitVersion, kExitPrintConfig };
+// kGpuInfo: run the GPU preflight (src/train/gpu_info.h) instead of training.
+enum class ParseAction { kRun, kExitHelp, kExitVersion, kExitPrintConfig, kGpuInfo };
 
 struct ParseResult {
   ParseAction action = ParseAction::kRun;

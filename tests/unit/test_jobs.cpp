@@ -92,7 +92,7 @@ TEST(Jobs, ResNet50RecipeIsTheStandardOne) {
 }
 
 // docs/options.md is the reference users read: every option the program has (the keys of the resolved
-// configuration, which lists them all) must be in it as `--section.key`.
+// configuration, which lists them all, and the general options of --help) must be in it as `--section.key`.
 TEST(Docs, EveryOptionIsInOptionsMd) {
   std::ifstream in(root() + "docs/options.md");
   ASSERT_TRUE(in.good()) << "docs/options.md is missing";
@@ -114,6 +114,21 @@ TEST(Docs, EveryOptionIsInOptionsMd) {
     EXPECT_NE(doc.find("`" + opt + "`"), std::string::npos) << opt << " is not documented in docs/options.md";
   }
   EXPECT_GT(checked, 40) << "the resolved configuration lists fewer options than expected";
+  // The general options (--help, --version, --gpu-info, ...), from the first part of --help.
+  std::string a0 = "cnntrain", a1 = "--help";
+  char* argv[] = {a0.data(), a1.data()};
+  Config c;
+  const std::string help = parse_config(2, argv, c).text;
+  const size_t from = help.find("General:");
+  ASSERT_NE(from, std::string::npos) << help;
+  const std::string general = help.substr(from, help.find("Training options") - from);
+  int generic = 0;
+  for (size_t at = general.find("--"); at != std::string::npos; at = general.find("--", at + 2)) {
+    const std::string opt = general.substr(at, general.find_first_of(" ]\n", at) - at);
+    ++generic;
+    EXPECT_NE(doc.find("`" + opt), std::string::npos) << opt << " is not documented in docs/options.md";
+  }
+  EXPECT_GE(generic, 5) << "--help lists fewer general options than expected:\n" << general;
 }
 
 }  // namespace
