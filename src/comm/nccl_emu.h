@@ -23,9 +23,10 @@
 // counts up to 2^31-1 elements; fp8 types are not emulated; calls inside a group never return ncclInProgress.
 //
 // Test hook (documented in docs/gpu_clusters.md): CNN_NCCL_EMU_FAULT=KIND:RANK:K[,...] makes rank RANK, at
-// its K-th collective call (1-based, counted over all communicators), either stall (KIND=stall: the call
-// does not return before an abort, as a rank whose host or GPU hangs) or report an asynchronous error (KIND=error: the call
-// enqueues nothing and the communicator's async error becomes ncclRemoteError). The watchdog tests use it.
+// its K-th collective call (1-based, counted over all communicators), either stall (KIND=stall: the call does
+// not return before an abort, as a rank whose host or GPU hangs) or report an asynchronous error (KIND=error:
+// the call enqueues nothing and the communicator's async error becomes ncclRemoteError). The watchdog tests
+// use it.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -1,15 +1,20 @@
 // The emulator's strict modes against the NCCL and CUDA rules that kernels/nccl_collectives_cuda.cu once broke,
 // each with the old behaviour planted (the emulated API called in the old order) and caught: a non-blocking
 // communicator destroyed without ncclCommFinalize, a communicator queried after ncclCommAbort (the old
-// wait_ready), a thread calling CUDA without cudaSetDevice (the old watchdog probe).
+// wait_ready), a thread calling CUDA without cudaSetDevice (the old watchdog probe). Then the real code
+// (NcclCollectives with the watchdog's probe running, strict device mode on) passes all of them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
+#include "kernels/cuda_backend.h"
 #include "kernels/simt/simt.h"
+#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/comm/nccl_emu.h"
+#include "src/comm/watchdog.h"
 
 namespace cnn {
 namespace {
@@ -164,6 +169,39 @@ TEST(StrictDevice, PlantedThreadWithoutSetDeviceIsFlagged) {
   EXPECT_EQ(selected, cudaSuccess);
   EXPECT_EQ(simt::unselected_device_calls(), before + 1);
   cudaEventDestroy(e);
+}
+
+// The real code under every strict mode: collectives with the watchdog's probe polling them from its thread,
+// then the destructor's finalize, poll and destroy. Nothing reported, nothing refused, sums exact.
+TEST(NcclCollectivesStrict, ProbeOnItsDeviceAndShutdownFinalizesBeforeDestroy) {
+  const size_t before = emu_invalid_uses().size();
+  const long unselected = simt::unselected_device_calls();
+  simt::set_strict_device_selection(true);
+  start_watchdog("");
+  {
+    auto be = make_emu_backend();
+    auto coll = make_emu_collectives(*be);
+    const size_t n = 33;
+    float* d = static_cast<float*>(be->alloc(n * sizeof(float)));
+    const std::vector<float> mine(n, static_cast<float>(world_rank() + 1));
+    be->upload(d, mine.data(), n * sizeof(float));
+    for (int i = 0; i < 6; ++i) {
+      coll->allreduce_sum(d, n, "strict test sum");
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the probe polls about every 100 ms
+    }
+    std::vector<float> got(n);
+    be->download(got.data(), d, n * sizeof(float));
+    const int w = world_size();
+    float want = static_cast<float>(w * (w + 1) / 2);
+    for (int i = 1; i < 6; ++i) want *= static_cast<float>(w);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want) << "element " << i;
+    be->release(d);
+  }
+  stop_watchdog();
+  simt::set_strict_device_selection(false);
+  const auto got = reported_since(before);
+  EXPECT_TRUE(got.empty()) << got.front();
+  EXPECT_EQ(simt::unselected_device_calls(), unselected) << simt::last_error_message();
 }
 
 }  // namespace
