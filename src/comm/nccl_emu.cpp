@@ -49,7 +49,7 @@ struct ncclComm {
   std::function<ncclResult_t()> pending;
   const char* pending_fn = nullptr;
   int polls_left = 0;
-  std::mt19937_64 rng;        // when calls return ncclInProgress
+  std::mt19937_64 rng;  // when calls return ncclInProgress
   bool finalizing = false, finalized = false;
   std::atomic<int> queued{0};  // collectives enqueued on a stream that have not run yet
   // Creation: idup of MPI_COMM_WORLD (phase 0), then an allgather checking that every rank passed the same id
