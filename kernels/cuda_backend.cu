@@ -581,6 +581,7 @@ DeviceContext device_context(Backend& be) {
 
 #if CNN_SIMT_EMULATED
 std::unique_ptr<Backend> make_emu_backend(const GpuOptions& opts) {
+  CUDA_CHECK(cudaSetDevice(0));  // binds its one device as make_cuda_backend does (strict device mode checks it)
   return std::make_unique<emu::CudaBackend>("emu", opts, false);
 }
 DeviceInfo emu_device_info() { return emu::device_info(0); }

@@ -10,7 +10,13 @@
 // Watchdog. Each collective is bracketed by two events on the communication stream: the first completing
 // means this rank's device arrived at it, the second that it finished. A probe on the watchdog thread polls
 // them and ncclCommGetAsyncError; the abort hook is ncclCommAbort (the communicator is non-blocking, so it
-// can be aborted from another thread).
+// can be aborted from another thread). The probe's thread selects this rank's device before its CUDA calls:
+// otherwise they go to device 0 (a context there for every rank of the node, and errors in exclusive-process
+// mode). The main thread checks for the watchdog's abort before every NCCL call: an aborted communicator is
+// freed, and naming it again is a use after free.
+// Shutdown. Non-blocking communicators end by ncclCommFinalize, polled to ncclSuccess under the collective
+// deadline, then ncclCommDestroy (whose implicit finalize would block without one); an error or the deadline
+// aborts the communicator instead, and an aborted one is never destroyed.
 #include <sched.h>
 
 #include <atomic>
@@ -96,6 +102,7 @@ class NcclGradSync final : public GradSync {
 class NcclCollectives final : public Collectives {
  public:
   explicit NcclCollectives(Backend& be) : be_(be), ctx_(device_context(be)) {
+    CUDA_CHECK(cudaGetDevice(&device_));  // the one the backend bound on this (the main) thread
     CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
@@ -124,11 +131,8 @@ class NcclCollectives final : public Collectives {
   ~NcclCollectives() override {
     remove_watchdog_callback(probe_id_);
     remove_watchdog_callback(hook_id_);
-    // Best effort on the way out; after an abort the communicator is gone already.
-    if (!aborted_) {
-      cudaStreamSynchronize(comm_stream_);
-      ncclCommDestroy(comm_);
-    }
+    // After an abort the communicator is gone; once the watchdog fired the job is being aborted anyway.
+    if (!aborted_ && !watchdog_fired()) shut_down();
     for (const Tracked& t : inflight_) {
       cudaEventDestroy(t.start);
       cudaEventDestroy(t.end);
@@ -163,7 +167,7 @@ class NcclCollectives final : public Collectives {
   // In-place sum on the communication stream, after the compute stream's work issued so far.
   void issue(void* data, size_t n, ncclDataType_t type, const std::string& what) {
     abort_if_watchdog_fired();  // the communicator may be aborted already: do not touch it
-    retire_finished();
+    CUDA_CHECK(retire_finished());
     CUDA_CHECK(cudaEventRecord(compute_ready_, ctx_.compute));
     CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
     Tracked t;
@@ -212,31 +216,43 @@ class NcclCollectives final : public Collectives {
 
   // Under mu_: moves finished collectives out of inflight_, telling the watchdog. Both the watchdog thread
   // (probe) and the main thread (before each issue, so that no watchdog is needed to recycle events) call it.
-  void poll_locked() {
+  // Returns the first error of an event query (a device fault is sticky: it would never complete).
+  cudaError_t poll_locked() {
     for (Tracked& t : inflight_) {
       if (t.arrived) continue;
-      if (cudaEventQuery(t.start) != cudaSuccess) break;  // in stream order: later ones have not arrived either
+      const cudaError_t q = cudaEventQuery(t.start);
+      if (q == cudaErrorNotReady) break;  // in stream order: later ones have not arrived either
+      if (q != cudaSuccess) return q;
       t.arrived = true;
       device_collective_arrived(t.seq);
     }
-    while (!inflight_.empty() && inflight_.front().arrived && inflight_.front().end_recorded &&
-           cudaEventQuery(inflight_.front().end) == cudaSuccess) {
+    while (!inflight_.empty() && inflight_.front().arrived && inflight_.front().end_recorded) {
+      const cudaError_t q = cudaEventQuery(inflight_.front().end);
+      if (q == cudaErrorNotReady) break;
+      if (q != cudaSuccess) return q;
       device_collective_completed(inflight_.front().seq);
       spare_.push_back(inflight_.front().start);
       spare_.push_back(inflight_.front().end);
       inflight_.pop_front();
     }
+    return cudaSuccess;
   }
-  void retire_finished() {
+  cudaError_t retire_finished() {
     std::lock_guard<std::mutex> lk(mu_);
-    poll_locked();
+    return poll_locked();
   }
 
   // Watchdog thread: no MPI here (ncclCommGetAsyncError of the emulation makes MPI calls only on the thread
   // that created the communicator).
   void probe() {
     if (aborted_) return;
-    retire_finished();
+    cudaError_t e = cudaSetDevice(device_);
+    if (e == cudaSuccess) e = retire_finished();
+    if (e != cudaSuccess) {
+      report_async_collective_error(strprintf("CUDA error on the watchdog thread (device %d): %s: %s", device_,
+                                              cudaGetErrorName(e), cudaGetErrorString(e)));
+      return;
+    }
     ncclResult_t state = ncclSuccess;
     const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
     if (rc == ncclSuccess && (state == ncclSuccess || state == ncclInProgress)) return;
@@ -248,18 +264,44 @@ class NcclCollectives final : public Collectives {
   // `seq` names a host-tracked collective (creation).
   void wait_ready(const char* what, uint64_t seq, double t0) {
     for (;;) {
+      // Before the query: the watchdog raises its flag before its hook aborts (and frees) the communicator.
+      abort_if_watchdog_fired();
       ncclResult_t state = ncclSuccess;
       NCCL_CHECK(comm_, ncclCommGetAsyncError(comm_, &state));
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) nccl_failed(what, state, comm_, __FILE__, __LINE__);
       if (seq) check_collective_deadline(Channel::kNccl, seq, t0);
-      abort_if_watchdog_fired();
       sched_yield();
     }
   }
 
+  // Main thread, the watchdog's hook removed: finalize, poll, destroy; abort on an error or past the deadline.
+  // Problems are reported, not fatal: this runs on the way out, also while an exception unwinds.
+  void shut_down() {
+    const double t0 = watchdog_now();
+    ncclResult_t state = ncclCommFinalize(comm_);
+    while (state == ncclInProgress && watchdog_now() - t0 <= collective_timeout()) {
+      sched_yield();
+      const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+      if (rc != ncclSuccess) state = rc;
+    }
+    if (state != ncclSuccess) {
+      const std::string why = state == ncclInProgress
+                                  ? strprintf("still in progress after --comm.timeout_s %.0f s", collective_timeout())
+                                  : nccl_error_text(state, comm_);
+      ncclCommAbort(comm_);
+      report_error("NCCL communicator shutdown: ncclCommFinalize " + why +
+                   "; aborted it instead (run with NCCL_DEBUG=INFO for NCCL's own log)");
+      return;
+    }
+    const ncclResult_t rc = ncclCommDestroy(comm_);  // the communicator is gone even when this fails
+    if (rc != ncclSuccess)
+      report_error("NCCL communicator shutdown: ncclCommDestroy: " + nccl_error_text(rc, nullptr));
+  }
+
   Backend& be_;
   DeviceContext ctx_;
+  int device_ = 0;  // this rank's, selected by every thread before it calls CUDA
   ncclComm_t comm_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr, comm_done_ = nullptr;

@@ -48,6 +48,7 @@ enum cudaError {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorInvalidDevice = 101,
+  cudaErrorDeviceUninitialized = 201,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
   cudaErrorLaunchOutOfResources = 701,
@@ -174,6 +175,16 @@ cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int
 }
 
 }  // namespace runtime
+
+// Strict device selection (CNN_SIMT_STRICT_DEVICE=1 at start-up, or this call): the runtime calls that work
+// on the current device (memory, copies, streams, events, synchronisation) fail with
+// cudaErrorDeviceUninitialized, naming the call, on a host thread that never called cudaSetDevice. On a GPU
+// such a thread silently uses device 0 whatever device its rank bound: a context on GPU 0 for every rank of a
+// node, and errors in exclusive-process mode. Off by default because tests call the runtime directly.
+void set_strict_device_selection(bool strict);
+// The calls strict mode has refused so far in this process.
+long unselected_device_calls();
+
 }  // namespace simt
 
 using namespace simt::runtime;  // NOLINT(google-global-names-in-headers): the CUDA API is global

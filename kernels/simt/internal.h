@@ -18,6 +18,9 @@ cudaError_t record_error(cudaError_t code, const std::string& message, ErrorKind
 // Returns and clears the kernel fault waiting for a synchronising call.
 cudaError_t take_pending_error();
 
+// Strict device selection (cuda_runtime_emu.h): the error `fn` must return on this thread, or cudaSuccess.
+cudaError_t check_device_selected(const char* fn);
+
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Streams (streams.cpp). With deferred streams off, submit_work runs `work` at once and returns its error;

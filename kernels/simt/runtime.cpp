@@ -61,6 +61,11 @@ cudaError_t api_error(cudaError_t code, const std::string& message) {
   return detail::record_error(code, message, detail::ErrorKind::kApi);
 }
 
+std::atomic<bool> g_strict_device{std::getenv("CNN_SIMT_STRICT_DEVICE") &&
+                                  std::getenv("CNN_SIMT_STRICT_DEVICE")[0] == '1'};
+std::atomic<long> g_unselected_calls{0};
+thread_local bool t_device_selected = false;
+
 cudaError_t check_range(const char* fn, const char* which, const void* p, size_t bytes) {
   if (bytes == 0 || inside_allocation(p, bytes)) return cudaSuccess;
   return api_error(cudaErrorInvalidValue, detail::format("%s: %s range [%p, +%zu) is not inside one cudaMalloc "
@@ -71,6 +76,8 @@ cudaError_t check_range(const char* fn, const char* which, const void* p, size_t
 }  // namespace
 
 std::string last_error_message() { return errors().message; }
+void set_strict_device_selection(bool strict) { g_strict_device.store(strict); }
+long unselected_device_calls() { return g_unselected_calls.load(); }
 void set_quiet(bool quiet) { g_quiet.store(quiet); }
 void set_multiprocessor_count(int n) { g_sm_count.store(n >= 1 ? n : 4); }
 int multiprocessor_count() { return g_sm_count.load(); }
@@ -103,6 +110,16 @@ cudaError_t record_error(cudaError_t code, const std::string& message, ErrorKind
   return code;
 }
 
+cudaError_t check_device_selected(const char* fn) {
+  if (t_device_selected || !g_strict_device.load()) return cudaSuccess;
+  ++g_unselected_calls;
+  return api_error(cudaErrorDeviceUninitialized,
+                   format("%s on a host thread that never called cudaSetDevice: on a GPU it would run on device 0 "
+                          "whatever device this rank bound (call cudaSetDevice with the rank's device first on "
+                          "every thread that calls CUDA; strict device mode, CNN_SIMT_STRICT_DEVICE)",
+                          fn));
+}
+
 cudaError_t take_pending_error() {
   ErrorState& e = errors();
   const cudaError_t code = e.pending;
@@ -130,6 +147,7 @@ namespace runtime {
 using detail::format;
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  if (cudaError_t e = detail::check_device_selected("cudaMalloc")) return e;
   if (!ptr) return api_error(cudaErrorInvalidValue, "cudaMalloc: null result pointer");
   // Exactly `bytes`, not rounded up, so that an AddressSanitizer build flags the first byte past the end.
   void* p = nullptr;
@@ -148,6 +166,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 
 cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
+  if (cudaError_t e = detail::check_device_selected("cudaFree")) return e;
   detail::synchronize_all();  // as on a GPU: queued work may still use the memory
   {
     std::lock_guard<std::mutex> lock(g_mem_mutex);
@@ -165,6 +184,7 @@ cudaError_t cudaFree(void* ptr) {
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault); }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned) {
+  if (cudaError_t e = detail::check_device_selected("cudaHostAlloc")) return e;
   if (!ptr) return api_error(cudaErrorInvalidValue, "cudaHostAlloc: null result pointer");
   const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
   *ptr = std::aligned_alloc(kAlign, rounded);
@@ -182,6 +202,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (cudaError_t e = detail::check_device_selected("cudaMemGetInfo")) return e;
   const size_t total = size_t{16} << 30;
   const size_t used = device_bytes_in_use();
   if (free_bytes) *free_bytes = used < total ? total - used : 0;
@@ -190,12 +211,14 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (cudaError_t e = detail::check_device_selected("cudaMemcpy")) return e;
   detail::synchronize_all();
   if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (cudaError_t e = detail::check_device_selected("cudaMemcpyAsync")) return e;
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return api_error(cudaErrorInvalidValue, "cudaMemcpy: null pointer");
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) {
@@ -237,12 +260,14 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (cudaError_t e = detail::check_device_selected("cudaMemset")) return e;
   detail::synchronize_all();
   if (cudaError_t e = detail::take_pending_error(); e != cudaSuccess) return e;
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (cudaError_t e = detail::check_device_selected("cudaMemsetAsync")) return e;
   if (cudaError_t e = check_range("cudaMemset", "destination", ptr, bytes)) return e;
   return detail::submit_work(stream, [ptr, value, bytes] {
     std::memset(ptr, value, bytes);
@@ -277,6 +302,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorDeviceUninitialized: return "cudaErrorDeviceUninitialized";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
@@ -295,6 +321,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDeviceFunction: return "invalid device function";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorDeviceUninitialized: return "invalid device context";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
@@ -314,6 +341,7 @@ cudaError_t cudaSetDevice(int device) {
   if (device != 0) {
     return api_error(cudaErrorInvalidDevice, format("cudaSetDevice(%d): the emulator is device 0", device));
   }
+  t_device_selected = true;
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {

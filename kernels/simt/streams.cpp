@@ -188,6 +188,7 @@ namespace runtime {
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (cudaError_t e = detail::check_device_selected("cudaStreamCreate")) return e;
   if (!stream) {
     return detail::record_error(cudaErrorInvalidValue, "cudaStreamCreate: null result pointer",
                                 detail::ErrorKind::kApi);
@@ -211,16 +212,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t e = detail::check_device_selected("cudaStreamSynchronize")) return e;
   detail::synchronize_stream(stream);
   return detail::take_pending_error();
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  if (cudaError_t e = detail::check_device_selected("cudaStreamQuery")) return e;
   std::lock_guard<std::mutex> lk(g_mu);
   return resolve(stream)->queue.empty() ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (cudaError_t e = detail::check_device_selected("cudaStreamWaitEvent")) return e;
   if (!event) return bad_handle("cudaStreamWaitEvent");
   std::lock_guard<std::mutex> lk(g_mu);
   // Waits for the latest record issued so far, as CUDA does; nothing to wait for once it has completed.
@@ -237,6 +241,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (cudaError_t e = detail::check_device_selected("cudaEventCreate")) return e;
   if (!event) {
     return detail::record_error(cudaErrorInvalidValue, "cudaEventCreate: null result pointer",
                                 detail::ErrorKind::kApi);
@@ -254,6 +259,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (cudaError_t e = detail::check_device_selected("cudaEventRecord")) return e;
   if (!event) return bad_handle("cudaEventRecord");
   std::lock_guard<std::mutex> lk(g_mu);
   const uint64_t record = ++event->recorded;
@@ -270,6 +276,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (cudaError_t e = detail::check_device_selected("cudaEventSynchronize")) return e;
   if (!event) return bad_handle("cudaEventSynchronize");
   if (detail::deferred_streams()) {
     uint64_t target;
@@ -283,6 +290,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (cudaError_t e = detail::check_device_selected("cudaEventQuery")) return e;
   if (!event) return bad_handle("cudaEventQuery");
   std::lock_guard<std::mutex> lk(g_mu);
   return event->completed >= event->recorded ? cudaSuccess : cudaErrorNotReady;
@@ -305,6 +313,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = detail::check_device_selected("cudaDeviceSynchronize")) return e;
   detail::synchronize_all();
   return detail::take_pending_error();
 }

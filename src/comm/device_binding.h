@@ -11,7 +11,9 @@
 namespace cnn {
 
 struct DeviceBinding {
-  int device = 0;          // CUDA ordinal among the visible devices (cudaSetDevice)
+  // CUDA ordinal among the visible devices: the backend selects it on the main thread (cudaSetDevice), and every
+  // other thread that calls CUDA must select it too (the NCCL watchdog probe does), or it works on device 0.
+  int device = 0;
   std::string visible_id;  // its entry of CUDA_VISIBLE_DEVICES (index, GPU-/MIG- UUID), or the ordinal
   bool shared = false;     // other ranks of the node use it too
 };

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,19 +26,34 @@
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/mpi_wait.h"
+#include "src/comm/nccl_emu_types.h"
 
 namespace simt {
 namespace nccl {
 
+using namespace types;  // NOLINT(google-build-using-namespace): this file's own helpers
+
 struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;
   int rank = 0, nranks = 1;
+  bool blocking = true;
   uint64_t id_hash = 0;
-  // ncclInProgress while being created; then ncclSuccess or the asynchronous error.
+  // ncclInProgress while being created, while a non-blocking call has not completed and while finalizing;
+  // then ncclSuccess or the asynchronous error.
   std::atomic<int> state{ncclInProgress};
   std::atomic<bool> aborted{false};
+  // The call that ended it (ncclCommAbort, ncclCommDestroy): from then on it is poisoned.
+  std::atomic<const char*> ended_by{nullptr};
   std::thread::id owner;  // the thread that created it: the only one that may call MPI for it
-  // Creation: idup of MPI_COMM_WORLD, then an allgather checking that every rank passed the same id.
+  // A non-blocking collective that returned ncclInProgress: enqueued by the owner's polls_left-th poll.
+  std::function<ncclResult_t()> pending;
+  const char* pending_fn = nullptr;
+  int polls_left = 0;
+  std::mt19937_64 rng;  // when calls return ncclInProgress
+  bool finalizing = false, finalized = false;
+  std::atomic<int> queued{0};  // collectives enqueued on a stream that have not run yet
+  // Creation: idup of MPI_COMM_WORLD (phase 0), then an allgather checking that every rank passed the same id
+  // (1); 2: created.
   int init_phase = 0;
   MPI_Request init_req = MPI_REQUEST_NULL;
   std::vector<uint64_t> hashes;
@@ -58,6 +74,45 @@ void set_error(ncclComm* comm, const std::string& msg) {
 ncclResult_t fail(ncclComm* comm, ncclResult_t rc, const std::string& msg) {
   set_error(comm, msg);
   return rc;
+}
+
+std::mutex g_invalid_mu;
+std::vector<std::string> g_invalid;
+
+// A caller broke NCCL's rules: say so loudly (the caller may ignore the return code) and keep it for tests.
+ncclResult_t invalid_use(ncclComm* comm, const char* fn, const std::string& what) {
+  const std::string msg = std::string(fn) + ": " + what;
+  std::fprintf(stderr, "nccl-emu: invalid use: %s\n", msg.c_str());
+  std::fflush(stderr);
+  {
+    std::lock_guard<std::mutex> lk(g_invalid_mu);
+    g_invalid.push_back(msg);
+  }
+  return fail(comm, ncclInvalidUsage, msg);
+}
+
+// Whether `comm` may be named by a call of `fn`: not null, neither aborted nor destroyed.
+ncclResult_t check_live(ncclComm* comm, const char* fn) {
+  if (!comm) return fail(nullptr, ncclInvalidArgument, std::string(fn) + ": null communicator");
+  if (const char* by = comm->ended_by.load())
+    return invalid_use(nullptr, fn, cnn::strprintf("the communicator was ended by %s (a use after free in NCCL)", by));
+  return ncclSuccess;
+}
+
+// Aborted and destroyed communicators stay allocated and poisoned for the next kQuarantine endings, so a later
+// call naming one is reported instead of reading freed memory; queued work may still look at them.
+constexpr size_t kQuarantine = 64;
+std::mutex g_dead_mu;
+std::deque<ncclComm*> g_dead;
+
+void end_comm(ncclComm* comm, const char* by) {
+  comm->ended_by.store(by);
+  std::lock_guard<std::mutex> lk(g_dead_mu);
+  g_dead.push_back(comm);
+  if (g_dead.size() > kQuarantine && g_dead.front()->queued.load() == 0) {
+    delete g_dead.front();
+    g_dead.pop_front();
+  }
 }
 
 std::string mpi_error_text(int rc) {
@@ -133,79 +188,6 @@ bool inject_fault(ncclComm* comm, const char* fn) {
   return false;
 }
 
-// --- Data types and reductions ---
-
-size_t type_size(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
-  }
-}
-
-MPI_Datatype mpi_type(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: return MPI_INT8_T;
-    case ncclUint8: return MPI_UINT8_T;
-    case ncclInt32: return MPI_INT32_T;
-    case ncclUint32: return MPI_UINT32_T;
-    case ncclInt64: return MPI_INT64_T;
-    case ncclUint64: return MPI_UINT64_T;
-    case ncclFloat32: return MPI_FLOAT;
-    case ncclFloat64: return MPI_DOUBLE;
-    default: return MPI_UINT16_T;  // half, bfloat16
-  }
-}
-
-MPI_Op mpi_op(ncclDataType_t t, ncclRedOp_t op) {
-  // Half and bfloat16 travel as 16-bit words; their reductions compute in float (src/comm/mpi_half_ops.cpp).
-  if (t == ncclFloat16 || t == ncclBfloat16) {
-    const cnn::Mpi16Op k = op == ncclProd ? cnn::Mpi16Op::kProd
-                           : op == ncclMax ? cnn::Mpi16Op::kMax
-                           : op == ncclMin ? cnn::Mpi16Op::kMin
-                                           : cnn::Mpi16Op::kSum;  // sum; average divides afterwards
-    return cnn::mpi_16bit_op(t == ncclBfloat16, k);
-  }
-  switch (op) {
-    case ncclProd: return MPI_PROD;
-    case ncclMax: return MPI_MAX;
-    case ncclMin: return MPI_MIN;
-    default: return MPI_SUM;  // sum; average divides afterwards
-  }
-}
-
-template <class T>
-void divide(void* p, size_t n, int by) {
-  T* x = static_cast<T*>(p);
-  for (size_t i = 0; i < n; ++i) x[i] = static_cast<T>(x[i] / by);
-}
-
-// ncclAvg: NCCL sums and divides by the rank count (integers: truncating division).
-void average(void* p, size_t n, ncclDataType_t t, int ranks) {
-  switch (t) {
-    case ncclInt8: return divide<int8_t>(p, n, ranks);
-    case ncclUint8: return divide<uint8_t>(p, n, ranks);
-    case ncclInt32: return divide<int32_t>(p, n, ranks);
-    case ncclUint32: return divide<uint32_t>(p, n, ranks);
-    case ncclInt64: return divide<int64_t>(p, n, ranks);
-    case ncclUint64: return divide<uint64_t>(p, n, ranks);
-    case ncclFloat32: return divide<float>(p, n, ranks);
-    case ncclFloat64: return divide<double>(p, n, ranks);
-    case ncclFloat16: case ncclBfloat16: {
-      auto* h = static_cast<uint16_t*>(p);
-      const bool half = t == ncclFloat16;
-      for (size_t i = 0; i < n; ++i) {
-        const float v = (half ? detail::half_bits_to_float(h[i]) : detail::bf16_bits_to_float(h[i])) / ranks;
-        h[i] = half ? detail::float_to_half_bits(v) : detail::float_to_bf16_bits(v);
-      }
-      return;
-    }
-    default: return;
-  }
-}
-
 // --- Running collectives ---
 
 // Polls `req` until it completes or the communicator is aborted (then the request is abandoned: the job is
@@ -228,9 +210,11 @@ bool usable(ncclComm* comm) { return !comm->aborted.load() && comm->state.load()
 thread_local int t_group_depth = 0;
 thread_local std::vector<std::pair<cudaStream_t, std::function<cudaError_t()>>> t_group;
 
-ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> body) {
-  auto work = [comm, body = std::move(body)]() -> cudaError_t {
+ncclResult_t submit(ncclComm* comm, cudaStream_t stream, const std::function<void()>& body) {
+  ++comm->queued;
+  auto work = [comm, body]() -> cudaError_t {
     if (usable(comm)) body();  // an aborted or failed communicator's kernels do nothing, as NCCL's
+    --comm->queued;
     return cudaSuccess;
   };
   if (t_group_depth > 0) {
@@ -242,10 +226,56 @@ ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> b
   return ncclSuccess;
 }
 
+uint64_t in_progress_seed() {
+  const char* env = std::getenv("CNN_NCCL_EMU_SEED");
+  return env && *env ? std::strtoull(env, nullptr, 10) : 1;
+}
+
+// A non-blocking communicator's collective returns ncclInProgress at seeded random calls (half of them) and
+// is enqueued by the 1st to 3rd poll of ncclCommGetAsyncError, as NCCL may do with blocking = 0: so the
+// callers' polling paths run, and one that records an event after an unfinished call orders nothing.
+ncclResult_t start(ncclComm* comm, cudaStream_t stream, std::function<void()> body, const char* fn) {
+  if (t_group_depth == 0 && !comm->blocking && in_progress_seed() != 0 && comm->rng() % 2 == 0) {
+    comm->pending = [comm, stream, body = std::move(body)] { return submit(comm, stream, body); };
+    comm->pending_fn = fn;
+    comm->polls_left = 1 + static_cast<int>(comm->rng() % 3);
+    comm->state.store(ncclInProgress);
+    return ncclInProgress;
+  }
+  const ncclResult_t rc = submit(comm, stream, body);
+  // With immediate streams the collective ran inside the call: an abort that ended it left it unfinished.
+  return rc == ncclSuccess && comm->aborted.load() ? ncclInProgress : rc;
+}
+
+// The owner's poll of a non-blocking communicator: completes a pending collective or a finalize.
+void progress_call(ncclComm* c) {
+  if (std::this_thread::get_id() != c->owner || c->state.load() != ncclInProgress) return;
+  if (c->pending && --c->polls_left <= 0) {
+    auto call = std::move(c->pending);
+    c->pending = nullptr;
+    c->state.store(ncclSuccess);
+    if (const ncclResult_t rc = call()) c->state.store(rc);
+    if (c->aborted.load()) c->state.store(ncclInProgress);  // an abort ended it (immediate streams) unfinished
+    return;
+  }
+  if (c->finalizing && !c->finalized) {
+    simt::progress_streams();  // the collectives already enqueued finish first
+    if (c->queued.load() == 0) {
+      c->finalized = true;
+      c->state.store(ncclSuccess);
+    }
+  }
+}
+
 // count: elements per rank; per_rank_slots: the buffers hold one such slot per rank (gather, scatter).
 ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, size_t count, bool per_rank_slots,
                         const char* fn) {
-  if (!comm) return fail(nullptr, ncclInvalidArgument, std::string(fn) + ": null communicator");
+  if (ncclResult_t rc = check_live(comm, fn)) return rc;
+  if (comm->finalizing) return invalid_use(comm, fn, "the communicator is being finalized (ncclCommFinalize)");
+  if (comm->pending)
+    return invalid_use(comm, fn, cnn::strprintf("the previous call (%s) returned ncclInProgress and has not completed "
+                                                "(poll ncclCommGetAsyncError until ncclSuccess first)",
+                                                comm->pending_fn));
   if (comm->state.load() == ncclInProgress)
     return fail(comm, ncclInvalidUsage, std::string(fn) + ": the communicator is still being created (poll "
                                                           "ncclCommGetAsyncError until ncclSuccess)");
@@ -261,7 +291,7 @@ ncclResult_t check_call(ncclComm* comm, ncclDataType_t t, ncclRedOp_t op, size_t
 
 // Creation: advance the state machine as far as MPI lets it without blocking.
 void progress_init(ncclComm* c) {
-  if (c->state.load() != ncclInProgress || std::this_thread::get_id() != c->owner) return;
+  if (std::this_thread::get_id() != c->owner || c->init_phase == 2 || c->state.load() != ncclInProgress) return;
   int done = 0;
   int rc = MPI_Test(&c->init_req, &done, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS) return mpi_failed(c, "MPI_Comm_idup", rc);
@@ -280,6 +310,7 @@ void progress_init(ncclComm* c) {
       c->state.store(ncclInvalidUsage);
       return;
     }
+  c->init_phase = 2;
   c->state.store(ncclSuccess);
 }
 
@@ -319,8 +350,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
   auto c = std::make_unique<ncclComm>();
   c->rank = rank;
   c->nranks = nranks;
+  c->blocking = blocking;
   c->id_hash = hash_id(id);
   c->owner = std::this_thread::get_id();
+  static std::atomic<uint64_t> serial{0};
+  c->rng.seed(in_progress_seed() * 1000003 + static_cast<uint64_t>(rank) * 7919 + serial++);
   const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &c->mpi, &c->init_req);
   if (rc != MPI_SUCCESS)
     return fail(nullptr, ncclSystemError, "ncclCommInitRank: MPI_Comm_idup failed: " + mpi_error_text(rc));
@@ -329,7 +363,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id
   *out = c.release();
   if (!blocking) {
     progress_init(*out);
-    return (*out)->state.load() == ncclSuccess ? ncclSuccess : ncclInProgress;
+    return ncclInProgress;  // creation takes at least an idup and an allgather: never done yet
   }
   while ((*out)->state.load() == ncclInProgress && !(*out)->aborted.load()) {
     progress_init(*out);
@@ -342,36 +376,69 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
 }
 
-ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  if (!comm) return ncclSuccess;
-  simt::progress_streams();  // NCCL lets the collectives already enqueued finish
-  if (!comm->aborted.load() && comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
-  delete comm;
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (ncclResult_t rc = check_live(comm, "ncclCommFinalize")) return rc;
+  if (comm->finalizing) return invalid_use(comm, "ncclCommFinalize", "called twice");
+  if (std::this_thread::get_id() != comm->owner)
+    return fail(comm, ncclInvalidUsage, "ncclCommFinalize: the emulation finalizes on the thread that created the "
+                                        "communicator (its MPI calls stay there)");
+  if (comm->pending || comm->state.load() == ncclInProgress)
+    return invalid_use(comm, "ncclCommFinalize", "a call is still in progress (poll ncclCommGetAsyncError first)");
+  if (const int state = comm->state.load(); state != ncclSuccess) return static_cast<ncclResult_t>(state);
+  comm->finalizing = true;
+  comm->state.store(ncclInProgress);
+  if (!comm->blocking) return ncclInProgress;
+  while (!comm->finalized) progress_call(comm);
   return ncclSuccess;
 }
 
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  if (ncclResult_t rc = check_live(comm, "ncclCommDestroy")) return rc;
+  ncclResult_t rc = ncclSuccess;
+  if (!comm->blocking && !comm->finalized) {
+    // It is destroyed all the same, as NCCL would; the caller learns of its mistake.
+    rc = invalid_use(comm, "ncclCommDestroy", comm->finalizing
+                         ? "ncclCommFinalize has not completed (poll ncclCommGetAsyncError until ncclSuccess first)"
+                         : "a non-blocking communicator must be finalized first (ncclCommFinalize, then poll "
+                           "ncclCommGetAsyncError until ncclSuccess; or ncclCommAbort it): the implicit finalize "
+                           "blocks without a deadline");
+  }
+  simt::progress_streams();  // NCCL lets the collectives already enqueued finish
+  if (comm->mpi != MPI_COMM_NULL) MPI_Comm_free(&comm->mpi);
+  end_comm(comm, "ncclCommDestroy");
+  return rc;
+}
+
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  // From any thread, while another may be inside a collective of this communicator: only mark it. The
-  // MPI communicator and the object are left behind; an abort precedes the end of the job.
-  if (comm) comm->aborted.store(true);
+  // From any thread, while another may be inside a collective of this communicator: that one gives up. The
+  // MPI communicator is left behind; an abort precedes the end of the job.
+  if (!comm) return ncclSuccess;
+  if (ncclResult_t rc = check_live(comm, "ncclCommAbort")) return rc;
+  comm->aborted.store(true);
+  end_comm(comm, "ncclCommAbort");
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
-  if (!comm || !async_error) return fail(comm, ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
+  if (ncclResult_t rc = check_live(comm, "ncclCommGetAsyncError")) return rc;
+  if (!async_error) return fail(comm, ncclInvalidArgument, "ncclCommGetAsyncError: null argument");
   progress_init(comm);
+  progress_call(comm);
   *async_error = static_cast<ncclResult_t>(comm->state.load());
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  if (!comm || !count) return fail(comm, ncclInvalidArgument, "ncclCommCount: null argument");
+  if (ncclResult_t rc = check_live(comm, "ncclCommCount")) return rc;
+  if (!count) return fail(comm, ncclInvalidArgument, "ncclCommCount: null argument");
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  if (!comm || !rank) return fail(comm, ncclInvalidArgument, "ncclCommUserRank: null argument");
+  if (ncclResult_t rc = check_live(comm, "ncclCommUserRank")) return rc;
+  if (!rank) return fail(comm, ncclInvalidArgument, "ncclCommUserRank: null argument");
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -393,6 +460,7 @@ const char* ncclGetErrorString(ncclResult_t result) {
 const char* ncclGetLastError(ncclComm_t comm) {
   // The string lives until the next error of the same communicator, as NCCL's.
   static thread_local std::string copy;
+  if (comm && check_live(comm, "ncclGetLastError") != ncclSuccess) comm = nullptr;  // names the invalid use
   std::lock_guard<std::mutex> lk(comm ? comm->mu : g_error_mu);
   copy = comm ? comm->last_error : g_last_error;
   return copy.c_str();
@@ -401,8 +469,8 @@ const char* ncclGetLastError(ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (ncclResult_t rc = check_call(comm, datatype, op, count, false, "ncclAllReduce")) return rc;
-  if (inject_fault(comm, "ncclAllReduce")) return ncclSuccess;
-  return submit(comm, stream, [=] {
+  if (inject_fault(comm, "ncclAllReduce")) return comm->aborted.load() ? ncclInProgress : ncclSuccess;
+  return start(comm, stream, [=] {
     MPI_Request req;
     const void* send = sendbuff == recvbuff ? MPI_IN_PLACE : sendbuff;
     const int rc = MPI_Iallreduce(send, recvbuff, static_cast<int>(count), mpi_type(datatype), mpi_op(datatype, op),
@@ -410,14 +478,14 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Iallreduce", rc);
     wait(comm, &req, "MPI_Iallreduce");
     if (op == ncclAvg && usable(comm)) average(recvbuff, count, datatype, comm->nranks);
-  });
+  }, "ncclAllReduce");
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (ncclResult_t rc = check_call(comm, datatype, op, recvcount, true, "ncclReduceScatter")) return rc;
-  if (inject_fault(comm, "ncclReduceScatter")) return ncclSuccess;
-  return submit(comm, stream, [=] {
+  if (inject_fault(comm, "ncclReduceScatter")) return comm->aborted.load() ? ncclInProgress : ncclSuccess;
+  return start(comm, stream, [=] {
     // NCCL's in-place form keeps the result at this rank's slot of the send buffer, MPI's at its start: read
     // the input from a copy.
     const size_t bytes = recvcount * type_size(datatype) * comm->nranks;
@@ -428,14 +496,14 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
     if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Ireduce_scatter_block", rc);
     wait(comm, &req, "MPI_Ireduce_scatter_block");
     if (op == ncclAvg && usable(comm)) average(recvbuff, recvcount, datatype, comm->nranks);
-  });
+  }, "ncclReduceScatter");
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   if (ncclResult_t rc = check_call(comm, datatype, ncclSum, sendcount, true, "ncclAllGather")) return rc;
-  if (inject_fault(comm, "ncclAllGather")) return ncclSuccess;
-  return submit(comm, stream, [=] {
+  if (inject_fault(comm, "ncclAllGather")) return comm->aborted.load() ? ncclInProgress : ncclSuccess;
+  return start(comm, stream, [=] {
     const size_t slot = sendcount * type_size(datatype) * comm->rank;
     const void* send = sendbuff == static_cast<const char*>(recvbuff) + slot ? MPI_IN_PLACE : sendbuff;
     MPI_Request req;
@@ -443,7 +511,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                                   static_cast<int>(sendcount), mpi_type(datatype), comm->mpi, &req);
     if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Iallgather", rc);
     wait(comm, &req, "MPI_Iallgather");
-  });
+  }, "ncclAllGather");
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
@@ -451,14 +519,19 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
   if (ncclResult_t rc = check_call(comm, datatype, ncclSum, count, false, "ncclBroadcast")) return rc;
   if (root < 0 || root >= comm->nranks)
     return fail(comm, ncclInvalidArgument, cnn::strprintf("ncclBroadcast: root %d of %d ranks", root, comm->nranks));
-  if (inject_fault(comm, "ncclBroadcast")) return ncclSuccess;
-  return submit(comm, stream, [=] {
+  if (inject_fault(comm, "ncclBroadcast")) return comm->aborted.load() ? ncclInProgress : ncclSuccess;
+  return start(comm, stream, [=] {
     if (comm->rank == root && sendbuff != recvbuff) std::memmove(recvbuff, sendbuff, count * type_size(datatype));
     MPI_Request req;
     const int rc = MPI_Ibcast(recvbuff, static_cast<int>(count), mpi_type(datatype), root, comm->mpi, &req);
     if (rc != MPI_SUCCESS) return mpi_failed(comm, "MPI_Ibcast", rc);
     wait(comm, &req, "MPI_Ibcast");
-  });
+  }, "ncclBroadcast");
+}
+
+std::vector<std::string> emu_invalid_uses() {
+  std::lock_guard<std::mutex> lk(g_invalid_mu);
+  return g_invalid;
 }
 
 ncclResult_t ncclGroupStart() {

@@ -6,19 +6,31 @@
 //
 // Semantics kept: a collective is enqueued on its stream and runs when the stream reaches it (at once when
 // the emulator's streams are not deferred); in-place forms as NCCL defines them; ncclGroupStart/End; a
-// non-blocking communicator (config.blocking = 0) returns ncclInProgress from creation until
-// ncclCommGetAsyncError, polled by the creating thread, reports ncclSuccess; ncclCommAbort from any thread
-// makes collectives in progress give up; asynchronous errors show in ncclCommGetAsyncError.
+// non-blocking communicator (config.blocking = 0) returns ncclInProgress from creation, from ncclCommFinalize
+// and, at seeded random calls (CNN_NCCL_EMU_SEED, default 1; 0: never), from collectives, until
+// ncclCommGetAsyncError, polled by the creating thread, reports ncclSuccess (a collective is enqueued only
+// then, and calling anything else meanwhile is invalid); ncclCommAbort from any thread makes collectives in
+// progress give up, and a call it interrupts returns ncclInProgress (it never completed); asynchronous errors
+// show in ncclCommGetAsyncError.
+// Strictness (real NCCL would crash or hang where these report): an aborted or destroyed communicator is
+// poisoned and freed only later, so any call naming it afterwards fails with ncclInvalidUsage; a
+// non-blocking communicator must be finalized (ncclCommFinalize, then polled to ncclSuccess) before
+// ncclCommDestroy, whose implicit finalize would block without a deadline. Each such invalid use is printed to
+// stderr as "nccl-emu: invalid use: CALL: ..." and kept for emu_invalid_uses().
 // Limits: a communicator spans all MPI ranks with NCCL rank = MPI rank (what cnntrain creates; anything else
 // is ncclInvalidArgument); collectives run on the thread that synchronises the stream, which must be the MPI
-// main thread (MPI_THREAD_FUNNELED); counts up to 2^31-1 elements; fp8 types are not emulated.
+// main thread (MPI_THREAD_FUNNELED), and only the creating thread's polls and ncclCommFinalize make progress;
+// counts up to 2^31-1 elements; fp8 types are not emulated; calls inside a group never return ncclInProgress.
 //
 // Test hook (documented in docs/gpu_clusters.md): CNN_NCCL_EMU_FAULT=KIND:RANK:K[,...] makes rank RANK, at
-// its K-th collective call (1-based, counted over all communicators), either stall (KIND=stall: the call
-// never returns, as a rank whose host or GPU hangs) or report an asynchronous error (KIND=error: the call
-// enqueues nothing and the communicator's async error becomes ncclRemoteError). The watchdog tests use it.
+// its K-th collective call (1-based, counted over all communicators), either stall (KIND=stall: the call does
+// not return before an abort, as a rank whose host or GPU hangs) or report an asynchronous error (KIND=error:
+// the call enqueues nothing and the communicator's async error becomes ncclRemoteError). The watchdog tests
+// use it.
 #pragma once
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "kernels/simt/cuda_runtime_emu.h"
 
@@ -84,6 +96,7 @@ ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error);
@@ -102,6 +115,9 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
+
+// Not NCCL: the invalid uses reported so far in this process, oldest first (for tests).
+std::vector<std::string> emu_invalid_uses();
 
 }  // namespace nccl
 }  // namespace simt

@@ -68,7 +68,8 @@ void device_collective_arrived(uint64_t seq);
 void device_collective_completed(uint64_t seq);
 
 // Probes run on the watchdog thread at every poll (about 10 per second); abort hooks run once when the
-// watchdog fires, on whichever thread fires. Both are removed by id.
+// watchdog fires, on whichever thread fires. Both are removed by id. A probe that calls CUDA selects its rank's
+// device first (cudaSetDevice): the current device is per thread, and this one's would be device 0.
 int add_watchdog_probe(std::function<void()> probe);
 int add_abort_hook(std::function<void()> hook);
 void remove_watchdog_callback(int id);

@@ -1,6 +1,8 @@
 // The emulated NCCL (src/comm/nccl_emu.h) against what NCCL defines, with small-integer inputs so every
 // result is exact: every collective in place and out of place, every reduction, several data types, inside
-// groups, with immediate and deferred emulator streams. Runs under mpirun -np 2, 3 and 4 (`make test`).
+// groups, with immediate and deferred emulator streams. Runs under mpirun -np 2, 3 and 4 (`make test`). The
+// communicator is non-blocking, so calls may return ncclInProgress (polled to completion, as cnntrain does);
+// tests/mpi/test_nccl_emu_strict.cpp covers that and the invalid uses the emulation reports.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -56,8 +58,16 @@ class NcclEmu : public ::testing::TestWithParam<uint64_t> {
   }
   void TearDown() override {
     cudaStreamDestroy(stream_);
-    ncclCommDestroy(comm_);
+    EXPECT_EQ(complete(ncclCommFinalize(comm_)), ncclSuccess) << ncclGetLastError(comm_);
+    EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess) << ncclGetLastError(nullptr);
     simt::set_deferred_streams(0);
+  }
+
+  // A call's result once complete: ncclInProgress is polled through ncclCommGetAsyncError.
+  ncclResult_t complete(ncclResult_t rc) {
+    while (rc == ncclInProgress)
+      if (ncclCommGetAsyncError(comm_, &rc) != ncclSuccess) return ncclInternalError;
+    return rc;
   }
 
   template <class T>
@@ -93,7 +103,7 @@ class NcclEmu : public ::testing::TestWithParam<uint64_t> {
       for (bool in_place : {true, false}) {
         T* send = device(inputs<T>(r_, n));
         T* recv = in_place ? send : device(std::vector<T>(n, T(0)));
-        ASSERT_EQ(ncclAllReduce(send, recv, n, type, op, comm_, stream_), ncclSuccess);
+        ASSERT_EQ(complete(ncclAllReduce(send, recv, n, type, op, comm_, stream_)), ncclSuccess);
         const auto got = host(recv, n);
         for (size_t i = 0; i < n; ++i)
           ASSERT_EQ(got[i], reduce_ref<T>(op, i, w_))
@@ -127,7 +137,7 @@ TEST_P(NcclEmu, HalfAndBfloat16ReductionsExact) {
       for (size_t i = 0; i < n; ++i)
         in[i] = half ? simt::detail::float_to_half_bits(value(r_, i)) : simt::detail::float_to_bf16_bits(value(r_, i));
       uint16_t* d = device(in);
-      ASSERT_EQ(ncclAllReduce(d, d, n, type, op, comm_, stream_), ncclSuccess);
+      ASSERT_EQ(complete(ncclAllReduce(d, d, n, type, op, comm_, stream_)), ncclSuccess);
       const auto got = host(d, n);
       for (size_t i = 0; i < n; ++i) {
         const float v = half ? simt::detail::half_bits_to_float(got[i]) : simt::detail::bf16_bits_to_float(got[i]);
@@ -141,7 +151,7 @@ TEST_P(NcclEmu, ReduceScatterInAndOutOfPlace) {
   for (bool in_place : {true, false}) {
     float* send = device(inputs<float>(r_, per * w_));
     float* recv = in_place ? send + per * r_ : device(std::vector<float>(per, 0.f));
-    ASSERT_EQ(ncclReduceScatter(send, recv, per, ncclFloat32, ncclSum, comm_, stream_), ncclSuccess);
+    ASSERT_EQ(complete(ncclReduceScatter(send, recv, per, ncclFloat32, ncclSum, comm_, stream_)), ncclSuccess);
     const auto got = host(recv, per);
     for (size_t i = 0; i < per; ++i)
       ASSERT_EQ(got[i], reduce_ref<float>(ncclSum, per * r_ + i, w_)) << (in_place ? "in" : "out of") << " place " << i;
@@ -159,7 +169,7 @@ TEST_P(NcclEmu, AllGatherInAndOutOfPlace) {
       ASSERT_EQ(cudaMemcpyAsync(send, mine.data(), per * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
                 cudaSuccess);
     }
-    ASSERT_EQ(ncclAllGather(send, recv, per, ncclInt32, comm_, stream_), ncclSuccess);
+    ASSERT_EQ(complete(ncclAllGather(send, recv, per, ncclInt32, comm_, stream_)), ncclSuccess);
     const auto got = host(recv, per * w_);
     for (int r = 0; r < w_; ++r)
       for (size_t i = 0; i < per; ++i) ASSERT_EQ(got[per * r + i], static_cast<int32_t>(100 * r + i));
@@ -172,7 +182,7 @@ TEST_P(NcclEmu, BroadcastFromEveryRootInAndOutOfPlace) {
     for (bool in_place : {true, false}) {
       double* send = device(inputs<double>(r_, n));
       double* recv = in_place ? send : device(std::vector<double>(n, -1.0));
-      ASSERT_EQ(ncclBroadcast(send, recv, n, ncclFloat64, root, comm_, stream_), ncclSuccess);
+      ASSERT_EQ(complete(ncclBroadcast(send, recv, n, ncclFloat64, root, comm_, stream_)), ncclSuccess);
       const auto got = host(recv, n);
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], value(root, i)) << "root " << root << " element " << i;
     }
@@ -185,9 +195,9 @@ TEST_P(NcclEmu, CollectivesInsideAGroup) {
   float* b = device(inputs<float>(r_, n * w_));
   float* c = device(std::vector<float>(n, 0.f));
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  ASSERT_EQ(ncclAllReduce(a, a, n, ncclInt64, ncclMax, comm_, stream_), ncclSuccess);
+  ASSERT_EQ(complete(ncclAllReduce(a, a, n, ncclInt64, ncclMax, comm_, stream_)), ncclSuccess);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);  // nested groups are one group
-  ASSERT_EQ(ncclReduceScatter(b, c, n, ncclFloat32, ncclSum, comm_, stream_), ncclSuccess);
+  ASSERT_EQ(complete(ncclReduceScatter(b, c, n, ncclFloat32, ncclSum, comm_, stream_)), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   const auto ga = host(a, n);
