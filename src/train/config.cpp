@@ -130,7 +130,7 @@ const std::vector<Opt>& options() {
     v.push_back(str_opt("data.on_bad_sample", &Config::data_on_bad_sample, {"fail", "skip"},
                         "LMDB: a record that is not a valid Datum/image fails the run or is skipped (counted)"));
     v.push_back({"data.image_size", "LMDB: decode/resize images to HxW (training: random-resized crop + flip; "
-                 "test: resize + center crop); empty keeps the stored size",
+                 "test: resize + center crop); empty keeps the stored size; an HDF5 set must already have it",
                  [](Config& c, const std::string& x) {
                    int h = 0, w = 0;
                    char tail = 0;

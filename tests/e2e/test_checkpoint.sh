@@ -48,9 +48,13 @@ n=$(ls "$T/ref2/checkpoints" | wc -l)
 echo "ok: keep-last-K, permissions"
 
 # Export: weights-only file readable by h5py with the documented names.
-"$BUILD/cnntrain-data" export "$(ck "$T/ref2" 24)" --out "$T/w.h5" >/dev/null
+"$BUILD/cnntrain-data" export "$(ck "$T/ref2" 24)" --out "$T/w.h5" > "$T/export.txt"
 $PY -c "import h5py,sys; f=h5py.File('$T/w.h5'); assert f['conv1/weight'].shape==(16,3,3,1); assert f.attrs['model']=='fmnist_cnn'" \
   || fail "exported weights lack conv1/weight [16,3,3,1]"
+# The summary counts parameters as training does (the batch-norm statistics apart).
+grep -qF "14 tensors, 206970 parameters and 96 buffer values (model fmnist_cnn, step 24)" "$T/export.txt" ||
+  fail "export summary: $(cat "$T/export.txt")"
+expect_exit 2 "pass --overwrite" -- "$BUILD/cnntrain-data" export "$(ck "$T/ref2" 24)" --out "$T/w.h5"
 echo "ok: export"
 
 # Corruption. The good checkpoint at step 12 of run e, broken copies placed as newer checkpoints.

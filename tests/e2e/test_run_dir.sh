@@ -3,8 +3,9 @@
 # exits 130, and --resume auto ends byte-identical to an uninterrupted run; a second SIGINT exits at once;
 # --train.stop_at_step stops with a checkpoint without touching the schedule and its resume ends byte-identical;
 # a new run or another model into an existing run directory exits 2 or 4 and leaves every file as it was;
-# keep-last-K never removes the checkpoint just written. One process, Fashion-MNIST, batch 32, 2000 steps: the
-# cosine schedule decays after 375 warmup steps, so a changed schedule would change the weights.
+# keep-last-K never removes the checkpoint just written; a resume with nothing left still evaluates. One
+# process, Fashion-MNIST, batch 32, 2000 steps: the cosine schedule decays after 375 warmup steps, so a changed
+# schedule would change the weights.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 STEPS=2000
@@ -63,6 +64,12 @@ echo "ok: a second SIGINT exits at once with 130"
   { cat "$T/stop.2.log"; fail "stop_at_step: resume"; }
 same_as_ref "$T/stop" stop_at_step
 echo "ok: --train.stop_at_step 1000 + resume: byte-identical"
+# Resumed with nothing left to train, the run still evaluates the test set it is given.
+"$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/stop" --resume auto --data.test "$FMNIST_TEST" --eval.batch 1000 \
+  > "$T/stop.3.log" 2>&1 || { cat "$T/stop.3.log"; fail "resume with nothing left"; }
+grep -q "nothing left to train" "$T/stop.3.log" && grep -q "test accuracy" "$T/stop.3.log" &&
+  [ "$(json_field "$T/stop/metrics.jsonl" eval count)" = 10000 ] || fail "nothing left: no evaluation"
+echo "ok: a resume with nothing left to train evaluates the test set"
 
 # Refusals leave the directory exactly as it was (names, sizes, modification times).
 before=$(dir_snapshot "$T/ref")
