@@ -91,6 +91,10 @@ expect_exit 4 "holds a run of model fmnist_cnn, global batch 32, but this run bu
 "$BUILD/cnntrain" --config "$T/ref/config.ini" --train.max_steps 2 --run-dir "$T/again" > "$T/again.log" 2>&1 ||
   { cat "$T/again.log"; fail "--config RUN_DIR/config.ini into a new directory"; }
 echo "ok: refusals exit 2/4 and change nothing; config.ini repeats the run elsewhere"
+# docs/run_directory.md lists every entry a run directory has.
+for e in $(ls "$T/int"); do
+  grep -qE "^\| \`$e/?\` \|" docs/run_directory.md || fail "docs/run_directory.md does not list '$e'"
+done
 
 # keep-last-K: a resume that skipped a damaged newer checkpoint keeps what it writes, and leaves the newer one.
 run_keep() { "$BUILD/cnntrain" "${COMMON[@]}" --checkpoint.keep 1 --run-dir "$T/keep" "$@" >> "$T/keep.log" 2>&1 ||
