@@ -260,8 +260,8 @@ Cursor Trainer::plan() {
       log_.info("--train.stop_at_step %lld: the run is already at step %lld; stopping without training",
                 (long long)stop_at_, (long long)start.step);
     else
-      log_.info("stopping after step %lld of %lld (--train.stop_at_step; the schedule runs to step %lld)",
-                (long long)stop_at_, (long long)total_, (long long)total_);
+      log_.info("stopping after step %lld (--train.stop_at_step); the learning-rate schedule still runs to step %lld",
+                (long long)stop_at_, (long long)total_);
   }
   return start;
 }
