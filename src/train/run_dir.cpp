@@ -162,6 +162,14 @@ std::vector<std::string> check_run_dir(const std::string& dir, const Config& cfg
     raise(kExitCheckpoint, "--resume %s: run directory '%s' holds a run of %s, but this run builds %s: continue it "
           "with the same --model and --train.batch, or start this run in a new --run-dir; nothing in it was changed",
           cfg.resume.c_str(), dir.c_str(), describe(old).c_str(), describe(id).c_str());
+  CheckpointMeta m;
+  std::string err;
+  if (!ckpts.empty() && read_checkpoint_meta(ckpts.front(), m, err) && !m.optimizer.empty() &&
+      m.optimizer != cfg.optimizer)
+    raise(kExitCheckpoint, "--resume %s: the checkpoints in '%s' hold %s state, but this run uses "
+          "--train.optimizer %s: continue with --train.optimizer %s, or start this run in a new --run-dir; nothing "
+          "in it was changed", cfg.resume.c_str(), dir.c_str(), m.optimizer.c_str(), cfg.optimizer.c_str(),
+          m.optimizer.c_str());
   std::vector<std::string> warnings;
   if (!old.data.empty() && old.data != id.data)
     warnings.push_back(strprintf("run directory '%s' was trained on '%s'; this run reads '%s'", dir.c_str(),

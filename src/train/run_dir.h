@@ -26,8 +26,8 @@ bool parse_identity_json(const std::string& text, RunIdentity& id);
 
 // Rank 0, before the run writes anything into `dir`. Throws Error(kExitUsage) for a new run into a directory
 // that holds a run (checkpoints, metrics.jsonl or run.json) and Error(kExitCheckpoint) for a resume whose
-// model, graph or global batch differ from the directory's run; both messages name the directory and what to
-// do. Returns warnings for the log (the data or seed changed on resume).
+// model, graph or global batch differ from the directory's run, or whose optimizer differs from the newest
+// checkpoint's; the messages name the directory and what to do. Returns warnings for the log (the data moved).
 std::vector<std::string> check_run_dir(const std::string& dir, const Config& cfg, const RunIdentity& id);
 // Writes DIR/run.json unless it exists (a resumed run keeps the first one's). Throws Error(kExitUsage).
 void write_run_identity(const std::string& dir, const RunIdentity& id);

@@ -87,6 +87,10 @@ before=$(dir_snapshot "$T/old")
 expect_exit 4 "holds a run of model fmnist_cnn, global batch 32, but this run builds model lenet5" -- \
   "$BUILD/cnntrain" "${COMMON[@]}" --model lenet5 --run-dir "$T/old" --resume auto
 [ "$(dir_snapshot "$T/old")" = "$before" ] || fail "a refused run changed $T/old"
+# Another optimizer's checkpoints are no damaged files to skip on the way to starting from scratch.
+expect_exit 4 "hold sgd state, but this run uses --train.optimizer adamw" -- \
+  "$BUILD/cnntrain" "${COMMON[@]}" --train.optimizer adamw --run-dir "$T/old" --resume auto
+[ "$(dir_snapshot "$T/old")" = "$before" ] || fail "a refused run changed $T/old"
 # config.ini does not pin the run directory: --config RUN_DIR/config.ini repeats the run in a new one.
 "$BUILD/cnntrain" --config "$T/ref/config.ini" --train.max_steps 2 --run-dir "$T/again" > "$T/again.log" 2>&1 ||
   { cat "$T/again.log"; fail "--config RUN_DIR/config.ini into a new directory"; }
