@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Preemption: SIGUSR1 (forwarded by mpirun to every rank) or SIGTERM to a single rank makes all ranks stop at
 # the same step, write a checkpoint and exit 75; --resume auto then finishes with weights byte-identical to an
-# uninterrupted run. Ctrl-C at a terminal (SIGINT to mpirun's process group) reaches only mpirun, which sends
-# SIGTERM to the ranks a second later: they save as for SIGTERM, and mpirun exits 1 (docs/troubleshooting.md).
+# uninterrupted run; SIGINT to one rank does the same with exit 130. Ctrl-C at a terminal (SIGINT to mpirun's
+# process group) reaches only mpirun, which sends SIGTERM to the ranks a second later: they save as for SIGTERM,
+# and mpirun exits 1 (docs/troubleshooting.md).
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 STEPS=1000
@@ -22,6 +23,7 @@ preempt() {  # preempt NAME HOW [EXIT]
   case $how in
     usr1-mpirun) kill -USR1 $mpi ;;
     term-rank) kill -TERM "$(pgrep -P $mpi cnntrain | tail -1)" ;;
+    int-rank) kill -INT "$(pgrep -P $mpi cnntrain | tail -1)" ;;  # e.g. srun forwarding Ctrl-C to its tasks
     ctrl-c) kill -INT -- -$mpi ;;  # the terminal signals the foreground process group
   esac
   wait $mpi || rc=$?
@@ -40,5 +42,6 @@ preempt() {  # preempt NAME HOW [EXIT]
 }
 preempt usr1 usr1-mpirun
 preempt term term-rank
+preempt int int-rank 130
 preempt ctrl-c ctrl-c 1
 grep -q "received SIGTERM" "$T/ctrl-c.1.log" || fail "ctrl-c: the ranks did not stop on mpirun's SIGTERM"
