@@ -106,7 +106,8 @@ run_keep() { "$BUILD/cnntrain" "${COMMON[@]}" --checkpoint.keep 1 --run-dir "$T/
 run_keep --train.stop_at_step 260
 head -c 5000 "$(ck "$T/keep" 260)" > "$(ck "$T/keep" 900)"
 run_keep --train.stop_at_step 500 --resume auto
-grep -q "skipping checkpoint: cannot open checkpoint '$(ck "$T/keep" 900)'" "$T/keep.log" || fail "keep: 900 not skipped"
+grep -q "skipping checkpoint: cannot open checkpoint '$(ck "$T/keep" 900)'" "$T/keep.log" ||
+  fail "keep: the damaged 900 was not skipped"
 [ "$(ls "$T/keep/checkpoints")" = "$(printf 'ckpt-%010d.h5\nckpt-%010d.h5' 500 900)" ] ||
   fail "keep=1 left $(ls "$T/keep/checkpoints" | tr '\n' ' ') (want the new 500 and the damaged 900)"
 echo "ok: keep-last-K keeps the checkpoint just written"
