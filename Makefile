@@ -142,10 +142,10 @@ data: data/fashion_mnist/train.h5 data/fashion_mnist/test.h5
 data/fashion_mnist/train.h5 data/fashion_mnist/test.h5 &: $(BUILD)/cnntrain-data
 	@mkdir -p data/fashion_mnist
 	$(BUILD)/cnntrain-data convert-idx --images $(FMNIST_IDX)/train-images-idx3-ubyte.gz \
-	  --labels $(FMNIST_IDX)/train-labels-idx1-ubyte.gz --out data/fashion_mnist/train.h5 \
+	  --labels $(FMNIST_IDX)/train-labels-idx1-ubyte.gz --out data/fashion_mnist/train.h5 --overwrite \
 	  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
 	$(BUILD)/cnntrain-data convert-idx --images $(FMNIST_IDX)/t10k-images-idx3-ubyte.gz \
-	  --labels $(FMNIST_IDX)/t10k-labels-idx1-ubyte.gz --out data/fashion_mnist/test.h5 \
+	  --labels $(FMNIST_IDX)/t10k-labels-idx1-ubyte.gz --out data/fashion_mnist/test.h5 --overwrite \
 	  --stats-from data/fashion_mnist/train.h5 \
 	  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
 

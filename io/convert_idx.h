@@ -13,6 +13,7 @@ struct IdxConvertOptions {
   int num_classes = 0;                   // 0: max label + 1
   std::vector<std::string> class_names;  // optional, one per class
   std::string stats_from;                // take mean/std from this HDF5 file (test sets: the training set's)
+  bool overwrite = false;                // LMDB output: replace an existing database
 };
 
 struct IdxData {

@@ -71,7 +71,7 @@ int64_t write_lmdb_from_dataset(Dataset& src, const std::string& out_dir, bool o
 DatasetInfo convert_idx_to_lmdb(const IdxConvertOptions& o) {
   IdxData d = load_idx(o);
   const DatasetInfo& info = d.info;
-  LmdbWriter w(o.out);
+  LmdbWriter w(o.out, o.overwrite);
   const size_t sb = info.sample_bytes();
   for (int64_t i = 0; i < info.count; ++i) {
     if (d.labels[i] < 0)
@@ -217,7 +217,15 @@ ImageFolderResult convert_image_folder(const std::string& root, const std::strin
 }
 
 std::string inspect_dataset(const std::string& path, const std::string& format, int first) {
-  std::unique_ptr<Dataset> ds = open_dataset(path, format);
+  std::unique_ptr<Dataset> ds;
+  if (format == "lmdb" || (format == "auto" && looks_like_lmdb(path))) {
+    // Inspect describes what a training run would meet: records it cannot use are counted, not fatal.
+    LmdbOptions lo;
+    lo.on_bad_sample = "skip";
+    ds = open_lmdb_dataset(path, lo);
+  } else {
+    ds = open_dataset(path, format);
+  }
   const DatasetInfo& info = ds->info();
   auto* lmdb = dynamic_cast<LmdbDataset*>(ds.get());
   std::ostringstream o;
@@ -226,6 +234,9 @@ std::string inspect_dataset(const std::string& path, const std::string& format, 
   if (lmdb) {
     o << "  records: " << (lmdb->has_encoded() ? "encoded JPEG/PNG (decoded to the size above)" : "raw")
       << ", skipped at open: " << lmdb->skipped_at_open() << "\n";
+    if (lmdb->mixed_sizes())
+      o << "  image sizes differ between records (the size above is the first record's): train with "
+           "--data.image_size HxW, convert with convert-lmdb-hdf5 --size HxW\n";
   }
   o.precision(4);
   o << "  mean:";
@@ -247,13 +258,16 @@ std::string inspect_dataset(const std::string& path, const std::string& format, 
   if (n > 0) o << "  first " << n << " records:\n";
   std::vector<uint8_t> img(info.sample_bytes());
   for (int64_t i = 0; i < n; ++i) {
-    int32_t label;
-    ds->read(&i, 1, img.data(), &label);
+    int32_t label = ds->label(i);
+    const std::string why = lmdb ? lmdb->read_record(i, img.data()) : "";
+    if (!lmdb) ds->read(&i, 1, img.data(), &label);
     double mean = 0;
     for (uint8_t v : img) mean += v;
     o << "    " << i;
     if (lmdb) o << " key '" << lmdb->key(i) << "' " << lmdb->describe(i) << ",";
-    o << " label " << label << " pixel mean " << (img.empty() ? 0.0 : mean / img.size()) << "\n";
+    o << " label " << label;
+    if (why.empty()) o << " pixel mean " << (img.empty() ? 0.0 : mean / img.size()) << "\n";
+    else o << ", not readable as is: " << why << "\n";
   }
   return o.str();
 }

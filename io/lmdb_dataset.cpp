@@ -15,6 +15,10 @@ namespace cnn {
 
 namespace {
 
+// What to do about images of several sizes, in the words of the two programs that read LMDBs.
+const char* const kSizeHint = "give a target size to resize every image to (cnntrain --data.image_size HxW, "
+                              "cnntrain-data convert-lmdb-hdf5 --size HxW)";
+
 // Keys are arbitrary bytes; messages must stay printable.
 std::string printable(const std::string& key) {
   std::string s;
@@ -69,6 +73,14 @@ std::string LmdbDataset::describe(int64_t id) const {
   return why.empty() ? strprintf("%s %dx%dx%d (HxWxC), %llu bytes", f == ImageFormat::kJpeg ? "JPEG" : "PNG", ih,
                                  iw, ic, static_cast<unsigned long long>(h.data_bytes))
                      : "encoded, " + why;
+}
+
+std::string LmdbDataset::read_record(int64_t id, uint8_t* out) const {
+  const std::string k = key(id);
+  LmdbReadEnv::Txn txn(*env_);
+  const uint8_t* val;
+  size_t len;
+  return txn.get(k.data(), k.size(), &val, &len) ? decode_record(id, val, len, out) : "missing";
 }
 
 void LmdbDataset::bad_at_open(const std::string& key, const std::string& why) {
@@ -133,9 +145,10 @@ void LmdbDataset::build_index() {
                                  "option to convert encoded images", c, first_c));
       return true;
     }
+    if (have_shape && (ih != first_h || iw != first_w)) mixed_sizes_ = true;
     if (have_shape && !target && !h.encoded && (ih != first_h || iw != first_w)) {
-      bad_at_open(key, strprintf("record is %dx%dx%d (CxHxW) but the first record is %dx%dx%d; give a target "
-                                 "image size to resize", c, ih, iw, first_c, first_h, first_w));
+      bad_at_open(key, strprintf("record is %dx%dx%d (CxHxW) but the first record is %dx%dx%d; %s", c, ih, iw,
+                                 first_c, first_h, first_w, kSizeHint));
       return true;
     }
     if (!have_shape) first_c = c, first_h = ih, first_w = iw, have_shape = true;
@@ -255,8 +268,8 @@ std::string LmdbDataset::decode_record(int64_t id, const uint8_t* val, size_t le
     std::string why = decode_image(reinterpret_cast<const uint8_t*>(d.data.data()), d.data.size(), c, &img);
     if (!why.empty()) return why + "; re-encode or remove the image";
     if (fixed_size_ && (img.height != info_.height || img.width != info_.width))
-      return strprintf("the image is %dx%d (HxW) but the first record's is %dx%d; give a target image size to "
-                       "resize", img.height, img.width, info_.height, info_.width);
+      return strprintf("the image is %dx%d (HxW) but the first record's is %dx%d; %s", img.height, img.width,
+                       info_.height, info_.width, kSizeHint);
   } else {
     DatumHeader h;
     h.channels = d.channels, h.height = d.height, h.width = d.width;
@@ -265,8 +278,8 @@ std::string LmdbDataset::decode_record(int64_t id, const uint8_t* val, size_t le
     if (!why.empty()) return why;
     if (d.channels != c) return strprintf("record has %d channels, the dataset %d", d.channels, c);
     if (fixed_size_ && (d.height != info_.height || d.width != info_.width))
-      return strprintf("record is %dx%d (HxW) but the dataset is %dx%d", d.height, d.width, info_.height,
-                       info_.width);
+      return strprintf("record is %dx%d (HxW) but the dataset is %dx%d; %s", d.height, d.width, info_.height,
+                       info_.width, kSizeHint);
     const uint8_t* chw = reinterpret_cast<const uint8_t*>(d.data.data());
     if (d.data.empty()) {
       planar.resize(d.float_data.size());

@@ -62,7 +62,11 @@ class LmdbDataset : public Dataset {
   std::string key(int64_t id) const;
   // The record as stored, for inspect: "raw 1x28x28 (CxHxW) data" or "JPEG 375x500x3 (HxWxC), 75812 bytes".
   std::string describe(int64_t id) const;
+  // Record `id` decoded into out (info()'s shape), never skipped: "" or what is wrong with it (for inspect).
+  std::string read_record(int64_t id, uint8_t* out) const;
   bool has_encoded() const { return any_encoded_; }
+  // Whether the records' images differ in size (without a target size only the first record's size loads).
+  bool mixed_sizes() const { return mixed_sizes_; }
   int64_t skipped_at_open() const { return skipped_open_; }
   int64_t skipped_at_read() const { return skipped_read_; }
 
@@ -82,6 +86,7 @@ class LmdbDataset : public Dataset {
   std::vector<uint64_t> key_end_;    // key i is keys_[key_end_[i-1], key_end_[i])
   std::vector<int32_t> labels_;
   bool any_encoded_ = false;
+  bool mixed_sizes_ = false;
   bool fixed_size_ = false;          // no target size: every record must decode to info_'s size
   bool skip_bad_ = false;
   std::atomic<int64_t> epoch_{0};

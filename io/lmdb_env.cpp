@@ -147,7 +147,8 @@ LmdbWriter::LmdbWriter(const std::string& dir, bool overwrite) : dir_(dir), map_
   struct stat st;
   if (stat(data.c_str(), &st) == 0) {
     if (!overwrite)
-      raise(kExitData, "%s already exists; remove it or choose another output directory", data.c_str());
+      raise(kExitUsage, "%s already exists; pass --overwrite to replace it, or choose another output directory",
+            data.c_str());
     std::remove(data.c_str());
     std::remove((dir + "/lock.mdb").c_str());
   }

@@ -1,4 +1,5 @@
 // cnntrain-data: dataset converters and inspection (docs/data.md), and the plot command (docs/observability.md).
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <boost/program_options.hpp>
@@ -44,7 +45,9 @@ po::variables_map parse(const std::string& cmd, po::options_description& desc, i
   if (positional) pos.add(positional, 1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    // No guessing: an abbreviated option would silently stand for whichever option it prefixes.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).style(style).run(), vm);
     if (vm.count("help")) {
       std::ostringstream s;
       s << desc;
@@ -58,6 +61,15 @@ po::variables_map parse(const std::string& cmd, po::options_description& desc, i
   return vm;
 }
 
+// An existing output file is replaced only when asked (the writers write NAME.tmp and rename it over NAME).
+// LMDB outputs are checked by LmdbWriter, which names --overwrite the same way.
+void check_output(const char* cmd, const std::string& out, bool overwrite) {
+  struct stat st;
+  if (!overwrite && ::stat(out.c_str(), &st) == 0)
+    raise(kExitUsage, "%s: '%s' already exists; pass --overwrite to replace it, or choose another --out", cmd,
+          out.c_str());
+}
+
 int cmd_convert_idx(int argc, char** argv) {
   po::options_description d("convert-idx: IDX (MNIST-style, .gz or plain) images + labels -> HDF5");
   d.add_options()("images", po::value<std::string>()->required(), "IDX images file (uint8 [N,rows,cols])")(
@@ -67,7 +79,8 @@ int cmd_convert_idx(int argc, char** argv) {
       "class-names", po::value<std::string>()->default_value(""), "comma-separated class names")(
       "stats-from", po::value<std::string>()->default_value(""),
       "copy mean/std from this HDF5 file (use the training set's statistics for a test set)")(
-      "format", po::value<std::string>()->default_value("hdf5"), "output format: hdf5 or lmdb (a directory)");
+      "format", po::value<std::string>()->default_value("hdf5"), "output format: hdf5 or lmdb (a directory)")(
+      "overwrite", po::bool_switch(), "replace an existing output");
   auto vm = parse("convert-idx", d, argc, argv);
   IdxConvertOptions o;
   o.images = vm["images"].as<std::string>();
@@ -78,6 +91,8 @@ int cmd_convert_idx(int argc, char** argv) {
   o.stats_from = vm["stats-from"].as<std::string>();
   const std::string fmt = vm["format"].as<std::string>();
   if (fmt != "hdf5" && fmt != "lmdb") raise(kExitUsage, "convert-idx: --format must be hdf5 or lmdb, not '%s'", fmt.c_str());
+  o.overwrite = vm["overwrite"].as<bool>();
+  if (fmt == "hdf5") check_output("convert-idx", o.out, o.overwrite);
   DatasetInfo info = fmt == "lmdb" ? convert_idx_to_lmdb(o) : convert_idx_to_hdf5(o);
   std::printf("wrote %s: %lld images %dx%dx1, %d classes, mean %.3f std %.3f\n", o.out.c_str(),
               (long long)info.count, info.height, info.width, info.num_classes, info.mean[0], info.std[0]);
@@ -93,7 +108,8 @@ int cmd_convert_cifar(int argc, char** argv) {
       "coarse", po::bool_switch(), "CIFAR-100: use the 20 coarse labels instead of the 100 fine ones")(
       "class-names", po::value<std::string>()->default_value(""), "comma-separated class names")(
       "stats-from", po::value<std::string>()->default_value(""),
-      "copy mean/std from this HDF5 file (use the training set's statistics for a test set)");
+      "copy mean/std from this HDF5 file (use the training set's statistics for a test set)")(
+      "overwrite", po::bool_switch(), "replace an existing output");
   auto vm = parse("convert-cifar", d, argc, argv);
   CifarConvertOptions o;
   o.inputs = split_commas(vm["input"].as<std::string>());
@@ -102,6 +118,7 @@ int cmd_convert_cifar(int argc, char** argv) {
   o.coarse = vm["coarse"].as<bool>();
   o.class_names = split_commas(vm["class-names"].as<std::string>());
   o.stats_from = vm["stats-from"].as<std::string>();
+  check_output("convert-cifar", o.out, vm["overwrite"].as<bool>());
   DatasetInfo info = convert_cifar_to_hdf5(o);
   std::printf("wrote %s: %lld images 32x32x3, %d classes, mean %.2f %.2f %.2f\n", o.out.c_str(),
               (long long)info.count, info.num_classes, info.mean[0], info.mean[1], info.mean[2]);
@@ -138,8 +155,10 @@ int cmd_convert_lmdb_h5(int argc, char** argv) {
   d.add_options()("in", po::value<std::string>()->required(), "LMDB directory or data.mdb")(
       "out", po::value<std::string>()->required(), "HDF5 file")(
       "size", po::value<std::string>()->default_value(""), "resize encoded images to HxW")(
-      "on-bad-sample", po::value<std::string>()->default_value("fail"), "fail or skip");
+      "on-bad-sample", po::value<std::string>()->default_value("fail"), "fail or skip")(
+      "overwrite", po::bool_switch(), "replace an existing output");
   auto vm = parse("convert-lmdb-hdf5", d, argc, argv);
+  check_output("convert-lmdb-hdf5", vm["out"].as<std::string>(), vm["overwrite"].as<bool>());
   LmdbOptions o;
   o.on_bad_sample = vm["on-bad-sample"].as<std::string>();
   const std::string size = vm["size"].as<std::string>();
@@ -179,6 +198,7 @@ int cmd_convert_folder(int argc, char** argv) {
   o.seed = vm["seed"].as<uint64_t>();
   o.on_bad_image = vm["on-bad-image"].as<std::string>();
   o.overwrite = vm["overwrite"].as<bool>();
+  if (o.format == "hdf5") check_output("convert-folder", vm["out"].as<std::string>(), o.overwrite);
   ImageFolderResult r = convert_image_folder(vm["root"].as<std::string>(), vm["out"].as<std::string>(), o);
   std::printf("wrote %s: %lld images, %d classes%s\n", vm["out"].as<std::string>().c_str(), (long long)r.info.count,
               r.info.num_classes, r.skipped ? strprintf(", %lld unreadable files skipped",
@@ -189,12 +209,14 @@ int cmd_convert_folder(int argc, char** argv) {
 int cmd_export(int argc, char** argv) {
   po::options_description d("export: weights-only HDF5 from a checkpoint (layout in docs/checkpoints.md)");
   d.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (ckpt-*.h5)")(
-      "out", po::value<std::string>()->required(), "output HDF5 file");
+      "out", po::value<std::string>()->required(), "output HDF5 file")(
+      "overwrite", po::bool_switch(), "replace an existing output");
   auto vm = parse("export", d, argc, argv, "checkpoint");
   const std::string in = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
+  check_output("export", out, vm["overwrite"].as<bool>());
   ExportStats st = export_weights(in, out);
-  std::printf("wrote %s: %zu tensors, %zu parameters (model %s, step %lld)\n", out.c_str(), st.tensors, st.params,
-              st.model.c_str(), (long long)st.step);
+  std::printf("wrote %s: %zu tensors, %zu parameters and %zu buffer values (model %s, step %lld)\n", out.c_str(),
+              st.tensors, st.params, st.buffers, st.model.c_str(), (long long)st.step);
   return 0;
 }
 

@@ -342,10 +342,15 @@ int remove_stale_tmp(const std::string& dir) {
   return n;
 }
 
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
-  std::vector<std::string> all = list_checkpoints(dir), gone;
-  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i)
-    if (::unlink(all[i].c_str()) == 0) gone.push_back(all[i]);
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, int64_t newest) {
+  const std::string newest_path = dir + "/" + checkpoint_name(newest);
+  std::vector<std::string> gone;
+  int kept = 1;  // the newest itself
+  for (const std::string& p : list_checkpoints(dir)) {  // newest first
+    if (p >= newest_path) continue;  // same directory and fixed-width names: compares as the steps do
+    if (kept < std::max(keep, 1)) ++kept;
+    else if (::unlink(p.c_str()) == 0) gone.push_back(p);
+  }
   return gone;
 }
 
@@ -527,7 +532,7 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
 // the layout check, the datasets' checksums, the data) before a step that a rank might otherwise take alone.
 // Verdicts about the file's contents are the same on every rank; I/O failures name the rank.
 bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays, CheckpointMeta& meta,
-                     std::string& error) {
+                     std::string& error, bool* layout_mismatch) {
   const int w = world_size(), me = world_rank();
   Verdict v;
   std::vector<uint32_t> stored(arrays.size(), 0);
@@ -564,7 +569,12 @@ bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>
     }
     if (a.all_ok()) {
       std::string msg;
-      if (!read_meta(file.get(), path, meta, msg) || !check_layout(file.get(), path, arrays, meta, msg)) v.fail(msg);
+      if (!read_meta(file.get(), path, meta, msg)) {
+        v.fail(msg);
+      } else if (!check_layout(file.get(), path, arrays, meta, msg)) {
+        v.fail(msg);
+        if (layout_mismatch) *layout_mismatch = true;  // the file's contents: the same verdict on every rank
+      }
       a = agree(true, v);
     }
     if (a.all_ok()) {

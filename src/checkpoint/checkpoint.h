@@ -57,9 +57,10 @@ CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector
 
 // Collective. Reads `path` into `arrays` (which name and shape what the model expects) and `meta`, verifying
 // format version, model, names, shapes and checksums. On failure returns false with a message naming the file
-// and the first mismatch (the same on every rank); `arrays` may then hold partial data.
+// and the first mismatch (the same on every rank); `arrays` may then hold partial data. `layout_mismatch`, when
+// given, tells a file whose datasets are not the model's (another model or optimizer) from a damaged one.
 bool read_checkpoint(const std::string& path, const std::vector<CheckpointArray>& arrays, CheckpointMeta& meta,
-                     std::string& error);
+                     std::string& error, bool* layout_mismatch = nullptr);
 
 // Reads only the metadata and parameter names/shapes of a checkpoint (one process, serial HDF5).
 bool read_checkpoint_meta(const std::string& path, CheckpointMeta& meta, std::string& error);
@@ -69,7 +70,9 @@ std::string checkpoint_name(int64_t step);
 std::vector<std::string> list_checkpoints(const std::string& dir);
 // Removes stale NAME.tmp files in `dir` (left by a crash during a write); returns how many.
 int remove_stale_tmp(const std::string& dir);
-// Keeps the newest `keep` committed checkpoints in `dir`, deleting older ones; returns the deleted paths.
-std::vector<std::string> prune_checkpoints(const std::string& dir, int keep);
+// Keeps the checkpoint of step `newest` (the one just written) and the `keep` - 1 newest of the older ones in
+// `dir`, deleting the rest of the older ones; checkpoints of later steps (another timeline, e.g. damaged ones a
+// resume skipped) are not this run's to rotate and stay. Returns the deleted paths.
+std::vector<std::string> prune_checkpoints(const std::string& dir, int keep, int64_t newest);
 
 }  // namespace cnn

@@ -60,7 +60,7 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
       if (!o.valid() || H5Dwrite(o.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
         raise(kExitCheckpoint, "writing %s to '%s' failed: %s", path.c_str(), tmp.c_str(), h5_last_error().c_str());
       ++st.tensors;
-      st.params += v.size();
+      (std::string(group) == "/params" ? st.params : st.buffers) += v.size();
     }
   }
   h5_write_attr_strings(dst.get(), "format", {"cnntrain-weights"});

@@ -8,7 +8,9 @@
 namespace cnn {
 
 struct ExportStats {
-  size_t tensors = 0, params = 0;
+  size_t tensors = 0;
+  size_t params = 0;   // trained parameters: the count training reports
+  size_t buffers = 0;  // values of the non-trained state exported with them (batch-norm running statistics)
   std::string model;
   int64_t step = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,10 @@ struct Opt {
   std::string name, help;
   std::function<void(Config&, const std::string&)> set;
   std::function<std::string(const Config&)> get;
+  std::vector<std::string> choices = {};  // listed by --help
+  // Says how this invocation runs, not what the run is (run directory, resume, where to stop): config.ini
+  // carries these only as comments, so that `--config RUN_DIR/config.ini` repeats the run elsewhere.
+  bool invocation = false;
 };
 
 [[noreturn]] void bad(const std::string& name, const std::string& val, const std::string& why) {
@@ -50,11 +55,11 @@ double to_real(const std::string& name, const std::string& v, double lo, double 
   return x;
 }
 
+// The shortest %g-style form that reads back as the same double: 0.1 stays "0.1" and 5e-4 "0.0005".
 std::string fmt_real(double x) {
-  std::ostringstream s;
-  s.precision(17);
-  s << x;
-  return s.str();
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general);
+  return std::string(buf, r.ptr);
 }
 
 template <class T>
@@ -82,7 +87,7 @@ Opt str_opt(const char* name, std::string Config::*field, std::vector<std::strin
             }
             c.*field = v;
           },
-          [=](const Config& c) { return c.*field; }};
+          [=](const Config& c) { return c.*field; }, choices};
 }
 
 Opt bool_opt(const char* name, bool Config::*field, const char* help) {
@@ -116,14 +121,16 @@ const std::vector<Opt>& options() {
                    c.seed = static_cast<uint64_t>(to_int("seed", x, 0, (1LL << 62)));
                  },
                  [](const Config& c) { return std::to_string(c.seed); }});
-    v.push_back(str_opt("run-dir", &Config::run_dir, {}, "run directory (default runs/<model>-<date>-<time>)"));
+    v.push_back(str_opt("run-dir", &Config::run_dir, {}, "run directory, one run each (default "
+                        "runs/<model>-<date>-<time>; docs/run_directory.md)"));
+    v.back().invocation = true;
     v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5 or LMDB; docs/data.md)"));
     v.push_back(str_opt("data.test", &Config::data_test, {}, "test set file, evaluated after every epoch"));
     v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5", "lmdb"}, "dataset format"));
     v.push_back(str_opt("data.on_bad_sample", &Config::data_on_bad_sample, {"fail", "skip"},
                         "LMDB: a record that is not a valid Datum/image fails the run or is skipped (counted)"));
     v.push_back({"data.image_size", "LMDB: decode/resize images to HxW (training: random-resized crop + flip; "
-                 "test: resize + center crop); empty keeps the stored size",
+                 "test: resize + center crop); empty keeps the stored size; an HDF5 set must already have it",
                  [](Config& c, const std::string& x) {
                    int h = 0, w = 0;
                    char tail = 0;
@@ -159,7 +166,12 @@ const std::vector<Opt>& options() {
                         "global batch size (split evenly across ranks; must be divisible by their number)"));
     v.push_back(int_opt("train.epochs", &Config::epochs, 1, 1 << 24, "epochs to train"));
     v.push_back(int_opt("train.max_steps", &Config::max_steps, 0, 1LL << 40,
-                        "stop after this many optimizer steps (0: no limit)"));
+                        "length of training in optimizer steps, if shorter than train.epochs (0: no limit); the "
+                        "learning-rate schedule ends there"));
+    v.push_back(int_opt("train.stop_at_step", &Config::stop_at_step, 0, 1LL << 40,
+                        "stop after this step with a checkpoint, the schedule unchanged; --resume auto continues "
+                        "exactly (0: off)"));
+    v.back().invocation = true;
     v.push_back(real_opt("train.lr", &Config::lr, 0, 1e6, true, "peak learning rate"));
     v.push_back(real_opt("train.min_lr", &Config::min_lr, 0, 1e6, false, "learning rate at the end of cosine decay"));
     v.push_back(str_opt("train.optimizer", &Config::optimizer, {"sgd", "adamw"},
@@ -181,6 +193,7 @@ const std::vector<Opt>& options() {
     v.push_back(bool_opt("checkpoint.at_end", &Config::ckpt_at_end, "write a checkpoint when training ends"));
     v.push_back(str_opt("resume", &Config::resume, {},
                         "none, auto (newest checkpoint of the run directory that verifies) or a checkpoint path"));
+    v.back().invocation = true;
     v.push_back({"train.milestones", "multistep: epochs at which the lr is multiplied by train.gamma, e.g. 80,120",
                  [](Config& c, const std::string& x) {
                    parse_milestones(x);
@@ -260,14 +273,39 @@ std::string help_text(const po::options_description& generic) {
        "Data-parallel CNN training; launch with mpirun/srun for several ranks. See README.md, docs/options.md.\n\n"
     << generic << "\nTraining options (INI: [section] option = value; command line wins):\n";
   for (const auto& o : options()) {
-    std::string def = o.get(Config{});
+    std::string def = o.get(Config{}), choices;
+    for (const auto& c : o.choices) choices += (choices.empty() ? " {" : "|") + c;
     s << "  --" << o.name << std::string(o.name.size() < 24 ? 24 - o.name.size() : 1, ' ') << o.help
-      << (def.empty() ? "" : " [" + def + "]") << "\n";
+      << (choices.empty() ? "" : choices + "}") << (def.empty() ? "" : " [" + def + "]") << "\n";
   }
   s << "\nExit codes: 0 completed, 2 bad command line/config, 3 bad data, 4 checkpoint error,\n"
-       "5 non-finite loss or gradient (--train.on_nonfinite stop), 75 stopped on a signal after a checkpoint,\n"
-       "1 anything else.\n";
+       "5 non-finite loss or gradient (--train.on_nonfinite stop), 75 stopped by SIGUSR1/SIGTERM after a\n"
+       "checkpoint, 130 stopped by Ctrl-C (SIGINT) after a checkpoint, 1 anything else.\n";
   return s.str();
+}
+
+// Options that contradict each other (the data options are checked by parse_config, after --print-config).
+void check_combinations(const Config& cfg) {
+  if (!cfg.data_train.empty() && !cfg.data_synthetic.empty())
+    raise(kExitUsage, "options --data.train and --data.synthetic exclude each other; give one");
+  if (cfg.schedule == "multistep" && cfg.milestones.empty())
+    raise(kExitUsage, "option --train.schedule multistep needs --train.milestones (epochs, e.g. 80,120)");
+  if (cfg.batch % cfg.accum_steps != 0)
+    raise(kExitUsage, "option --train.accum_steps: the global batch %lld is not divisible by %d micro-batches",
+          (long long)cfg.batch, cfg.accum_steps);
+  if (cfg.min_lr > cfg.lr)
+    raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
+  if (cfg.bn_sync && cfg.bn_group > 0)
+    raise(kExitUsage, "options --bn.sync and --bn.group_size exclude each other: synchronised batch norm uses the "
+          "whole global batch, ghost batch norm fixed groups of it");
+  if (cfg.bn_sync && cfg.precision != "fp32")
+    raise(kExitUsage, "options --bn.sync and --precision %s exclude each other: synchronised batch norm runs on fp32 "
+          "activations only; use --precision fp32, or drop --bn.sync (docs/mixed_precision.md)",
+          cfg.precision.c_str());
+  if (cfg.comm_backend == "nccl" && cfg.device == "cpu")
+    raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
+  if (cfg.resume.empty())
+    raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
 }
 
 }  // namespace
@@ -298,7 +336,9 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
     with_stray.add_options()("stray-words", po::value<std::vector<std::string>>());
     po::positional_options_description pos;
     pos.add("stray-words", -1);
-    po::store(po::command_line_parser(argc, argv).options(with_stray).positional(pos).run(), vm);
+    // No guessing: an abbreviation (--train.epoch, --mod) would silently pick whichever option it prefixes.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(with_stray).positional(pos).style(style).run(), vm);
   } catch (const po::error& e) {
     raise(kExitUsage, "command line: %s (see --help)", e.what());
   }
@@ -321,31 +361,13 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   }
   for (const auto& o : options())
     if (vm.count(o.name)) o.set(cfg, vm[o.name].as<std::vector<std::string>>().back());
-
+  cfg.program = argc > 0 ? argv[0] : "cnntrain";
+  check_combinations(cfg);
+  // Before the data check: printing the configuration needs no data.
+  if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg, true)};
   if (cfg.data_train.empty() && cfg.data_synthetic.empty())
     raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST), "
           "or --data.synthetic for generated images");
-  if (!cfg.data_train.empty() && !cfg.data_synthetic.empty())
-    raise(kExitUsage, "options --data.train and --data.synthetic exclude each other; give one");
-  if (cfg.schedule == "multistep" && cfg.milestones.empty())
-    raise(kExitUsage, "option --train.schedule multistep needs --train.milestones (epochs, e.g. 80,120)");
-  if (cfg.batch % cfg.accum_steps != 0)
-    raise(kExitUsage, "option --train.accum_steps: the global batch %lld is not divisible by %d micro-batches",
-          (long long)cfg.batch, cfg.accum_steps);
-  if (cfg.min_lr > cfg.lr)
-    raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
-  if (cfg.bn_sync && cfg.bn_group > 0)
-    raise(kExitUsage, "options --bn.sync and --bn.group_size exclude each other: synchronised batch norm uses the "
-          "whole global batch, ghost batch norm fixed groups of it");
-  if (cfg.bn_sync && cfg.precision != "fp32")
-    raise(kExitUsage, "options --bn.sync and --precision %s exclude each other: synchronised batch norm runs on fp32 "
-          "activations only; use --precision fp32, or drop --bn.sync (docs/mixed_precision.md)",
-          cfg.precision.c_str());
-  if (cfg.comm_backend == "nccl" && cfg.device == "cpu")
-    raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
-  if (cfg.resume.empty())
-    raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
-  if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg)};
   return {};
 }
 
@@ -361,15 +383,17 @@ std::vector<double> parse_milestones(const std::string& s) {
   return v;
 }
 
-std::string config_to_ini(const Config& cfg) {
+std::string config_to_ini(const Config& cfg, bool with_invocation) {
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> sections;
   std::string out = "# cnntrain resolved configuration (" + version_string() + ")\n";
   for (const auto& o : options()) {
-    auto dot = o.name.find('.');
+    // This invocation's options as comments: they say how the run was started but are not repeated.
+    const std::string prefix = o.invocation && !with_invocation ? "# " : "";
+    const auto dot = o.name.find('.');
     if (dot == std::string::npos) {
-      out += o.name + " = " + o.get(cfg) + "\n";
+      out += prefix + o.name + " = " + o.get(cfg) + "\n";
     } else {
-      sections[o.name.substr(0, dot)].push_back({o.name.substr(dot + 1), o.get(cfg)});
+      sections[o.name.substr(0, dot)].push_back({prefix + o.name.substr(dot + 1), o.get(cfg)});
     }
   }
   for (const auto& [sec, kv] : sections) {

@@ -10,6 +10,7 @@ namespace cnn {
 
 struct Config {
   std::string config_file;
+  std::string program = "cnntrain";  // argv[0], for the commands messages suggest
   std::string model = "fmnist_cnn";
   std::string device = "cpu";
   int threads = 1;
@@ -33,7 +34,8 @@ struct Config {
 
   int64_t batch = 128;  // global
   int epochs = 10;
-  int64_t max_steps = 0;  // 0: no limit
+  int64_t max_steps = 0;  // 0: no limit; the length of training, and so the schedule's horizon
+  int64_t stop_at_step = 0;  // 0: off; stop (with a checkpoint) after this step, the schedule unchanged
   double lr = 0.1, min_lr = 0.0, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.0;
   double warmup_epochs = 0.0;
   bool nesterov = false;
@@ -95,8 +97,10 @@ struct ParseResult {
 ParseResult parse_config(int argc, char** argv, Config& cfg);
 // "80,120" -> {80, 120}; throws Error(kExitUsage) naming --train.milestones unless positive and increasing.
 std::vector<double> parse_milestones(const std::string& s);
-// The resolved configuration as an INI file that parse_config reads back to the same Config.
-std::string config_to_ini(const Config& cfg);
+// The resolved configuration as an INI file that parse_config reads back to the same Config. The options of
+// one invocation (run-dir, resume, train.stop_at_step) are comments unless `with_invocation` (--print-config):
+// config.ini and the checkpoints describe the run, and `--config RUN_DIR/config.ini` repeats it elsewhere.
+std::string config_to_ini(const Config& cfg, bool with_invocation = false);
 std::string version_string();
 
 }  // namespace cnn

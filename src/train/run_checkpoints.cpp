@@ -64,7 +64,8 @@ void RunCheckpoints::save(const Cursor& next) {
   m.loss_scale = scaler_.scale();
   m.loss_scale_growth = scaler_.state().growth_tracker;
   m.skipped_steps = scaler_.state().skipped_steps;
-  m.optimizer_steps = next.step - m.skipped_steps;  // skipped steps applied no update
+  // Updates applied: AdamW counts them (a skipped step, fp16 overflow or --train.on_nonfinite skip, is not one).
+  m.optimizer_steps = cfg_.optimizer == "adamw" ? opt_.steps() : next.step - m.skipped_steps;
   m.model = cfg_.model;
   m.optimizer = cfg_.optimizer;
   m.config = config_to_ini(cfg_);
@@ -83,7 +84,7 @@ void RunCheckpoints::save(const Cursor& next) {
   }
   last_step_ = next.step;
   std::vector<std::string> pruned;
-  if (world_rank() == 0) pruned = prune_checkpoints(dir_, cfg_.ckpt_keep);
+  if (world_rank() == 0) pruned = prune_checkpoints(dir_, cfg_.ckpt_keep, next.step);
   log_.info("checkpoint %s: %.1f MB in %.2f s (%.0f MB/s)%s", path.c_str(), st.bytes / 1e6, st.seconds,
             st.bytes / 1e6 / std::max(st.seconds, 1e-9),
             pruned.empty() ? "" : strprintf(", removed %zu old", pruned.size()).c_str());
@@ -134,9 +135,10 @@ Cursor RunCheckpoints::resume() {
   for (const auto& path : candidates) {
     CheckpointMeta m;
     std::string err;
+    bool layout_mismatch = false;
     const bool ok = [&] {
       CollectiveSection section("checkpoint read of " + path);
-      return read_checkpoint(path, views, m, err);
+      return read_checkpoint(path, views, m, err, &layout_mismatch);
     }();
     if (ok && m.global_batch != cfg_.batch) {
       // Same verdict everywhere; a different batch changes the global batch sequence, so no exact continuation.
@@ -153,6 +155,7 @@ Cursor RunCheckpoints::resume() {
       c.epoch = m.epoch;
       c.step_in_epoch = m.step_in_epoch;
       last_step_ = m.step;
+      resumed_from_ = path;
       if (m.seed != cfg_.seed)
         log_.warn("checkpoint %s was written with seed %llu, this run uses %llu: the data order changes",
                   path.c_str(), (unsigned long long)m.seed, (unsigned long long)cfg_.seed);
@@ -161,6 +164,15 @@ Cursor RunCheckpoints::resume() {
       return c;
     }
     if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
+    // Another model's or optimizer's checkpoint is no damaged file to skip: continuing from an older one, or
+    // from scratch, would mix two runs in one directory.
+    if (!m.model.empty() && m.model != cfg_.model)
+      agree_or_exit(kExitCheckpoint, strprintf("--resume auto: checkpoint '%s' belongs to model %s, this run builds "
+                    "model %s: continue it with --model %s, or start this run in a new --run-dir", path.c_str(),
+                    m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
+    if (layout_mismatch)
+      agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer), "
+                    "or start this run in a new --run-dir");
     log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
   }
   log_.warn("no checkpoint in %s verifies; starting from scratch", dir_.c_str());

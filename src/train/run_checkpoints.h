@@ -25,12 +25,15 @@ class RunCheckpoints {
  public:
   RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler, RunLog& log,
                  std::string dir);
-  // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes old ones.
+  // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes older ones
+  // (--checkpoint.keep; never the one just written, never a newer one).
   void save(const Cursor& next);
   // Collective: applies --resume; returns where training continues (step 0 when starting from scratch).
   Cursor resume();
   // Step of the newest checkpoint written or resumed from in this process; -1 when none.
   int64_t last_step() const { return last_step_; }
+  // The checkpoint resume() loaded (empty when it started from scratch).
+  const std::string& resumed_from() const { return resumed_from_; }
 
  private:
   // Named views of the host copies below, in the order the checkpoint stores them.
@@ -50,6 +53,7 @@ class RunCheckpoints {
   std::vector<float> host_params_, host_buffers_;
   std::vector<std::vector<float>> host_state_;
   int64_t last_step_ = -1;
+  std::string resumed_from_;
 };
 
 }  // namespace cnn

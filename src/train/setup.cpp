@@ -29,7 +29,14 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
   if (cfg.data_format == "hdf5" || (cfg.data_format == "auto" && !looks_like_lmdb(path))) {
     Hdf5ReadOptions o;
     o.chunk_cache_mb = static_cast<size_t>(cfg.data_cache_mb);
-    return open_hdf5_dataset(path, o);
+    std::unique_ptr<Dataset> ds = open_hdf5_dataset(path, o);
+    const DatasetInfo& i = ds->info();
+    // HDF5 sets are read as stored; an ignored size would train another model than the one asked for.
+    if (!cfg.data_image_size.empty() && cfg.data_image_size != strprintf("%dx%d", i.height, i.width))
+      raise(kExitUsage, "option --data.image_size %s: the HDF5 set '%s' holds %dx%d images, and only LMDB sets are "
+            "resized; drop the option, or convert the set to LMDB (cnntrain-data convert-hdf5-lmdb) and resize that",
+            cfg.data_image_size.c_str(), path.c_str(), i.height, i.width);
+    return ds;
   }
   LmdbOptions o;
   o.on_bad_sample = cfg.data_on_bad_sample;

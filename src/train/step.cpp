@@ -97,6 +97,9 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
       return;
     }
     be.scale(net.num_params(), 1.f / loss_scale, net.grads());
+  } else if (guard && sc.count_only_applied && !averaged_gradient_finite(be, net, guard)) {
+    if (sc.timing) sc.timing->idle();
+    return;
   }
   if (sc.clip_norm > 0) {
     // Every rank holds the same averaged gradient here, so every rank clips by the same factor.

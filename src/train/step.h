@@ -40,6 +40,10 @@ struct StepConfig {
   // divided out of the averaged gradient before clipping and the update, which is skipped (optimizer state
   // and weights unchanged) when that gradient holds an inf or a NaN.
   LossScaler* scaler = nullptr;
+  // With the guard: learn its verdict before the update (one device-to-host read) and skip opt.step for a
+  // non-finite gradient, so that an optimizer counting its updates (AdamW's bias correction) does not count a
+  // step whose update the gate suppressed (--train.on_nonfinite skip).
+  bool count_only_applied = false;
 };
 
 struct StepStats {

@@ -24,6 +24,7 @@
 #include "src/train/nonfinite.h"
 #include "src/train/recipe.h"
 #include "src/train/run_checkpoints.h"
+#include "src/train/run_dir.h"
 #include "src/train/runlog.h"
 #include "src/train/schedule.h"
 #include "src/train/setup.h"
@@ -85,6 +86,8 @@ class Trainer {
   // Every rank learns of a signal any rank received (collective), so all stop after the same step.
   int agreed_stop_signal() const;
   int stop_on_signal(int sig, const Cursor& next);
+  // --train.stop_at_step: the checkpoint at `next`, an end event "stopped", exit 0.
+  int stop_at_step(const Cursor& next);
   bool checkpoint_due(const Cursor& next);
   void save_checkpoint(const Cursor& next);
   // Acts on the non-finite verdicts that reached the host (all outstanding ones with `all`): counts the
@@ -116,6 +119,7 @@ class Trainer {
   double last_loss_ = NAN;
   StepConfig sc_;
   int64_t spe_ = 1, total_ = 0;
+  int64_t stop_at_ = 0;  // --train.stop_at_step within the run, else 0
   Clock::time_point t_start_ = Clock::now(), t_ckpt_ = Clock::now();
   Interval iv_;
   EvalResult last_eval_;
@@ -129,12 +133,17 @@ void Trainer::prepare_run_dir() {
   std::string msg;
   if (world_rank() == 0) {
     try {
+      // Before anything is written: a refused run leaves the directory as it was.
+      const RunIdentity id = run_identity(cfg_, net_);
+      const std::vector<std::string> warnings = check_run_dir(run_dir_, cfg_, id);
       mkdir_p(run_dir_);
       std::string path = run_dir_ + "/config.ini";
       std::ofstream f(path);
       f << config_to_ini(cfg_);
       if (!f.good()) raise(kExitUsage, "cannot write '%s' (check --run-dir)", path.c_str());
+      write_run_identity(run_dir_, id);
       log_.open(run_dir_, true);
+      for (const auto& w : warnings) log_.warn("%s", w.c_str());
     } catch (const Error& e) {
       code = e.code();
       msg = e.what();
@@ -232,18 +241,28 @@ Cursor Trainer::plan() {
   sc_.nonfinite = guard_.get();
   sc_.timing = &obs_->timing();
   sc_.scaler = scaler_.get();
+  sc_.count_only_applied = cfg_.optimizer == "adamw" && cfg_.on_nonfinite == "skip";
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.batch, world_size(),
             s_.local_batch, (long long)(ti.count - spe_ * cfg_.batch));
   if (start.step > 0) {
     // Readers of metrics.jsonl drop what an earlier process logged after this step (it is repeated).
     Json j;
-    j.add("event", "resumed").add("step", start.step);
+    j.add("event", "resumed").add("step", start.step).add("from", ckpt_->resumed_from());
     log_.event(j);
   }
   if (start.step >= total_)
     log_.info("nothing left to train: the checkpoint is at step %lld of %lld", (long long)start.step,
               (long long)total_);
+  if (cfg_.stop_at_step > 0 && cfg_.stop_at_step < total_) {
+    stop_at_ = cfg_.stop_at_step;
+    if (stop_at_ <= start.step)
+      log_.info("--train.stop_at_step %lld: the run is already at step %lld; stopping without training",
+                (long long)stop_at_, (long long)start.step);
+    else
+      log_.info("stopping after step %lld (--train.stop_at_step); the learning-rate schedule still runs to step %lld",
+                (long long)stop_at_, (long long)total_);
+  }
   return start;
 }
 
@@ -403,14 +422,29 @@ void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
 int Trainer::agreed_stop_signal() const { return allreduce_max(stop_signal()); }
 
 int Trainer::stop_on_signal(int sig, const Cursor& next) {
-  log_.warn("received %s: writing a checkpoint at step %lld and stopping (exit %d; resume with --resume auto)",
-            signal_name(sig), (long long)next.step, kExitPreempted);
+  const int rc = exit_code_for_signal(sig);
+  log_.warn("received %s: writing a checkpoint at step %lld and stopping (exit %d)", signal_name(sig),
+            (long long)next.step, rc);
   ckpt_->save(next);
+  log_.info("stopped at step %lld of %lld; continue with: %s", (long long)next.step, (long long)total_,
+            resume_command(cfg_, run_dir_).c_str());
   Json j;
   j.add("event", "end").add("status", "preempted").add("reason", signal_name(sig)).add("steps", next.step)
       .add("final_test_acc", have_eval_ ? last_eval_.acc : NAN).add("wall_s", since(t_start_));
   log_.event(j);
-  return kExitPreempted;
+  return rc;
+}
+
+int Trainer::stop_at_step(const Cursor& next) {
+  obs_->finish();
+  if (ckpt_->last_step() != next.step) ckpt_->save(next);
+  log_.info("stopped after step %lld of %lld (--train.stop_at_step); continue with: %s", (long long)next.step,
+            (long long)total_, resume_command(cfg_, run_dir_).c_str());
+  Json j;
+  j.add("event", "end").add("status", "stopped").add("reason", "stop_at_step").add("steps", next.step)
+      .add("final_test_acc", have_eval_ ? last_eval_.acc : NAN).add("wall_s", since(t_start_));
+  log_.event(j);
+  return kExitOk;
 }
 
 bool Trainer::checkpoint_due(const Cursor& next) {
@@ -421,8 +455,8 @@ bool Trainer::checkpoint_due(const Cursor& next) {
     broadcast(&d, sizeof d, 0);
     due = due || d;
   }
-  // The end-of-run checkpoint (finish) covers the last step.
-  return due && (next.step < total_ || !cfg_.ckpt_at_end);
+  // The end-of-run checkpoint (finish) covers the last step, stop_at_step its own.
+  return due && (next.step < total_ || !cfg_.ckpt_at_end) && next.step != stop_at_;
 }
 
 void Trainer::save_checkpoint(const Cursor& next) {
@@ -460,6 +494,10 @@ int Trainer::run() {
                 input_->loader_output());
   t_ckpt_ = Clock::now();
   iv_ = Interval();
+  if (stop_at_ > 0 && stop_at_ <= start.step) return stop_at_step({start.step, start.epoch, start.step_in_epoch});
+  // A run resumed with nothing left to train still reports the test result of the weights it loaded.
+  if (start.step >= total_ && start.step > 0 && s_.test)
+    evaluate_and_log({(start.step - 1) / spe_, (start.step - 1) % spe_}, start.step - 1);
   const Batch* b = start.step < total_ ? &next_batch(loader) : nullptr;
   for (int64_t step = start.step; step < total_; ++step) {
     const BatchPos pos{b->epoch, b->step};
@@ -480,13 +518,15 @@ int Trainer::run() {
     const Cursor next{step + 1, (step + 1) / spe_, (step + 1) % spe_};
     const int sig = agreed_stop_signal();
     const bool ckpt = !sig && checkpoint_due(next);
+    const bool stop = next.step == stop_at_;
     // Logs, evaluations and checkpoints see only steps whose gradients were checked.
-    if (log || eval_due || sig || ckpt || step == total_ - 1) {
+    if (log || eval_due || sig || ckpt || stop || step == total_ - 1) {
       if (int rc = settle_nonfinite(true)) return rc;
     }
     if (log) log_interval(pos, step);
     if (eval_due) evaluate_and_log(pos, step);
     if (sig) return stop_on_signal(sig, next);
+    if (stop) return stop_at_step(next);
     if (ckpt) {
       save_checkpoint(next);
       t_ckpt_ = Clock::now();

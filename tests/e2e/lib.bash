@@ -39,3 +39,21 @@ ev=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 ev=[e for e in ev if e["event"]==sys.argv[2]]
 print(ev[-1][sys.argv[3]] if ev else "")' "$@"
 }
+
+# "${SIGINT_DEFAULT[@]}" COMMAND... &: runs COMMAND with SIGINT at its default disposition, as its own process
+# ($! is COMMAND's pid: the wrapper execs it). A background job of a non-interactive shell starts with SIGINT
+# ignored, and a program keeps an inherited "ignored" (as cnntrain does); a terminal's Ctrl-C reaches a
+# process whose SIGINT is not ignored, which this recreates.
+SIGINT_DEFAULT=($PY -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])')
+
+# wait_for_training LOG: until the trainer has printed its step plan (training is under way), at most 10 s.
+wait_for_training() {
+  for _ in $(seq 100); do grep -q "^training" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  fail "no training started: $(tail -5 "$1")"
+}
+
+# dir_snapshot DIR: every entry's path, size and modification time (ns), sorted: equal snapshots mean nothing
+# was created, removed or written.
+dir_snapshot() { (cd "$1" && find . -printf '%p %s %T@\n' | sort); }

@@ -43,6 +43,24 @@ expect_exit 2 "--config" -- "${CN[@]}" --config "$T/nope.ini"
 expect_exit 2 "unknown model" -- "${CN[@]}" --data.train "$T/good.h5" --model resnet9000
 # A model whose layers do not fit the images is a configuration error, not a crash.
 expect_exit 2 "does not fit" -- "${CN[@]}" --data.train "$T/good.h5" --model lenet5 --train.batch 8
+# HDF5 sets are not resized: a size they do not have is refused, not ignored.
+expect_exit 2 "option --data.image_size 16x16: the HDF5 set '$T/good.h5' holds 8x8 images" -- \
+  "${NP2[@]}" --data.train "$T/good.h5" --train.batch 8 --data.image_size 16x16
 # The good file trains (sanity check that the cases above fail for the stated reason).
 expect_exit 0 "completed" -- "${NP2[@]}" --data.train "$T/good.h5" --model fmnist_cnn --train.batch 8
 echo "ok: bad input cases"
+
+# Converters never replace an output silently: an existing one is refused (exit 2, naming --overwrite).
+D=("$BUILD/cnntrain-data")
+"${D[@]}" convert-hdf5-lmdb --in "$T/good.h5" --out "$T/good.lmdb" > /dev/null || fail "convert-hdf5-lmdb"
+expect_exit 2 "pass --overwrite" -- "${D[@]}" convert-hdf5-lmdb --in "$T/good.h5" --out "$T/good.lmdb"
+"${D[@]}" convert-lmdb-hdf5 --in "$T/good.lmdb" --out "$T/back.h5" > /dev/null || fail "convert-lmdb-hdf5"
+expect_exit 2 "'$T/back.h5' already exists; pass --overwrite" -- \
+  "${D[@]}" convert-lmdb-hdf5 --in "$T/good.lmdb" --out "$T/back.h5"
+"${D[@]}" convert-lmdb-hdf5 --in "$T/good.lmdb" --out "$T/back.h5" --overwrite > /dev/null || fail "--overwrite"
+IDX=(--images "$FMNIST_IDX/t10k-images-idx3-ubyte.gz" --labels "$FMNIST_IDX/t10k-labels-idx1-ubyte.gz")
+for fmt in hdf5 lmdb; do
+  "${D[@]}" convert-idx "${IDX[@]}" --format $fmt --out "$T/idx.$fmt" > /dev/null || fail "convert-idx $fmt"
+  expect_exit 2 "pass --overwrite" -- "${D[@]}" convert-idx "${IDX[@]}" --format $fmt --out "$T/idx.$fmt"
+done
+echo "ok: converters refuse to overwrite without --overwrite"

@@ -48,9 +48,13 @@ n=$(ls "$T/ref2/checkpoints" | wc -l)
 echo "ok: keep-last-K, permissions"
 
 # Export: weights-only file readable by h5py with the documented names.
-"$BUILD/cnntrain-data" export "$(ck "$T/ref2" 24)" --out "$T/w.h5" >/dev/null
+"$BUILD/cnntrain-data" export "$(ck "$T/ref2" 24)" --out "$T/w.h5" > "$T/export.txt"
 $PY -c "import h5py,sys; f=h5py.File('$T/w.h5'); assert f['conv1/weight'].shape==(16,3,3,1); assert f.attrs['model']=='fmnist_cnn'" \
   || fail "exported weights lack conv1/weight [16,3,3,1]"
+# The summary counts parameters as training does (the batch-norm statistics apart).
+grep -qF "14 tensors, 206970 parameters and 96 buffer values (model fmnist_cnn, step 24)" "$T/export.txt" ||
+  fail "export summary: $(cat "$T/export.txt")"
+expect_exit 2 "pass --overwrite" -- "$BUILD/cnntrain-data" export "$(ck "$T/ref2" 24)" --out "$T/w.h5"
 echo "ok: export"
 
 # Corruption. The good checkpoint at step 12 of run e, broken copies placed as newer checkpoints.
@@ -67,19 +71,19 @@ with open(p, "r+b") as f:
 PY
 head -c 100000 "$good" > "$T/trunc.h5"
 expect_exit 4 "checksum mismatch in dataset 'params/fc1.weight'" -- \
-  "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x" --train.max_steps 24 --resume "$T/flip.h5"
+  "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x1" --train.max_steps 24 --resume "$T/flip.h5"
 expect_exit 4 "trunc.h5" -- \
-  "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x" --train.max_steps 24 --resume "$T/trunc.h5"
+  "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x2" --train.max_steps 24 --resume "$T/trunc.h5"
 expect_exit 4 "does not exist" -- \
-  "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x" --train.max_steps 24 --resume "$T/none.h5"
+  "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x3" --train.max_steps 24 --resume "$T/none.h5"
 expect_exit 4 "dataset 'params/conv1.weight' has shape [16,3,3,1] but the model's is [6,5,5,1]" -- \
-  "$BUILD/cnntrain" "${COMMON[@]}" --model lenet5 --run-dir "$T/x" --train.max_steps 24 --resume "$good"
+  "$BUILD/cnntrain" "${COMMON[@]}" --model lenet5 --run-dir "$T/x4" --train.max_steps 24 --resume "$good"
 cp "$good" "$T/v2.h5"
 $PY -c "import h5py; f=h5py.File('$T/v2.h5','r+'); f.attrs['format_version']=99"
 expect_exit 4 "format version 99" -- \
-  "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x" --train.max_steps 24 --resume "$T/v2.h5"
+  "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x5" --train.max_steps 24 --resume "$T/v2.h5"
 expect_exit 4 "global batch 32" -- \
-  "$BUILD/cnntrain" "${COMMON[@]}" --train.batch 64 --run-dir "$T/x" --train.max_steps 24 --resume "$good"
+  "$BUILD/cnntrain" "${COMMON[@]}" --train.batch 64 --run-dir "$T/x6" --train.max_steps 24 --resume "$good"
 # auto: newer broken checkpoints are skipped with a warning; the good one is used.
 cp "$T/flip.h5" "$(ck "$T/e" 14)"
 cp "$T/trunc.h5" "$(ck "$T/e" 16)"

@@ -2,7 +2,7 @@
 # Non-finite detection: the test-only hook CNNTRAIN_TEST_NAN writes a NaN into fc1.weight's gradient on rank 1
 # at step 26. With --train.on_nonfinite stop every rank exits with 5, and the message names the step, the rank,
 # the layer and the last committed checkpoint; with skip the update is skipped on every rank, counted and
-# logged, and training completes.
+# logged, and training completes; AdamW does not count the skipped update.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 COMMON=(--config jobs/fashion_mnist.ini --data.test "" --train.batch 32 --train.max_steps 40 --log.every_steps 10
@@ -42,3 +42,11 @@ with h5py.File(sys.argv[2]) as f:
         assert np.isfinite(d[()]).all(), name
 print("ok: skip: step 26 skipped and counted, training completed with finite weights")
 PYEOF
+
+# AdamW counts only applied updates: its bias correction after a skipped step is that of 39 updates in 40 steps.
+CNNTRAIN_TEST_NAN=0:fc1.weight:25 "$BUILD/cnntrain" "${COMMON[@]}" --train.optimizer adamw --train.lr 0.001 \
+  --train.on_nonfinite skip --run-dir "$T/adamw" > "$T/adamw.log" 2>&1 || { cat "$T/adamw.log"; fail "adamw skip run"; }
+n=$($PY -c "import h5py, sys; print(int(h5py.File(sys.argv[1]).attrs['optimizer_steps']))" \
+  "$T/adamw/checkpoints/ckpt-0000000040.h5")
+[ "$n" = 39 ] || fail "AdamW counted $n updates in 40 steps with one skipped (want 39)"
+echo "ok: AdamW does not count the skipped step (39 updates in 40 steps)"

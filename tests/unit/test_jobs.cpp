@@ -100,7 +100,7 @@ TEST(Docs, EveryOptionIsInOptionsMd) {
   text << in.rdbuf();
   const std::string doc = text.str();
   Config cfg;
-  std::istringstream ini(config_to_ini(cfg));
+  std::istringstream ini(config_to_ini(cfg, true));  // with the invocation's options
   std::string section;
   int checked = 0;
   for (std::string line; std::getline(ini, line);) {
@@ -129,6 +129,19 @@ TEST(Docs, EveryOptionIsInOptionsMd) {
     EXPECT_NE(doc.find("`" + opt), std::string::npos) << opt << " is not documented in docs/options.md";
   }
   EXPECT_GE(generic, 5) << "--help lists fewer general options than expected:\n" << general;
+}
+
+// ... and every job file users may submit or pass to --config.
+TEST(Docs, EveryJobFileIsInOptionsMd) {
+  std::ifstream in(root() + "docs/options.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  auto files = jobs_files(".ini");
+  for (const auto& f : jobs_files(".sbatch")) files.push_back(f);
+  ASSERT_GE(files.size(), 7u);
+  for (const auto& f : files)
+    EXPECT_NE(doc.find("`" + f + "`"), std::string::npos) << f << " is not listed in docs/options.md";
 }
 
 }  // namespace

@@ -198,6 +198,23 @@ TEST(LmdbConvert, InspectShowsCountsHistogramAndFirstRecords) {
     EXPECT_NE(text.find(frag), std::string::npos) << frag << " not in:\n" << text;
 }
 
+TEST(LmdbConvert, MixedSizesAreInspectedAndNameTheImageSizeOption) {
+  TempDir tmp;
+  write_folder(tmp.sub("imgs"));  // four sizes
+  convert_image_folder(tmp.sub("imgs"), tmp.sub("enc"), ImageFolderOptions());
+  const std::string text = inspect_dataset(tmp.sub("enc"), "auto", 4);
+  for (const char* frag : {"LMDB, 4 samples of 14x9x3", "image sizes differ between records", "--data.image_size HxW",
+                           "key '00000001_ant/b.png' PNG 10x12x3", "not readable as is: the image is 10x12"})
+    EXPECT_NE(text.find(frag), std::string::npos) << frag << " not in:\n" << text;
+  // Training without a target size fails at open (its statistics pass meets the second size) and says what to do.
+  try {
+    LmdbDataset ds(tmp.sub("enc"));
+    ADD_FAILURE() << "a mixed-size LMDB opened without a target size";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--data.image_size"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LmdbConvert, OpenDatasetFormatChoice) {
   TempDir tmp;
   write_idx(tmp.sub("img.idx"), tmp.sub("lab.idx"), 4, 2, 2);

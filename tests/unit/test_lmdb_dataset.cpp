@@ -189,7 +189,7 @@ TEST(LmdbDataset, EncodedMixedSizesNeedTargetSize) {
   std::vector<uint8_t> out(plain.info().sample_bytes());
   int32_t label;
   int64_t id = 1;
-  expect_data_error([&] { plain.read(&id, 1, out.data(), &label); }, {"key 'b'", "40x25", "target image size"});
+  expect_data_error([&] { plain.read(&id, 1, out.data(), &label); }, {"key 'b'", "40x25", "--data.image_size HxW"});
 
   opt.transform.height = opt.transform.width = 16;
   opt.transform.mode = ResizeMode::kCenterCrop;
@@ -289,7 +289,7 @@ TEST(LmdbDataset, BadInputsNameFileKeyAndRemedy) {
   expect_data_error([&] { LmdbDataset ds(tmp.sub("big")); }, {"key 'k1'", "cnntrain_meta.txt"});
   auto other = random_image(5, 4, 1, 2);
   write_db(tmp.sub("shape"), {{"k0", good}, {"k1", serialize_datum(make_raw_datum(other.data(), 5, 4, 1, 0))}});
-  expect_data_error([&] { LmdbDataset ds(tmp.sub("shape")); }, {"key 'k1'", "1x5x4", "target image size"});
+  expect_data_error([&] { LmdbDataset ds(tmp.sub("shape")); }, {"key 'k1'", "1x5x4", "--data.image_size HxW"});
 }
 
 TEST(LmdbDataset, CorruptJpegFailsOrIsSkippedAndCounted) {
