@@ -5,7 +5,7 @@
 // decltype(&::cudnnCreate) names the header's declaration. Include this instead of <cudnn.h>, <cublasLt.h> or
 // <nccl.h> (it includes them first, so that no later include sees the macros); never in the emulated build,
 // whose NCCL is src/comm/nccl_emu.h. A function called without a macro here would be a link-time dependency
-// again: `make cuda-nvcc-check` fails on any cudnn*/cublasLt*/nccl* symbol the plugin leaves undefined.
+// again: `make cuda-link-check` fails on any cudnn*/cublasLt*/nccl* symbol the plugin leaves undefined.
 #pragma once
 #include <cublasLt.h>
 #include <cudnn.h>
