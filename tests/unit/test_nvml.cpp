@@ -1,6 +1,6 @@
 // The NVML loader and the GPU sampler against the test-only fake NVML (tests/obs/fake_nvml.c, built beside this
 // binary): the real dlopen/dlsym path, device lookup by index and by PCI bus id, the figures and their units,
-// per-window averaging, and every way NVML can be missing or fail.
+// per-window averaging, every way NVML can be missing or fail, and the GPU arrays of the ranks event.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "src/obs/nvml.h"
+#include "src/obs/rank_report.h"
 
 namespace cnn {
 namespace {
@@ -134,6 +135,17 @@ TEST(GpuSampler, TheThreadSamplesByItselfAndStopsPromptly) {
   const auto t1 = std::chrono::steady_clock::now();
   long_period.reset();  // wakes the thread from its hour-long wait
   EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::seconds(1));
+}
+
+TEST(RanksEvent, GpuArraysOnlyForFiguresSomeRankHas) {
+  std::vector<RankSample> ranks(2);
+  EXPECT_EQ(ranks_event(10, ranks, {}).str().find("gpu_"), std::string::npos) << "no rank has GPU figures";
+  ranks[1].gpu.util_pct = 75;
+  ranks[1].gpu.power_w = 300.5;
+  const std::string j = ranks_event(10, ranks, {}).str();
+  EXPECT_NE(j.find("\"gpu_util_pct\":[null,75]"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"gpu_power_w\":[null,300.5]"), std::string::npos) << j;
+  EXPECT_EQ(j.find("gpu_temp_c"), std::string::npos) << j;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 
 #include "src/obs/prometheus_exporter.h"
 #include "src/obs/prometheus_metrics.h"
+#include "src/base/error.h"
+#include "src/train/config.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -209,6 +211,38 @@ TEST(PromTextfile, WrittenWholeThroughARename) {
   EXPECT_EQ(names, std::vector<std::string>{"cnntrain.prom"});
   EXPECT_EQ(prometheus_file_path("/var/lib/textfile/cnntrain-%h.prom", "node7"),
             "/var/lib/textfile/cnntrain-node7.prom");
+}
+
+// Parses `args` (after the program name) into a Config; "" or the error message.
+std::string parse(std::vector<std::string> args, Config* c) {
+  args.insert(args.begin(), {"cnntrain", "--data.train", "train.h5"});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  try {
+    parse_config(static_cast<int>(argv.size()), argv.data(), *c);
+  } catch (const Error& e) {
+    return e.code() == kExitUsage ? e.what() : "wrong exit code";
+  }
+  return "";
+}
+
+TEST(MonitoringOptions, DefaultsAndChecks) {
+  Config c;
+  EXPECT_EQ(parse({}, &c), "");
+  EXPECT_EQ(c.log_prometheus_port, 0) << "off unless asked for";
+  EXPECT_EQ(c.log_prometheus_addr, "0.0.0.0");
+  EXPECT_EQ(c.log_gpu_stats_s, 1);
+  EXPECT_EQ(parse({"--log.prometheus_port", "9400", "--log.prometheus_addr", "::1", "--log.prometheus_file",
+                   "/var/lib/textfile/cnntrain-%h.prom", "--log.gpu_stats_s", "0.5"}, &c), "");
+  EXPECT_EQ(c.log_prometheus_port, 9400);
+  EXPECT_EQ(c.log_prometheus_addr, "::1");
+  EXPECT_EQ(c.log_prometheus_file, "/var/lib/textfile/cnntrain-%h.prom");
+  EXPECT_EQ(c.log_gpu_stats_s, 0.5);
+  EXPECT_EQ(parse({"--log.prometheus_addr", "localhost"}, &c),
+            "option --log.prometheus_addr: bad value 'localhost': expected a numeric IPv4 or IPv6 address, e.g. "
+            "127.0.0.1 or ::");
+  EXPECT_NE(parse({"--log.prometheus_port", "70000"}, &c).find("must be between 0 and 65535"), std::string::npos);
+  EXPECT_NE(parse({"--log.gpu_stats_s", "-1"}, &c).find("--log.gpu_stats_s"), std::string::npos);
 }
 
 }  // namespace
