@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Live monitoring: a real Prometheus server (Debian's package) on loopback scrapes a running np 2 job every
 # second and its query API returns the job's throughput and every rank's series, GPU figures included (from the
-# test-only fake NVML); promtool lints the endpoint's output and the node's textfile; the GPU figures reach
-# metrics.jsonl and TensorBoard. Without the fake on a CPU run: one log line and no GPU figures anywhere. An
+# test-only fake NVML), and every query of the Grafana dashboard in docs/ answers; promtool lints the endpoint's
+# output and the node's textfile; the GPU figures reach metrics.jsonl and TensorBoard. Without the fake on a CPU run: one log line and no GPU figures anywhere. An
 # unwritable textfile and a port in use: one warning each, and the job carries on.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
@@ -64,7 +64,8 @@ PIDS+=($!)
 $PY tests/obs/prom_query.py "$PROM" --ready 30 || { cat "$T/prometheus.log"; fail "Prometheus did not start"; }
 mkdir "$T/textfile"
 CNNTRAIN_TEST_NVML=$FAKE "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/run" \
-  --log.prometheus_port "$JOB_PORT" --log.prometheus_file "$T/textfile/cnntrain-%h.prom" > "$T/run.log" 2>&1 &
+  --log.prometheus_port "$JOB_PORT" --log.prometheus_file "$T/textfile/cnntrain-%h.prom" --checkpoint.every_steps 50 \
+  > "$T/run.log" 2>&1 &
 MPI=$!
 PIDS+=($MPI)
 $PY tests/obs/prom_query.py "$PROM" 60 \
@@ -76,8 +77,9 @@ $PY tests/obs/prom_query.py "$PROM" 60 \
   'cnntrain_rank_phase_seconds{phase="backward"} => 2 series' \
   'cnntrain_gpu_utilization_ratio => > 0.29' \
   'cnntrain_gpu_power_watts => 2 series' \
-  'cnntrain_gpu_memory_total_bytes => > 17179869183' ||
-  { cat "$T/run.log" "$T/prometheus.log"; fail "Prometheus' query API does not show the job"; }
+  'cnntrain_gpu_memory_total_bytes => > 17179869183' \
+  --dashboard docs/grafana_cnntrain.json cnntrain ||
+  { cat "$T/run.log" "$T/prometheus.log"; fail "Prometheus' query API does not show the job (or the dashboard's queries fail)"; }
 type=$(fetch "http://127.0.0.1:$JOB_PORT/metrics" "$T/scrape.txt")
 [ "$type" = "text/plain; version=0.0.4; charset=utf-8" ] || fail "Content-Type '$type'"
 promtool check metrics < "$T/scrape.txt" || fail "promtool rejects /metrics"
