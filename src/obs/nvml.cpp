@@ -46,7 +46,10 @@ double& gpu_figure(GpuFigures& f, int i) {
   return *v[i];
 }
 
-double gpu_figure(const GpuFigures& f, int i) { return gpu_figure(const_cast<GpuFigures&>(f), i); }
+double gpu_figure(const GpuFigures& f, int i) {
+  const double v[kNumGpuFigures] = {f.util_pct, f.mem_used, f.mem_total, f.temp_c, f.power_w};
+  return v[i];
+}
 
 const char* gpu_figure_name(int i) { return kFigureNames[i]; }
 

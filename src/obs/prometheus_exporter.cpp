@@ -125,8 +125,8 @@ void MetricsHttpServer::serve(int fd) {
   const Clock::time_point deadline = Clock::now() + exchange_;
   std::string req;
   char buf[1024];
-  while (req.find("\r\n\r\n") == std::string::npos && req.find("\n\n") == std::string::npos) {
-    if (req.size() >= kMaxRequest) break;
+  auto complete = [&] { return req.find("\r\n\r\n") != std::string::npos || req.find("\n\n") != std::string::npos; };
+  while (!complete() && req.size() < kMaxRequest) {
     if (!wait_ready(fd, POLLIN, wake_[0], deadline)) return;
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n == 0) break;
@@ -136,21 +136,7 @@ void MetricsHttpServer::serve(int fd) {
     }
     req.append(buf, static_cast<size_t>(n));
   }
-  std::string out;
-  const size_t eol = req.find_first_of("\r\n");
-  char method[16] = {0}, target[1024] = {0}, version[16] = {0};
-  if (req.size() >= kMaxRequest && req.find("\n\n") == std::string::npos && req.find("\r\n\r\n") == std::string::npos)
-    out = response(431, "Request Header Fields Too Large", "", "request over 8 KiB\n", false);
-  else if (eol == std::string::npos ||
-           std::sscanf(req.substr(0, eol).c_str(), "%15s %1023s %15s", method, target, version) != 3 ||
-           std::strncmp(version, "HTTP/", 5) != 0)
-    out = response(400, "Bad Request", "", "malformed request line\n", false);
-  else if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0)
-    out = response(405, "Method Not Allowed", "Allow: GET, HEAD\r\n", "only GET and HEAD\n", false);
-  else if (std::string(target).substr(0, std::string(target).find('?')) != "/metrics")
-    out = response(404, "Not Found", "", "cnntrain serves /metrics only\n", std::strcmp(method, "HEAD") == 0);
-  else
-    out = response(200, "OK", "", body_(), std::strcmp(method, "HEAD") == 0);
+  const std::string out = answer(req, complete());
   size_t sent = 0;
   while (sent < out.size()) {
     if (!wait_ready(fd, POLLOUT, wake_[0], deadline)) return;
@@ -161,6 +147,22 @@ void MetricsHttpServer::serve(int fd) {
     }
     sent += static_cast<size_t>(n);
   }
+}
+
+std::string MetricsHttpServer::answer(const std::string& req, bool complete) const {
+  if (!complete && req.size() >= kMaxRequest)
+    return response(431, "Request Header Fields Too Large", "", "request over 8 KiB\n", false);
+  char method[16] = {0}, target[1024] = {0}, version[16] = {0};
+  const std::string line = req.substr(0, req.find_first_of("\r\n"));
+  if (std::sscanf(line.c_str(), "%15s %1023s %15s", method, target, version) != 3 ||
+      std::strncmp(version, "HTTP/", 5) != 0)
+    return response(400, "Bad Request", "", "malformed request line\n", false);
+  const bool head = std::strcmp(method, "HEAD") == 0;
+  if (!head && std::strcmp(method, "GET") != 0)
+    return response(405, "Method Not Allowed", "Allow: GET, HEAD\r\n", "only GET and HEAD\n", false);
+  const std::string path(target, std::strcspn(target, "?"));
+  if (path != "/metrics") return response(404, "Not Found", "", "cnntrain serves /metrics only\n", head);
+  return response(200, "OK", "", body_(), head);
 }
 
 bool write_file_atomically(const std::string& path, const std::string& text, std::string* why) {

@@ -38,6 +38,8 @@ class MetricsHttpServer {
   MetricsHttpServer() = default;
   void run();
   void serve(int fd);
+  // The response to a request (`complete`: its header ended within the size limit).
+  std::string answer(const std::string& req, bool complete) const;
   int listen_fd_ = -1, wake_[2] = {-1, -1};
   int port_ = 0;
   std::chrono::milliseconds exchange_{0};

@@ -53,13 +53,16 @@ void RunObserver::start_gpu_sampler() {
     log_.info("GPU figures: none (--device %s has no GPU)", cfg_.device.c_str());
     return;
   }
-  if (!dev && world_rank() != 0 && with > 0) rank_warning(log_, "GPU figures: none on this rank: " + why);
-  if (dev)
-    log_.info("GPU figures: NVML every %g s on %lld of %d ranks (rank 0: %s, %s)", cfg_.log_gpu_stats_s,
-              (long long)with, world_size(), dev->name().c_str(),
-              has_gpu ? pci_bus_id_.c_str() : strprintf("index %d", local_rank()).c_str());
-  else
-    log_.info("GPU figures: none: %s", why.c_str());
+  if (with == 0) {
+    log_.info("GPU figures: none: %s", why.c_str());  // rank 0's reason, most likely everyone's
+    return;
+  }
+  const std::string mine = !dev ? "none: " + why
+                           : strprintf("%s, %s", dev->name().c_str(),
+                                       has_gpu ? pci_bus_id_.c_str() : strprintf("index %d", local_rank()).c_str());
+  log_.info("GPU figures: NVML every %g s on %lld of %d ranks (rank 0: %s)", cfg_.log_gpu_stats_s, (long long)with,
+            world_size(), mine.c_str());
+  if (!dev && world_rank() != 0) rank_warning(log_, "GPU figures: none on this rank: " + why);
   if (dev) gpu_ = std::make_unique<GpuSampler>(std::move(dev), cfg_.log_gpu_stats_s);
 }
 

@@ -2,8 +2,9 @@
 # Live monitoring: a real Prometheus server (Debian's package) on loopback scrapes a running np 2 job every
 # second and its query API returns the job's throughput and every rank's series, GPU figures included (from the
 # test-only fake NVML), and every query of the Grafana dashboard in docs/ answers; promtool lints the endpoint's
-# output and the node's textfile; the GPU figures reach metrics.jsonl and TensorBoard. Without the fake on a CPU run: one log line and no GPU figures anywhere. An
-# unwritable textfile and a port in use: one warning each, and the job carries on.
+# output and the node's textfile; the GPU figures reach metrics.jsonl and TensorBoard. Without the fake on a CPU
+# run: one log line and no GPU figures anywhere. An unwritable textfile and a port in use: one warning each, and
+# the job carries on; a rank whose NVML finds no device warns on its stderr and shows null.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 FAKE=$PWD/$BUILD/tests/libfake-nvml.so
@@ -137,16 +138,21 @@ wait $CPU || rc=$?
     "$T/cpu.log" || fail "want one warning about the textfile: $(grep prometheus_file "$T/cpu.log")"
 echo "ok: CPU run: one 'GPU figures: none' line, no GPU figures; one warning for the unwritable textfile"
 
-# --- a port in use: one warning, the job completes ---
+# --- np 2 where only rank 0 has a (fake) GPU, and a port in use: one warning each, the job completes ---
 $PY -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 print(s.getsockname()[1], flush=True); time.sleep(120)' > "$T/busy.port" &
 PIDS+=($!)
 wait_for 10 test -s "$T/busy.port" || fail "no listener to occupy a port"
 BUSY=$(cat "$T/busy.port")
-"$BUILD/cnntrain" "${COMMON[@]}" --train.max_steps 10 --run-dir "$T/busy" --log.prometheus_port "$BUSY" \
-  > "$T/busy.log" 2>&1 || { cat "$T/busy.log"; fail "a port in use failed the job"; }
+CNNTRAIN_TEST_NVML=$FAKE FAKE_NVML_DEVICES=1 "${MPIRUN[@]}" 2 "$BUILD/cnntrain" "${COMMON[@]}" --train.max_steps 10 \
+  --run-dir "$T/busy" --log.prometheus_port "$BUSY" > "$T/busy.log" 2>&1 || { cat "$T/busy.log"; fail "a port in use failed the job"; }
 [ "$(grep -c "prometheus_port" "$T/busy.log")" = 1 ] &&
   grep -q "^warning: --log.prometheus_port $BUSY: cannot listen on 127.0.0.1:$BUSY: Address already in use; the job continues" \
     "$T/busy.log" || fail "want one warning about the port: $(grep -i prometheus "$T/busy.log")"
-echo "ok: a port in use is one warning and the job completes"
+grep -q "^GPU figures: NVML every 0.2 s on 1 of 2 ranks (rank 0: Fake NVML GPU 0, index 0)$" "$T/busy.log" &&
+  grep -q "^warning: \[rank 1/2 on .*\] GPU figures: none on this rank: nvmlDeviceGetHandleByIndex_v2(1) failed: Invalid Argument$" \
+    "$T/busy.log" || fail "rank 1's missing GPU figures are not reported: $(grep GPU "$T/busy.log")"
+grep '"event":"ranks"' "$T/busy/metrics.jsonl" | tail -1 | grep -q '"gpu_util_pct":\[[0-9.]*,null\]' ||
+  fail "the ranks event does not show rank 1 without GPU figures"
+echo "ok: a port in use is one warning and the job completes; a rank without GPU figures warns and shows null"
