@@ -124,7 +124,9 @@ PIDS+=($CPU)
 has_rank_figures() { fetch "http://127.0.0.1:$PORT2/metrics" "$T/cpu.txt" > /dev/null 2>&1 &&
   grep -q '^cnntrain_rank_step_seconds{rank="0"' "$T/cpu.txt"; }
 wait_for 60 has_rank_figures || { cat "$T/cpu.log"; fail "the CPU run's endpoint shows no rank figures"; }
-sleep 1  # a few more log intervals: the unwritable file is retried, and warned about once
+# A few log intervals: the unwritable file is retried at each, and warned about once.
+three_intervals() { [ "$(grep -c '"event":"train"' "$T/cpu/metrics.jsonl")" -ge 3 ]; }
+wait_for 60 three_intervals || fail "the CPU run logs no train events"
 kill -USR1 $CPU
 rc=0
 wait $CPU || rc=$?
