@@ -18,6 +18,7 @@ TBPY=$(bash tests/obs/tb_venv.sh "$BUILD/tbvenv") ||
 PIDS=()
 stop_all() {
   local rc=$?
+  set +e  # errexit would end the handler at the first failing kill or at `(exit "$rc")` below
   for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null || true; done
   wait 2> /dev/null || true
   [ -z "${KEEP_TMP:-}" ] || exit "$rc"
