@@ -35,3 +35,15 @@ $(OBS_GEN)/src/obs/plot_script.cc: src/obs/plot_run.py
 
 # The unit test reads event files back through the generated header.
 $(BUILD)/obj/tests/unit/test_observability.o: $(OBS_GEN)/src/obs/tfevent.pb.h
+
+# Live monitoring's tests (tests/e2e/test_prometheus.sh, tests/unit/test_prometheus.cpp, test_nvml.cpp): a real
+# Prometheus server and promtool from Debian's `prometheus` package (its daemon is not started: the test runs
+# its own on loopback), and the fake NVML library, built for tests only and loaded through CNNTRAIN_TEST_NVML.
+DEB_PACKAGES += prometheus
+FAKE_NVML := $(BUILD)/tests/libfake-nvml.so
+$(FAKE_NVML): tests/obs/fake_nvml.c
+	@mkdir -p $(@D)
+	gcc -std=c11 -shared -fPIC -O2 -Wall -Wextra $< -o $@
+TEST_BUILDS += $(FAKE_NVML)
+test-e2e: $(FAKE_NVML)
+$(UNIT_TEST): | $(FAKE_NVML)

@@ -1,6 +1,7 @@
 #include "src/obs/rank_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -12,7 +13,7 @@ namespace cnn {
 namespace {
 
 constexpr size_t kHostField = 64;
-constexpr size_t kSampleDoubles = kNumPhases + 5;
+constexpr size_t kSampleDoubles = kNumPhases + 5 + kNumGpuFigures;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -30,6 +31,13 @@ double RankSample::busy() const {
   for (int p = 0; p < kNumPhases; ++p)
     if (p != static_cast<int>(Phase::kComm) && p != static_cast<int>(Phase::kCheckpoint)) b += phase[p];
   return b;
+}
+
+void rank_warning(RunLog& log, const std::string& msg) {
+  if (world_rank() == 0)
+    log.warn("%s", msg.c_str());
+  else
+    std::fprintf(stderr, "warning: %s %s\n", rank_tag().c_str(), msg.c_str());
 }
 
 void read_process_memory(double* rss, double* rss_peak) {
@@ -55,6 +63,7 @@ std::vector<RankSample> gather_rank_samples(const RankSample& mine) {
   own[kNumPhases + 2] = mine.mem_peak;
   own[kNumPhases + 3] = mine.rss;
   own[kNumPhases + 4] = mine.rss_peak;
+  for (int i = 0; i < kNumGpuFigures; ++i) own[kNumPhases + 5 + i] = gpu_figure(mine.gpu, i);
   std::vector<size_t> offsets(n + 1);
   for (int r = 0; r <= n; ++r) offsets[r] = sizeof(double) * kSampleDoubles * r;
   allgather_bytes(buf.data(), offsets);
@@ -67,6 +76,7 @@ std::vector<RankSample> gather_rank_samples(const RankSample& mine) {
     out[r].mem_peak = s[kNumPhases + 2];
     out[r].rss = s[kNumPhases + 3];
     out[r].rss_peak = s[kNumPhases + 4];
+    for (int i = 0; i < kNumGpuFigures; ++i) gpu_figure(out[r].gpu, i) = s[kNumPhases + 5 + i];
   }
   return out;
 }
@@ -147,6 +157,15 @@ Json ranks_event(int64_t step, const std::vector<RankSample>& ranks, const std::
     rss_peak.push_back(r.rss_peak);
   }
   j.add("busy_s", busy).add("mem_in_use", in_use).add("mem_peak", peak).add("rss", rss).add("rss_peak", rss_peak);
+  for (int i = 0; i < kNumGpuFigures; ++i) {
+    std::vector<double> v;
+    bool any = false;
+    for (const auto& r : ranks) {
+      v.push_back(gpu_figure(r.gpu, i));
+      any = any || std::isfinite(v.back());
+    }
+    if (any) j.add(gpu_figure_name(i), v);
+  }
   std::vector<int64_t> slow(ranks.size(), 0);
   for (const auto& s : stragglers) slow[s.rank] = 1;
   j.add("straggler", slow);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/obs/nvml.h"
 #include "src/obs/step_timing.h"
 #include "src/train/runlog.h"
 
@@ -17,8 +18,13 @@ struct RankSample {
   double steps = 0;
   double mem_in_use = 0, mem_peak = 0;  // bytes held by the backend (device memory on GPUs)
   double rss = 0, rss_peak = 0;         // this process's resident set (VmRSS, VmHWM), bytes
+  GpuFigures gpu;                       // the rank's GPU over the interval (NaN: no figures)
   double busy() const;
 };
+
+// A warning any rank may raise: rank 0's goes to the run log (stderr, log.txt), another rank's to its own stderr
+// with its rank and host (the run log is rank 0's).
+void rank_warning(RunLog& log, const std::string& msg);
 
 // VmRSS and VmHWM of this process in bytes (0 where /proc is not available).
 void read_process_memory(double* rss, double* rss_peak);
@@ -41,7 +47,8 @@ std::vector<Straggler> find_stragglers(const std::vector<RankSample>& ranks, dou
 // "straggler: rank 5 on node12, backward 31% above the median (busy 0.412 s/step, median 0.315 s)"
 std::string describe_straggler(const Straggler& s, const std::vector<std::string>& hosts);
 // The {"event":"ranks",...} line: per-rank arrays of seconds per step for each phase, busy time, memory, and
-// "straggler" (1 for the ranks find_stragglers named).
+// "straggler" (1 for the ranks find_stragglers named), and the GPU figures of the ranks that have them (null for the
+// others; an array no rank has is left out).
 Json ranks_event(int64_t step, const std::vector<RankSample>& ranks, const std::vector<Straggler>& stragglers);
 
 }  // namespace cnn

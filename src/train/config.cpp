@@ -1,5 +1,7 @@
 #include "src/train/config.h"
 
+#include <arpa/inet.h>
+
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <charconv>
@@ -255,6 +257,21 @@ const std::vector<Opt>& options() {
                          "name a rank whose busy time per step is this many percent above the median (0: off)"));
     v.push_back(str_opt("log.progress", &Config::log_progress, {"auto", "bar", "lines"},
                         "auto: an updating status line when stdout is a terminal; bar: always; lines: never"));
+    v.push_back(int_opt("log.prometheus_port", &Config::log_prometheus_port, 0, 65535,
+                        "rank 0 serves Prometheus metrics at http://ADDR:PORT/metrics (0: off)"));
+    v.push_back({"log.prometheus_addr", "address the Prometheus endpoint listens on (numeric IPv4/IPv6; 0.0.0.0: all)",
+                 [](Config& c, const std::string& x) {
+                   unsigned char buf[sizeof(in6_addr)];
+                   if (inet_pton(AF_INET, x.c_str(), buf) != 1 && inet_pton(AF_INET6, x.c_str(), buf) != 1)
+                     bad("log.prometheus_addr", x, "expected a numeric IPv4 or IPv6 address, e.g. 127.0.0.1 or ::");
+                   c.log_prometheus_addr = x;
+                 },
+                 [](const Config& c) { return c.log_prometheus_addr; }});
+    v.push_back(str_opt("log.prometheus_file", &Config::log_prometheus_file, {},
+                        "each node's first rank writes its node's Prometheus metrics to this file for "
+                        "node_exporter's textfile collector (%h: host name; empty: off)"));
+    v.push_back(real_opt("log.gpu_stats_s", &Config::log_gpu_stats_s, 0, 86400, false,
+                         "sample each rank's GPU through NVML every this many seconds (0: off)"));
     v.push_back(str_opt("precision", &Config::precision, {"fp32", "bf16", "fp16"},
                         "activations, their gradients and the weights convolution/linear read in fp32, bf16 or fp16; "
                         "master weights, gradients and optimizer state stay fp32 (docs/mixed_precision.md)"));

@@ -83,6 +83,12 @@ struct Config {
   int64_t log_histograms_every = 0;  // 0: off
   double log_straggler_pct = 10;     // 0: off
   std::string log_progress = "auto";  // auto | bar | lines
+  // Live monitoring (docs/observability.md): Prometheus endpoint on rank 0 (port 0: off), per-node textfile
+  // ("": off; %h: the host name), NVML sampling period of the GPU figures (0: off).
+  int log_prometheus_port = 0;
+  std::string log_prometheus_addr = "0.0.0.0";
+  std::string log_prometheus_file;
+  double log_gpu_stats_s = 1;
 };
 
 // kGpuInfo: run the GPU preflight (src/train/gpu_info.h) instead of training.

@@ -6,6 +6,7 @@
 #    missing GPU fails them), and custom kernels vs cuDNN per ResNet-50 layer shape (timings).
 # 3. compute-sanitizer memcheck, racecheck and synccheck over the kernel tests, where the tool exists.
 # 4. fmnist_cnn, 200 steps, --device cuda vs cpu: per-step losses within 1e-3 relative (TF32 off).
+#    NVML's GPU figures (utilisation, memory, temperature, power) in that cuda run's train events.
 #    fmnist_cnn 20 steps in bf16 and fp16 (cuDNN and custom kernels) within the documented tolerances.
 # 5. Synthetic ResNet-50 training throughput, 224x224, batch 128 and 256: custom kernels vs cuDNN, fp32 and
 #    TF32; bf16 and fp16 at batch 256; PyTorch's torchvision ResNet-50 (channels_last; autocast for 16 bits)
@@ -95,6 +96,23 @@ if paste <(losses "$work/cuda") <(losses "$work/cpu") | awk '
 else
   say "-> fmnist-cuda-vs-cpu: FAILED"
   failed+=(fmnist-cuda-vs-cpu)
+fi
+
+section "NVML: the GPU figures of the fmnist-cuda run (docs/observability.md)"
+# Its last train event: utilisation 0-100 %, a plausible temperature, power drawn, and memory used by all
+# processes (NVML) at least the arena's bytes in use and at most the total.
+jfield() { sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p" <<<"$1"; }
+last=$(grep '"event":"train"' "$work/cuda/metrics.jsonl" 2>/dev/null | tail -1)
+if awk -v u="$(jfield "$last" gpu_util_pct)" -v t="$(jfield "$last" gpu_temp_c)" -v p="$(jfield "$last" gpu_power_w)" \
+    -v used="$(jfield "$last" gpu_mem_used)" -v total="$(jfield "$last" gpu_mem_total)" -v arena="$(jfield "$last" mem_in_use)" '
+    BEGIN { printf "utilisation %s%%, temperature %s C, power %s W, memory used %s of %s bytes (arena in use %s)\n",
+                   u, t, p, used, total, arena
+            exit !(u != "" && t != "" && p != "" && used != "" && total != "" && arena != "" && u >= 0 && u <= 100 &&
+                   t > 0 && t < 120 && p > 0 && used + 0 >= arena + 0 && used + 0 <= total + 0) }' | tee -a "$report"; then
+  say "-> nvml-figures: ok"
+else
+  say "-> nvml-figures: FAILED"
+  failed+=(nvml-figures)
 fi
 
 section "fmnist_cnn 20 steps in bf16 and fp16, cuDNN and the custom kernels (docs/mixed_precision.md, Tolerances)"
