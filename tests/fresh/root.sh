@@ -115,7 +115,8 @@ make_tarball() {
   rm -rf "$stage"
   echo "root.sh: debootstrap --variant=minbase $SUITE from $m (once; cached in $FRESH_TARBALL)" >&2
   debootstrap --variant=minbase "$SUITE" "$stage" "$m" >&2 ||
-    die "debootstrap of $SUITE from $m failed (does the mirror serve $SUITE? FRESH_MIRROR picks another); its log: $stage/debootstrap/debootstrap.log"
+    die "debootstrap of $SUITE from $m failed (does the mirror serve $SUITE? FRESH_MIRROR picks another);" \
+      "its log: $stage/debootstrap/debootstrap.log"
   configure_root "$stage"
   rm -rf "$stage"/var/cache/apt/archives/*.deb "$stage"/var/lib/apt/lists/*
   tar -C "$stage" --numeric-owner -czf "$FRESH_TARBALL.tmp" .

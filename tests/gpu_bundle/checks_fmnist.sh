@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # cnntrain, work: set by run-gpu-checks.sh
 # fmnist_cnn training checks of run-gpu-checks.sh (sourced by it; needs checks_lib.sh, $cnntrain, $work).
 section "fmnist_cnn 200 steps: GPU-vs-GPU spread, --deterministic repeatability, --device cuda vs cpu (TF32 off)"
 common=(--config "$CNN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNN_BUNDLE/data/fmnist_8k.h5" --data.test ""
@@ -24,12 +25,14 @@ fmnist fmnist-cpu-det 300 --device cpu --deterministic true --threads 8
 # widened to 5x the measured spread when the GPU's own noise would otherwise decide the verdict.
 read -r n spread <<<"$(worst_rel "$work/fmnist-cuda-a" "$work/fmnist-cuda-b")"
 if [[ $n == 200 && $spread != inf ]]; then
-  record fmnist-gpu-spread pass 0 "two default cuda runs, same seed: worst relative loss difference $spread over 200 steps"
+  record fmnist-gpu-spread pass 0 "two default cuda runs, same seed: worst relative loss difference $spread\
+ over 200 steps"
 else
-  record fmnist-gpu-spread fail 0 "needs two complete 200-step cuda runs (lines compared: ${n:-0}; a run missing or not finite)"
+  record fmnist-gpu-spread fail 0 "needs two complete 200-step cuda runs (lines compared: ${n:-0}; a run missing\
+ or not finite)"
 fi
-if [[ -n $(losses "$work/fmnist-cuda-det-a") ]] && cmp -s <(losses "$work/fmnist-cuda-det-a") <(losses "$work/fmnist-cuda-det-b")
-then
+if [[ -n $(losses "$work/fmnist-cuda-det-a") ]] &&
+   cmp -s <(losses "$work/fmnist-cuda-det-a") <(losses "$work/fmnist-cuda-det-b"); then
   record fmnist-deterministic-repeat pass 0 "two --deterministic true cuda runs: identical losses"
 else
   record fmnist-deterministic-repeat fail 0 "two --deterministic true cuda runs must give identical losses: $(
@@ -40,12 +43,14 @@ tol=$(awk -v s="${spread:-inf}" 'BEGIN { t = 1e-3; if (s != "inf" && 5 * s > t) 
 read -r n worst <<<"$(worst_rel "$work/fmnist-cuda-det-a" "$work/fmnist-cpu-det")"
 first=$(paste <(losses "$work/fmnist-cuda-det-a" | head -1) <(losses "$work/fmnist-cpu-det" | head -1) |
         awk '{ r = ($1 - $2) / $2; printf "%.2e", r < 0 ? -r : r }')
-if [[ $n == 200 && $worst != inf ]] && awk -v w="$worst" -v t="$tol" -v f="${first:-1}" 'BEGIN { exit !(w <= t && f <= 1e-4) }'
-then
-  record fmnist-cuda-vs-cpu pass 0 "200 steps: worst relative difference $worst <= $tol (spread $spread); step 1 $first <= 1e-4"
+if [[ $n == 200 && $worst != inf ]] &&
+   awk -v w="$worst" -v t="$tol" -v f="${first:-1}" 'BEGIN { exit !(w <= t && f <= 1e-4) }'; then
+  record fmnist-cuda-vs-cpu pass 0 "200 steps: worst relative difference $worst <= $tol (spread $spread);\
+ step 1 $first <= 1e-4"
 else
-  record fmnist-cuda-vs-cpu fail 0 "${n:-0} lines compared (200 needed; inf: a run missing or not finite): worst relative difference ${worst:-none} (bound $tol from the\
- spread ${spread:-unmeasured}), step 1 ${first:-none} (bound 1e-4: the first loss has no training behind it)"
+  record fmnist-cuda-vs-cpu fail 0 "${n:-0} lines compared (200 needed; inf: a run missing or not finite): worst\
+ relative difference ${worst:-none} (bound $tol from the spread ${spread:-unmeasured}), step 1 ${first:-none}\
+ (bound 1e-4: the first loss has no training behind it)"
 fi
 
 section "fmnist_cnn 20 steps in bf16 and fp16, cuDNN and the custom kernels (docs/mixed_precision.md, Tolerances)"
@@ -62,8 +67,8 @@ for impl in cudnn custom; do
         function rel(a, b) { r = (a - b) / (b == 0 ? 1 : b); return r < 0 ? -r : r }
         { n++; if ($1 + 0 != $1 || $2 + 0 != $2 || $3 + 0 != $3) { bad = 1; next }
           if (n == 1) first = rel($1, $2); d = rel($1, $3); if (d > worst) worst = d }
-        END { printf "%d steps, first loss within %.1e of fp32 cuda (<= %s), every loss within %.1e of fp32 cpu (<= 0.2)%s",
-                     n, first, f, worst, bad ? ", NOT FINITE (or a reference run missing)" : ""
+        END { printf "%d steps, first loss within %.1e of fp32 cuda (<= %s), every loss within %.1e of fp32 cpu" \
+                     " (<= 0.2)%s", n, first, f, worst, bad ? ", NOT FINITE (or a reference run missing)" : ""
               exit !(n == 20 && !bad && first <= f && worst <= 0.2) }') && status=pass || status=fail
     record "$name-losses" "$status" 0 "$verdict"
   done

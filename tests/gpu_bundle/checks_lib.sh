@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The machinery of run-gpu-checks.sh (sourced by it): time-limited steps, gtest cases each with its own verdict
 # and time limit, the check list, the summary table and report.json. Plain bash, awk and coreutils: the GPU
 # machine may have no Python, and Python must not be needed to learn what failed.
@@ -56,7 +57,9 @@ step() {
   wait "$CHILD" || rc=$?
   CHILD=""
   if ((rc == 0)); then
-    record "$name" pass $((SECONDS - t0)) "$(if [[ -n ${STEP_RESULT:-} ]]; then eval "$STEP_RESULT"; else echo "${STEP_DETAIL:-}"; fi)"
+    detail=${STEP_DETAIL:-}
+    [[ -z ${STEP_RESULT:-} ]] || detail=$(eval "$STEP_RESULT")
+    record "$name" pass $((SECONDS - t0)) "$detail"
   else
     detail=$(exit_text "$rc" "$lim")
     record "$name" fail $((SECONDS - t0)) "$detail: $(tail -n 3 "$LOGS/$name.log" | oneline) (logs/$name.log)"
@@ -117,33 +120,36 @@ run_gtest_cases() {
     [[ ${CNN_CHECKS_PER_CASE:-0} == 1 ]] && batch=$(head -n 1 <<<"$pending")
     n=$(wc -l <<<"$batch")
     gtest_round "$bin" "$(paste -sd: - <<<"$batch")" "$lim" "$n" "$log"
-    local rc=$ROUND_RC done inflight=""
-    done=$(gtest_results "$log")
+    local rc=$ROUND_RC results inflight=""
+    results=$(gtest_results "$log")
     while read -r name st ms; do
       [[ -z $name ]] && continue
       if [[ $name == INFLIGHT ]]; then
         inflight=$st
         local why
-        why=$( ((ROUND_TIMED_OUT)) && echo "over its ${lim}s limit, stopped" || exit_text "$rc" "$lim")
+        if ((ROUND_TIMED_OUT)); then why="over its ${lim}s limit, stopped"; else why=$(exit_text "$rc" "$lim"); fi
         record "$group/$st" fail "$ROUND_CASE_S" "the process ended in this case ($why): $(
           tail -n 3 "$log" | oneline) ($(basename "$log"))" "$group"
       else
         record "$group/$name" "$st" $((ms / 1000)) "$([[ $st == fail ]] && gtest_detail "$log" "$name")" "$group"
       fi
-    done <<<"$done"
-    if [[ -z $done ]]; then  # the binary did not get to any case
+    done <<<"$results"
+    if [[ -z $results ]]; then  # the binary did not get to any case
       while read -r name; do
-        record "$group/$name" fail 0 "$(exit_text "$rc" "$lim") before any case ran: $(tail -n 3 "$log" | oneline)" "$group"
+        record "$group/$name" fail 0 "$(exit_text "$rc" "$lim") before any case ran: $(tail -n 3 "$log" | oneline)" \
+          "$group"
       done <<<"$batch"
     elif [[ -z $inflight ]] && ((rc != 0 && rc != 1)); then
       record "$group/exit" fail 0 "$(exit_text "$rc" "$lim") after its last case ($(basename "$log"))" "$group"
     fi
     local finished before=$pending
-    finished=$(awk '{ print $1 == "INFLIGHT" ? $2 : $1 }' <<<"$done")
-    [[ -n $done ]] || finished=$batch
+    finished=$(awk '{ print $1 == "INFLIGHT" ? $2 : $1 }' <<<"$results")
+    [[ -n $results ]] || finished=$batch
     pending=$(grep -vxF -f <(printf '%s\n' "$finished") <<<"$pending" || true)
     if [[ $pending == "$before" ]]; then  # names in the output that the listing did not have: never loop
-      while read -r name; do record "$group/$name" fail 0 "did not run ($(basename "$log"))" "$group"; done <<<"$pending"
+      while read -r name; do
+        record "$group/$name" fail 0 "did not run ($(basename "$log"))" "$group"
+      done <<<"$pending"
       break
     fi
   done
@@ -182,7 +188,8 @@ write_summary() {
   section "summary"
   awk -F'\t' '
     $5 == "" { printf "%-36s %-5s %6ss  %s\n", $1, $2, $3, substr($4, 1, 100); if ($2 == "fail") nf++; next }
-    { g[$5]; c[$5, $2]++; t[$5] += $3; if ($2 == "fail") { nf++; if (++shown[$5] <= 20) bad[$5] = bad[$5] "\n    " $1 } }
+    { g[$5]; c[$5, $2]++; t[$5] += $3
+      if ($2 == "fail") { nf++; if (++shown[$5] <= 20) bad[$5] = bad[$5] "\n    " $1 } }
     END { for (k in g)
             printf "%-36s %-5s %6ss  %d cases: %d pass, %d fail, %d skip%s\n", k, c[k, "fail"] ? "fail" : "pass",
                    t[k], c[k, "pass"] + c[k, "fail"] + c[k, "skip"], c[k, "pass"], c[k, "fail"], c[k, "skip"], bad[k]

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154,SC2016  # cnntrain, work: run-gpu-checks.sh's; STEP_RESULT: eval'd later
 # Speed checks of run-gpu-checks.sh (sourced by it; needs checks_lib.sh, $cnntrain, $work): custom kernels vs
 # cuDNN per ResNet-50 layer, and synthetic ResNet-50 training images/s beside PyTorch's on the same GPU.
 section "custom kernels vs cuDNN per ResNet-50 layer shape (batch 32, fp32; the table is in logs/vendor-speed.1.log)"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh disable=SC2034  # CNN_LIBRARY_PATH: for the wrapper that sources this
 # Sourced by the bundle's wrappers (wrapper.sh) with CNN_BUNDLE set to the bundle's root. Sets CNN_LIBRARY_PATH,
 # the search path the wrappers give the bundle's loader: the bundle's libraries, the caller's LD_LIBRARY_PATH
 # (e.g. NVIDIA's forward-compatibility libcuda), the machine's NVIDIA libraries (cuDNN, cuBLASLt, NCCL, which

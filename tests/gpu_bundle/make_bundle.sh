@@ -134,8 +134,8 @@ install -m 755 "$src/run-gpu-checks.sh" "$stage/run-gpu-checks.sh"
 install -m 644 "$repo/tests/bench/torch_resnet50.py" "$stage/libexec/"
 # One wrapper per program, and one name for the loader per program (a symbolic link): the process then shows
 # as cnntrain, not ld-linux-x86-64, in ps and nvidia-smi.
-for tool in $(ls "$stage/libexec/elf"); do
-  dir=$stage/libexec
+for f in "$stage"/libexec/elf/*; do
+  tool=${f##*/} dir=$stage/libexec
   [[ $tool == cnntrain || $tool == cnntrain-data || $tool == mpirun ]] && dir=$stage/bin
   sed "s/@TOOL@/$tool/g" "$src/wrapper.sh" >"$dir/$tool"
   chmod 755 "$dir/$tool"

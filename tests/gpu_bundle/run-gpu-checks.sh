@@ -20,7 +20,7 @@
 # environment: the bundle's programs get their libraries through their wrappers, never through this shell.
 set -uo pipefail
 CNN_BUNDLE=$(dirname "$(readlink -f "$0")")
-OUT=${1:-$PWD/cnntrain-gpu-report-$(hostname)-$(date +%Y%m%d-%H%M%S)}
+OUT=${1:-$PWD/cnntrain-gpu-report-$(uname -n)-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || { echo "run-gpu-checks.sh: cannot create the output directory $OUT" >&2; exit 2; }
 OUT=$(cd "$OUT" && pwd)
 . "$CNN_BUNDLE/libexec/checks_lib.sh"
@@ -29,7 +29,7 @@ mkdir -p "$work"
 cnntrain=$CNN_BUNDLE/bin/cnntrain
 
 section "preflight"
-say "cnntrain GPU checks, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), output in $OUT"
+say "cnntrain GPU checks, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), output in $OUT"
 version bundle "$(cat "$CNN_BUNDLE/VERSION")"
 version cuda_runtime "$(cat "$CNN_BUNDLE/CUDA_VERSION")"
 version driver_min "$(cat "$CNN_BUNDLE/CUDA_DRIVER_MIN")"
@@ -37,14 +37,15 @@ version bundle_glibc "$(cat "$CNN_BUNDLE/GLIBC")"
 version host_glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $NF }')"
 version os "$( (. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}") || echo unknown)"
 version kernel "$(uname -r)"
-version library_path "$(CNN_BUNDLE=$CNN_BUNDLE; . "$CNN_BUNDLE/libexec/env.sh"; echo "$CNN_LIBRARY_PATH")"
+version library_path "$(. "$CNN_BUNDLE/libexec/env.sh"; echo "$CNN_LIBRARY_PATH")"  # what the wrappers give the loader
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   record gpu fail 0 "no GPU: nvidia-smi is not installed (no NVIDIA driver on this machine)"
   finish 3
 fi
-gpus=$(timeout -k 5 30 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)
-if (($? != 0)) || [[ -z $gpus || $gpus == *"No devices"* || $gpus == *"NVIDIA-SMI has failed"* ]]; then
+smi_rc=0
+gpus=$(timeout -k 5 30 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1) || smi_rc=$?
+if ((smi_rc != 0)) || [[ -z $gpus || $gpus == *"No devices"* || $gpus == *"NVIDIA-SMI has failed"* ]]; then
   record gpu fail 0 "no GPU: nvidia-smi lists none: $gpus"
   finish 3
 fi
@@ -68,7 +69,8 @@ done
 if ((${driver%%.*} >= need)); then
   record driver pass 0 "driver $driver, CUDA $runtime needs >= $need"
 elif [[ -n $compat ]]; then
-  record driver pass 0 "driver $driver with NVIDIA's forward-compatibility libcuda $compat (CUDA $runtime needs >= $need)"
+  record driver pass 0 "driver $driver with NVIDIA's forward-compatibility libcuda $compat\
+ (CUDA $runtime needs >= $need)"
 else
   mm=$(cut -d. -f1-2 <<<"$runtime")
   record driver fail 0 "the NVIDIA driver $driver is older than the CUDA $runtime runtime of this bundle needs\
@@ -87,7 +89,8 @@ section "compute-sanitizer over the custom kernels' sweep"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 for tool in memcheck racecheck synccheck; do
   if [[ -z $sanitizer ]]; then
-    record "sanitizer-$tool" skip 0 "compute-sanitizer is not installed (CUDA toolkit, or pip's nvidia-cuda-sanitizer-api)"
+    record "sanitizer-$tool" skip 0 "compute-sanitizer is not installed (CUDA toolkit, or pip's\
+ nvidia-cuda-sanitizer-api)"
   else
     # The target is a wrapper script that execs the bundle's loader: --target-processes all follows it.
     step "sanitizer-$tool" 300 env CNN_REQUIRE_GPU=1 "$sanitizer" --tool "$tool" --error-exitcode 9 \

@@ -165,7 +165,7 @@ wait "$pid" || rc=$?
 ((rc == 143 && SECONDS - t0 <= 8)) || fail "SIGTERM: exit $rc after $((SECONDS - t0)) s, expected 143 within 8 s"
 python3 "$src/check_report.py" "$tmp/out3/report.json" interrupted=fail "$sweep/ok1__cuda=pass" >/dev/null ||
   fail "SIGTERM: report.json"
-state=$(ps -o stat= -p "$(cat "$tmp/hang.pid")" || true)  # a zombie is gone (a container's PID 1 may not reap)
+state=$(awk '{ print $3 }' "/proc/$(cat "$tmp/hang.pid")/stat" 2>/dev/null || true)  # a zombie is gone (PID 1 may not reap)
 [[ -z $state || $state == Z* ]] || fail "SIGTERM: the hanging case still runs ($state)"
 echo "ok: SIGTERM: exit 143 in $((SECONDS - t0)) s, report.json written, the hanging case gone"
 

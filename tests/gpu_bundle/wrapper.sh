@@ -10,4 +10,5 @@ CNN_BUNDLE=$(dirname "$(dirname "$self")")
 . "$CNN_BUNDLE/libexec/env.sh"
 # argv[0] without a directory: Open MPI's mpirun takes an absolute argv[0] as --prefix and then puts the bundle's
 # lib/ into the LD_LIBRARY_PATH of what it starts, where the machine's /bin/sh would meet the bundle's libc.
-exec "$CNN_BUNDLE/lib/ld/@TOOL@" --library-path "$CNN_LIBRARY_PATH" --argv0 "${0##*/}" "$CNN_BUNDLE/libexec/elf/@TOOL@" "$@"
+exec "$CNN_BUNDLE/lib/ld/@TOOL@" --library-path "$CNN_LIBRARY_PATH" --argv0 "${0##*/}" \
+  "$CNN_BUNDLE/libexec/elf/@TOOL@" "$@"
