@@ -4,9 +4,10 @@
 # shared library they and Open MPI need except the NVIDIA ones (driver, cuDNN, cuBLAS, NCCL: the GPU machine's),
 # this machine's own dynamic loader and glibc (every program starts through them: the bundle runs on an older
 # glibc than the one it was built with), Open MPI's plugins and data relocated through OPAL_PREFIX, the CUDA
-# toolkit version it was built with and the driver that needs, a small Fashion-MNIST subset, and
-# run-gpu-checks.sh.
-#   make_bundle.sh BUILD_DIR OUT.tar.gz         (NVCC: the compiler of the CUDA build, default nvcc)
+# toolkit version it was built with and the driver that needs, NVIDIA's compute-sanitizer of that toolkit, a
+# small Fashion-MNIST subset, and run-gpu-checks.sh.
+#   make_bundle.sh BUILD_DIR OUT.tar.gz   (NVCC: the CUDA build's compiler, default nvcc; BUNDLE_SANITIZER=0: no
+#                                          compute-sanitizer)
 set -euo pipefail
 build=$1 out=$2
 src=$(cd "$(dirname "$0")" && pwd)
@@ -116,6 +117,42 @@ case ${cuda_version%%.*} in
 esac
 echo "$cuda_version" >"$stage/CUDA_VERSION"
 echo "$driver_min" >"$stage/CUDA_DRIVER_MIN"
+
+# compute-sanitizer: a GPU machine has the driver and pip's NVIDIA libraries, rarely the toolkit's tools. NVIDIA's
+# wheel of this toolkit's release (nvidia-cuda-sanitizer-api), fetched from PyPI once into BUILD; its manual
+# pages and 32-bit parts left out. BUNDLE_SANITIZER=0 builds without it (the sanitizer checks then skip).
+if [[ ${BUNDLE_SANITIZER:-1} == 1 ]]; then
+  cuda_mm=$(cut -d. -f1-2 <<<"$cuda_version")
+  san=$build/sanitizer-$cuda_mm
+  if [[ ! -x $san/compute-sanitizer/compute-sanitizer ]]; then
+    rm -rf "$san"
+    mkdir -p "$san"
+    /usr/bin/python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$san" \
+      "nvidia-cuda-sanitizer-api==$cuda_mm.*" ||
+      die "pip download nvidia-cuda-sanitizer-api==$cuda_mm.* failed (needs PyPI once, and python3-pip);" \
+        "BUNDLE_SANITIZER=0 builds the bundle without compute-sanitizer"
+    /usr/bin/python3 - "$san" <<'PY'
+# The directory of the compute-sanitizer executable (nvidia/cu13/bin in 13.0's wheel, nvidia/cu13/compute-sanitizer
+# in later ones), whole but for manuals, headers and 32-bit parts.
+import glob, os, sys, zipfile
+dst = os.path.join(sys.argv[1], "compute-sanitizer")
+with zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]) as z:
+    exe = next(m.filename for m in z.infolist() if m.filename.endswith("/compute-sanitizer"))
+    top = exe.rsplit("/", 1)[0] + "/"
+    for m in z.infolist():
+        rel = m.filename[len(top):].split("/")
+        if not m.filename.startswith(top) or m.is_dir() or rel[0] in ("docs", "x86", "include"):
+            continue
+        out = os.path.join(dst, *rel)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            f.write(z.read(m))
+        os.chmod(out, 0o755 if (m.external_attr >> 16) & 0o100 else 0o644)
+PY
+  fi
+  [[ -x $san/compute-sanitizer/compute-sanitizer ]] || die "no compute-sanitizer in $san's wheel"
+  cp -a "$san/compute-sanitizer" "$stage/"
+fi
 
 # A small dataset for the checks that train: the first 8192 Fashion-MNIST training images.
 [[ -f $repo/data/fashion_mnist/train.h5 ]] || die "data/fashion_mnist/train.h5 is missing (make data)"

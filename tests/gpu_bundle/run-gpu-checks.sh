@@ -8,13 +8,13 @@
 #    the driver it needs (stop, exit 4, when the driver is older; no GPU: stop, exit 3), `cnntrain --gpu-info`.
 # 2. The GPU gtest cases, each with its own verdict and time limit: the backend sweep's cuda and cuda_vendor
 #    targets (custom kernels and cuDNN/cuBLASLt against the CPU reference), the CUDA training test.
-# 3. compute-sanitizer memcheck, racecheck and synccheck over the custom kernels' sweep, where the tool exists.
+# 3. NCCL on one GPU: init, allreduce, bucketed gradient sync.
 # 4. fmnist_cnn, 200 steps: the GPU-vs-GPU spread of two default runs, two --deterministic runs bit-identical,
 #    and --device cuda vs cpu (both --deterministic, TF32 off) within a tolerance set by the spread; then 20 steps
 #    in bf16 and fp16 through cuDNN and the custom kernels within the documented tolerances.
-# 5. Custom kernels vs cuDNN per ResNet-50 layer shape; synthetic ResNet-50 training images/s, fp32, TF32, bf16
+# 5. compute-sanitizer memcheck, racecheck and synccheck over the custom kernels' sweep, where the tool exists.
+# 6. Custom kernels vs cuDNN per ResNet-50 layer shape; synthetic ResNet-50 training images/s, fp32, TF32, bf16
 #    and fp16, beside PyTorch's on the same GPU when python3 has torch and torchvision.
-# 6. NCCL on one GPU: init, allreduce, bucketed gradient sync.
 # Exit status: 0 when every check passed, 1 when one failed, 3 no GPU, 4 driver too old, 130/143 interrupted.
 # Estimated 5-10 minutes on an H100 (not yet run on one). Python (PyTorch's rows) runs with the caller's
 # environment: the bundle's programs get their libraries through their wrappers, never through this shell.
@@ -53,6 +53,10 @@ nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
 version gpus "$(cut -d, -f1 <<<"$gpus" | sed 's/^ *//' | paste -sd';' -)"
 driver=$(head -n 1 <<<"$gpus" | awk -F', *' '{ print $2 }')
 version driver "$driver"
+if ! [[ $driver =~ ^[0-9]+\. ]]; then
+  record driver fail 0 "cannot read the driver version from nvidia-smi: $(head -n 1 <<<"$gpus")"
+  finish 4
+fi
 record gpu pass 0 "$(wc -l <<<"$gpus") GPU(s): $(head -n 1 <<<"$gpus")"
 
 # The runtime refuses a driver older than it needs (cudaErrorInsufficientDriver at the first call). NVIDIA's
@@ -85,12 +89,19 @@ section "GPU gtest cases (custom kernels and cuDNN/cuBLASLt vs the CPU reference
 run_gtest_cases backend-sweep "$CNN_BUNDLE/libexec/backend_tests" '*__cuda*' 90
 run_gtest_cases cuda-tests "$CNN_BUNDLE/libexec/cuda_tests" '*/cuda*' 120
 
+section "NCCL on one GPU: init, allreduce, bucketed gradient sync"
+run_gtest_cases nccl "$CNN_BUNDLE/libexec/cuda_tests" 'NcclOneRank.*' 120
+
+. "$CNN_BUNDLE/libexec/checks_fmnist.sh"
+
 section "compute-sanitizer over the custom kernels' sweep"
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+  "$CNN_BUNDLE/compute-sanitizer/compute-sanitizer" 2>/dev/null | head -n 1 || true)
+[[ -z $sanitizer ]] || version compute_sanitizer "$sanitizer"
 for tool in memcheck racecheck synccheck; do
   if [[ -z $sanitizer ]]; then
-    record "sanitizer-$tool" skip 0 "compute-sanitizer is not installed (CUDA toolkit, or pip's\
- nvidia-cuda-sanitizer-api)"
+    record "sanitizer-$tool" skip 0 "no compute-sanitizer (the bundle was built with BUNDLE_SANITIZER=0, and\
+ the machine has none on PATH or in /usr/local/cuda/bin)"
   else
     # The target is a wrapper script that execs the bundle's loader: --target-processes all follows it.
     step "sanitizer-$tool" 300 env CNN_REQUIRE_GPU=1 "$sanitizer" --tool "$tool" --error-exitcode 9 \
@@ -98,9 +109,7 @@ for tool in memcheck racecheck synccheck; do
   fi
 done
 
-. "$CNN_BUNDLE/libexec/checks_fmnist.sh"
+# Last: the longest part, and the one a time-limited GPU session can most afford to lose.
 . "$CNN_BUNDLE/libexec/checks_perf.sh"
 
-section "NCCL on one GPU: init, allreduce, bucketed gradient sync"
-run_gtest_cases nccl "$CNN_BUNDLE/libexec/cuda_tests" 'NcclOneRank.*' 120
 finish

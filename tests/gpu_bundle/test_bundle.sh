@@ -11,7 +11,8 @@
 #      through the bundle's glibc, and only the missing driver stops it;
 #   5. has run-gpu-checks.sh stop with "no GPU" (exit 3) and still write report.json;
 #   6. under a stand-in nvidia-smi (fake_nvidia_smi.sh): driver 535 stops within a minute naming 535 (exit 4);
-#      driver 580 runs every check (failing here, except the CPU run), exits 1 within minutes, and writes a
+#      driver 580 runs every check (failing here, except the CPU run; the sanitizer checks with the bundle's
+#      compute-sanitizer), exits 1 within minutes, and writes a
 #      complete report.json (checked with check_report.py outside the root: the root has no Python; a gtest
 #      binary that cannot start there, for want of cuDNN, is one failed check instead of one per case).
 #   test_bundle.sh BUNDLE.tar.gz          (BUNDLE_SUITES="bullseye bookworm" runs it in each root in turn)
@@ -102,9 +103,11 @@ in_suite() {
   in_root timeout 600 /opt/cnntrain-gpu/run-gpu-checks.sh /tmp/d580 >"$root/tmp/d580.log" 2>&1 || rc=$?
   [[ $rc == 1 ]] || { tail -n 30 "$root/tmp/d580.log"; fail "driver 580: exit $rc, expected 1"; }
   python3 "$src/check_report.py" "$root/tmp/d580/report.json" gpu=pass driver=pass gpu-info 'backend-sweep*=fail' \
-    'cuda-tests*=fail' sanitizer-memcheck=skip fmnist-cpu-det=pass fmnist-cuda-vs-cpu=fail fmnist-fp16-custom \
+    'cuda-tests*=fail' sanitizer-memcheck=fail fmnist-cpu-det=pass fmnist-cuda-vs-cpu=fail fmnist-fp16-custom \
     'vendor-speed*=fail' resnet50-cudnn-fp16-tf32true-256=fail pytorch-resnet50-fp16-256=skip 'nccl*=fail' ||
     fail "driver 580: report.json"
+  grep -q "compute_sanitizer: /opt/cnntrain-gpu/compute-sanitizer/compute-sanitizer" "$root/tmp/d580/report.txt" ||
+    fail "driver 580: the bundle's compute-sanitizer was not used"
   echo "ok: run-gpu-checks.sh, driver 580: every check ran, exit 1 in $((SECONDS - t0)) s"
   bash "$root_sh" cleanup
   trap - EXIT
