@@ -62,7 +62,8 @@ step() {
     record "$name" pass $((SECONDS - t0)) "$detail"
   else
     detail=$(exit_text "$rc" "$lim")
-    record "$name" fail $((SECONDS - t0)) "$detail: $(tail -n 3 "$LOGS/$name.log" | oneline) (logs/$name.log)"
+    record "$name" fail $((SECONDS - t0)) "$detail: $(tail -n +2 "$LOGS/$name.log" | tail -n 3 | oneline)\
+ (logs/$name.log)"
   fi
   return "$rc"
 }
@@ -93,10 +94,15 @@ gtest_results() {
        END { if (run != "") print "INFLIGHT", run }' "$1"
 }
 
-# gtest_detail LOG NAME: the first failure message of case NAME.
+# gtest_detail LOG NAME: the first failure message of case NAME (its first two lines).
 gtest_detail() {
-  awk -v n="$2" '$0 == "[ RUN      ] " n { on = 1; next } on && /^\[/ { exit } on && NF { print; exit }' "$1"
+  awk -v n="$2" '$0 == "[ RUN      ] " n { on = 1; next } on && /^\[/ { exit } on && NF { print; if (++k == 2) exit }' \
+    "$1" | oneline
 }
+
+# gtest_last_output LOG: the last lines the case in flight printed.
+gtest_last_output() { awk '/^\[ RUN      \] / { n = 0; next } { line[n++ % 3] = $0 }
+  END { for (i = n > 3 ? n - 3 : 0; i < n; i++) print line[i % 3] }' "$1" | oneline; }
 
 # run_gtest_cases GROUP BIN FILTER CASE_LIMIT: every case of BIN under FILTER gets its own verdict and its own
 # time limit. The cases run in one process while they pass or fail normally; when the process dies (a fatal
@@ -129,7 +135,7 @@ run_gtest_cases() {
         local why
         if ((ROUND_TIMED_OUT)); then why="over its ${lim}s limit, stopped"; else why=$(exit_text "$rc" "$lim"); fi
         record "$group/$st" fail "$ROUND_CASE_S" "the process ended in this case ($why): $(
-          tail -n 3 "$log" | oneline) ($(basename "$log"))" "$group"
+          gtest_last_output "$log") ($(basename "$log"))" "$group"
       else
         record "$group/$name" "$st" $((ms / 1000)) "$([[ $st == fail ]] && gtest_detail "$log" "$name")" "$group"
       fi
