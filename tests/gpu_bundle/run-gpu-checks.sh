@@ -49,7 +49,7 @@ if ((smi_rc != 0)) || [[ -z $gpus || $gpus == *"No devices"* || $gpus == *"NVIDI
   record gpu fail 0 "no GPU: nvidia-smi lists none: $gpus"
   finish 3
 fi
-nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
+timeout -k 5 30 nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
 version gpus "$(cut -d, -f1 <<<"$gpus" | sed 's/^ *//' | paste -sd';' -)"
 driver=$(head -n 1 <<<"$gpus" | awk -F', *' '{ print $2 }')
 version driver "$driver"

@@ -8,7 +8,8 @@
 #      comparison passes within the bound set by the spread; a summary, report.json valid and complete, exit 1;
 #      again with one process per gtest case (CNN_CHECKS_PER_CASE=1): the same verdicts; SIGTERM to the script:
 #      exit 143 within seconds, the hanging case killed, report.json still written; driver 535: stop within a
-#      minute naming 535 and the ways out (exit 4); no nvidia-smi: "no GPU" (exit 3);
+#      minute naming 535 and the ways out (exit 4), unless a forward-compatibility libcuda new enough is on
+#      LD_LIBRARY_PATH; no nvidia-smi: "no GPU" (exit 3);
 #   2. with BUNDLE.tar.gz (the CUDA build's `make gpu-bundle`), the real bundle unpacked in a scratch directory:
 #      driver 580: every check runs (and fails here, no GPU, except the CPU run), report.json lists them all,
 #      exit 1, within minutes; driver 535: exit 4 naming 535.
@@ -126,7 +127,7 @@ print({c["name"]: c["detail"] for c in json.load(open(sys.argv[1]))["checks"]}[s
 standin_run() {
   local out=$1 rc=0
   shift
-  timeout -k 5 240 env "$@" PATH="$tmp/fakebin:$PATH" CNN_CHECKS_MAX_STEP_S=4 STANDIN_PIDS="$tmp/hang.pid" \
+  timeout -k 5 240 env PATH="$tmp/fakebin:$PATH" CNN_CHECKS_MAX_STEP_S=4 STANDIN_PIDS="$tmp/hang.pid" "$@" \
     "$b/run-gpu-checks.sh" "$out" >"$out.console" 2>&1 || rc=$?
   return $rc
 }
@@ -186,6 +187,16 @@ driver_stops() {
   python3 "$src/check_report.py" "$out-nogpu/report.json" gpu=fail >/dev/null || fail "no GPU: report.json"
 }
 driver_stops "$b" "$tmp/out4"
+# Driver 535 with NVIDIA's forward-compatibility libcuda (580) in a directory of LD_LIBRARY_PATH: no stop.
+mkdir -p "$tmp/compat"
+touch "$tmp/compat/libcuda.so.1" "$tmp/compat/libcuda.so.580.65.06"
+rc=0
+standin_run "$tmp/out7" FAKE_DRIVER=535.129.03 LD_LIBRARY_PATH="$tmp/compat" CNN_CHECKS_MAX_STEP_S=1 \
+  CNN_CHECKS_KILL_AFTER=1 || rc=$?
+((rc == 1)) && python3 "$src/check_report.py" "$tmp/out7/report.json" driver=pass fmnist-cpu-det=pass >/dev/null ||
+  fail "driver 535 with the forward-compatibility libcuda: exit $rc, $(grep -- '-> driver' "$tmp/out7.console")"
+echo "ok: driver 535 with a forward-compatibility libcuda 580 on LD_LIBRARY_PATH: $(grep -o 'driver 535[^(]*' \
+  "$tmp/out7/report.txt" | head -1)"
 
 [[ -n ${1:-} ]] || { echo "test_checks.sh: passed (stand-ins only: no bundle given)"; exit 0; }
 mkdir "$tmp/real"
