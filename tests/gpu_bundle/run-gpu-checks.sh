@@ -15,6 +15,7 @@
 # 5. compute-sanitizer memcheck, racecheck and synccheck over the custom kernels' sweep, where the tool exists.
 # 6. Custom kernels vs cuDNN per ResNet-50 layer shape; synthetic ResNet-50 training images/s, fp32, TF32, bf16
 #    and fp16, beside PyTorch's on the same GPU when python3 has torch and torchvision.
+# CNN_CHECKS_ONLY="gtest nccl fmnist sanitizer perf" (default: all) selects parts 2-6 (preflight always runs).
 # Exit status: 0 when every check passed, 1 when one failed, 3 no GPU, 4 driver too old, 130/143 interrupted.
 # Estimated 5-10 minutes on an H100 (not yet run on one). Python (PyTorch's rows) runs with the caller's
 # environment: the bundle's programs get their libraries through their wrappers, never through this shell.
@@ -85,31 +86,48 @@ else
 fi
 STEP_DETAIL="see logs/gpu-info.log" step gpu-info 60 "$cnntrain" --gpu-info
 
-section "GPU gtest cases (custom kernels and cuDNN/cuBLASLt vs the CPU reference; CUDA training)"
-run_gtest_cases backend-sweep "$CNN_BUNDLE/libexec/backend_tests" '*__cuda*' 90
-run_gtest_cases cuda-tests "$CNN_BUNDLE/libexec/cuda_tests" '*/cuda*' 120
+part_gtest() {
+  section "GPU gtest cases (custom kernels and cuDNN/cuBLASLt vs the CPU reference; CUDA training)"
+  run_gtest_cases backend-sweep "$CNN_BUNDLE/libexec/backend_tests" '*__cuda*' 90
+  run_gtest_cases cuda-tests "$CNN_BUNDLE/libexec/cuda_tests" '*/cuda*' 120
+}
 
-section "NCCL on one GPU: init, allreduce, bucketed gradient sync"
-run_gtest_cases nccl "$CNN_BUNDLE/libexec/cuda_tests" 'NcclOneRank.*' 120
+part_nccl() {
+  section "NCCL on one GPU: init, allreduce, bucketed gradient sync"
+  run_gtest_cases nccl "$CNN_BUNDLE/libexec/cuda_tests" 'NcclOneRank.*' 120
+}
 
-. "$CNN_BUNDLE/libexec/checks_fmnist.sh"
+part_fmnist() { . "$CNN_BUNDLE/libexec/checks_fmnist.sh"; }
 
-section "compute-sanitizer over the custom kernels' sweep"
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-  "$CNN_BUNDLE/compute-sanitizer/compute-sanitizer" 2>/dev/null | head -n 1 || true)
-[[ -z $sanitizer ]] || version compute_sanitizer "$sanitizer"
-for tool in memcheck racecheck synccheck; do
-  if [[ -z $sanitizer ]]; then
-    record "sanitizer-$tool" skip 0 "no compute-sanitizer (the bundle was built with BUNDLE_SANITIZER=0, and\
+part_sanitizer() {
+  section "compute-sanitizer over the custom kernels' sweep"
+  local sanitizer tool
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+    "$CNN_BUNDLE/compute-sanitizer/compute-sanitizer" 2>/dev/null | head -n 1 || true)
+  [[ -z $sanitizer ]] || version compute_sanitizer "$sanitizer"
+  for tool in memcheck racecheck synccheck; do
+    if [[ -z $sanitizer ]]; then
+      record "sanitizer-$tool" skip 0 "no compute-sanitizer (the bundle was built with BUNDLE_SANITIZER=0, and\
  the machine has none on PATH or in /usr/local/cuda/bin)"
+    else
+      # The target is a wrapper script that execs the bundle's loader: --target-processes all follows it.
+      step "sanitizer-$tool" 300 env CNN_REQUIRE_GPU=1 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+        --target-processes all "$CNN_BUNDLE/libexec/backend_tests" --gtest_filter='Backends/Sweep.*__cuda' \
+        --gtest_brief=1
+    fi
+  done
+}
+
+# The longest part, last: the one a time-limited GPU session can most afford to lose.
+part_perf() { . "$CNN_BUNDLE/libexec/checks_perf.sh"; }
+
+# CNN_CHECKS_ONLY="gtest nccl ..." runs only those parts (a GPU session whose commands are time-limited can
+# split the run); the others are recorded as skipped.
+for part in gtest nccl fmnist sanitizer perf; do
+  if [[ " ${CNN_CHECKS_ONLY:-$part} " == *" $part "* ]]; then
+    "part_$part"
   else
-    # The target is a wrapper script that execs the bundle's loader: --target-processes all follows it.
-    step "sanitizer-$tool" 300 env CNN_REQUIRE_GPU=1 "$sanitizer" --tool "$tool" --error-exitcode 9 \
-      --target-processes all "$CNN_BUNDLE/libexec/backend_tests" --gtest_filter='Backends/Sweep.*__cuda' --gtest_brief=1
+    record "$part" skip 0 "not selected (CNN_CHECKS_ONLY=$CNN_CHECKS_ONLY)"
   fi
 done
-
-# Last: the longest part, and the one a time-limited GPU session can most afford to lose.
-. "$CNN_BUNDLE/libexec/checks_perf.sh"
-
 finish

@@ -9,7 +9,7 @@
 #      again with one process per gtest case (CNN_CHECKS_PER_CASE=1): the same verdicts; SIGTERM to the script:
 #      exit 143 within seconds, the hanging case killed, report.json still written; driver 535: stop within a
 #      minute naming 535 and the ways out (exit 4), unless a forward-compatibility libcuda new enough is on
-#      LD_LIBRARY_PATH; no nvidia-smi: "no GPU" (exit 3);
+#      LD_LIBRARY_PATH; no nvidia-smi: "no GPU" (exit 3); CNN_CHECKS_ONLY runs the parts it names only;
 #   2. with BUNDLE.tar.gz (the CUDA build's `make gpu-bundle`), the real bundle unpacked in a scratch directory:
 #      driver 580: every check runs (and fails here, no GPU, except the CPU run), report.json lists them all,
 #      exit 1, within minutes; driver 535: exit 4 naming 535.
@@ -195,6 +195,12 @@ standin_run "$tmp/out7" FAKE_DRIVER=535.129.03 LD_LIBRARY_PATH="$tmp/compat" CNN
   CNN_CHECKS_KILL_AFTER=1 || rc=$?
 ((rc == 1)) && python3 "$src/check_report.py" "$tmp/out7/report.json" driver=pass fmnist-cpu-det=pass >/dev/null ||
   fail "driver 535 with the forward-compatibility libcuda: exit $rc, $(grep -- '-> driver' "$tmp/out7.console")"
+rc=0
+standin_run "$tmp/out8" CNN_CHECKS_ONLY="nccl fmnist" || rc=$?
+((rc == 1)) && python3 "$src/check_report.py" "$tmp/out8/report.json" gtest=skip sanitizer=skip perf=skip \
+  nccl/=fail fmnist-cuda-vs-cpu=pass >/dev/null && ! grep -q backend-sweep "$tmp/out8/report.json" ||
+  fail "CNN_CHECKS_ONLY='nccl fmnist': exit $rc or other parts ran"
+echo "ok: CNN_CHECKS_ONLY='nccl fmnist' runs those parts only"
 echo "ok: driver 535 with a forward-compatibility libcuda 580 on LD_LIBRARY_PATH: $(grep -o 'driver 535[^(]*' \
   "$tmp/out7/report.txt" | head -1)"
 
