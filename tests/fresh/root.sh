@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A minimal Debian 12 root (`debootstrap --variant=minbase bookworm`: what a new user's machine has before
-# `make deps`), and commands run inside it with chroot. `make test-fresh` uses it to run `make test` and
-# `make run` from a clone; any test that must run on a bare system can use it the same way.
+# A minimal Debian root (`debootstrap --variant=minbase bookworm`, Debian 12: what a new user's machine has
+# before `make deps`; or bullseye, Debian 11 with glibc 2.31, with FRESH_SUITE=bullseye), and commands run inside
+# it with chroot. `make test-fresh` uses it to run `make test` and `make run` from a clone; `make
+# test-gpu-bundle` runs the GPU bundle in a Debian 11 one; any test that must run on a bare system can use it
+# the same way.
 #
 #   tests/fresh/root.sh build                  unpack a pristine root into $FRESH_ROOT (replacing one left there);
 #                                              the first build runs debootstrap and caches the result in
@@ -19,7 +21,8 @@
 #
 # The root is debootstrap's minbase plus what an installed Debian has and debootstrap does not write:
 # /etc/hosts (localhost and this host's name, as the Debian installer writes it) and APT sources for the
-# mirror this machine uses (bookworm, bookworm-updates, bookworm-security, read with `apt-get indextargets`)
+# mirror this machine uses (SUITE, SUITE-updates, SUITE-security, read with `apt-get indextargets`; for a suite
+# this machine has no source of, its own release's mirror, which carries the other releases too)
 # with this machine's Acquire:: settings (e.g. Check-Valid-Until for a snapshot mirror, proxies). It also
 # has this machine's local CA certificates and /etc/pip.conf (for PyPI behind a TLS-inspecting proxy), and
 # /usr/sbin/policy-rc.d refusing to start services: packages installed in a chroot must not start
@@ -29,9 +32,10 @@
 # Environment:
 #   FRESH_DIR      where the tarball and the root live (default build/fresh, relative to the current directory)
 #   FRESH_ROOT     the root (default $FRESH_DIR/root)
-#   FRESH_TARBALL  the cached debootstrap result (default $FRESH_DIR/debian12-minbase.tar.gz; delete it to
-#                  debootstrap again)
-#   FRESH_MIRROR   the Debian mirror for debootstrap and the root's APT (default: this machine's for bookworm)
+#   FRESH_SUITE    bookworm (default, Debian 12) or bullseye (Debian 11)
+#   FRESH_TARBALL  the cached debootstrap result (default $FRESH_DIR/debian12-minbase.tar.gz, for bullseye
+#                  debian11-minbase.tar.gz; delete it to debootstrap again)
+#   FRESH_MIRROR   the Debian mirror for debootstrap and the root's APT (default: this machine's, see above)
 #   FRESH_ENV      extra VAR=value words added to the command's environment, e.g. "MAKEFLAGS=-j2"
 # Needs root, debootstrap, tar, gzip, mount and chroot; the network namespace is the host's (loopback
 # servers started inside are reachable from outside and bind the host's ports).
@@ -39,8 +43,13 @@ set -euo pipefail
 
 FRESH_DIR=${FRESH_DIR:-build/fresh}
 FRESH_ROOT=${FRESH_ROOT:-$FRESH_DIR/root}
-FRESH_TARBALL=${FRESH_TARBALL:-$FRESH_DIR/debian12-minbase.tar.gz}
-SUITE=bookworm
+SUITE=${FRESH_SUITE:-bookworm}
+case $SUITE in
+  bookworm) RELEASE=12 ;;
+  bullseye) RELEASE=11 ;;
+  *) echo "root.sh: FRESH_SUITE=$SUITE: only bookworm (Debian 12) and bullseye (Debian 11) are supported" >&2; exit 2 ;;
+esac
+FRESH_TARBALL=${FRESH_TARBALL:-$FRESH_DIR/debian$RELEASE-minbase.tar.gz}
 
 die() { echo "root.sh: $*" >&2; exit 1; }
 
@@ -57,13 +66,27 @@ host_repo() {
     awk -v r="$1" '$2 == r && $3 == "main" { print $1; exit }'
 }
 
-mirror() { local m=${FRESH_MIRROR:-$(host_repo $SUITE)}; echo "${m:-http://deb.debian.org/debian/}"; }
+# This machine's own release (e.g. bookworm), whose mirror and security mirror serve the other releases too.
+host_suite() { (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}"); }
+
+mirror() {
+  local m=${FRESH_MIRROR:-$(host_repo $SUITE)}
+  [[ -n $m ]] || m=$(host_repo "$(host_suite)")
+  echo "${m:-http://deb.debian.org/debian/}"
+}
+
+security_mirror() {
+  local m
+  m=$(host_repo $SUITE-security)
+  [[ -n $m ]] || m=$(host_repo "$(host_suite)-security")
+  echo "$m"
+}
 
 # What an installed system has beyond debootstrap's result; see the header.
 configure_root() {
   local r=$1 m sec
   m=$(mirror)
-  sec=$(host_repo $SUITE-security)
+  sec=$(security_mirror)
   {
     echo "deb $m $SUITE main"
     echo "deb $m $SUITE-updates main"
@@ -92,7 +115,8 @@ make_tarball() {
   rm -rf "$stage"
   echo "root.sh: debootstrap --variant=minbase $SUITE from $m (once; cached in $FRESH_TARBALL)" >&2
   debootstrap --variant=minbase "$SUITE" "$stage" "$m" >&2 ||
-    die "debootstrap failed; its log: $stage/debootstrap/debootstrap.log"
+    die "debootstrap of $SUITE from $m failed (does the mirror serve $SUITE? FRESH_MIRROR picks another);" \
+      "its log: $stage/debootstrap/debootstrap.log"
   configure_root "$stage"
   rm -rf "$stage"/var/cache/apt/archives/*.deb "$stage"/var/lib/apt/lists/*
   tar -C "$stage" --numeric-owner -czf "$FRESH_TARBALL.tmp" .
@@ -108,7 +132,7 @@ cmd_build() {
   mkdir -p "$FRESH_ROOT"
   tar -C "$FRESH_ROOT" --numeric-owner -xzf "$FRESH_TARBALL"
   configure_root "$FRESH_ROOT"  # this machine's current settings, also for a tarball cached before they changed
-  echo "root.sh: pristine Debian 12 minbase root in $FRESH_ROOT" >&2
+  echo "root.sh: pristine Debian $RELEASE ($SUITE) minbase root in $FRESH_ROOT" >&2
 }
 
 # Mount points below the root, deepest first.

@@ -1,7 +1,11 @@
-# Sourced by the bundle's wrappers and run-gpu-checks.sh with CNN_BUNDLE set to the bundle's root.
-# Library path: the bundle's own libraries first, then the machine's NVIDIA libraries (CUDA runtime, cuDNN,
-# cuBLASLt, NCCL), which may live in the system's library path, under /usr/local/cuda, or only inside Python
-# site-packages as pip's nvidia-* wheels (site-packages/nvidia/<name>/lib).
+# shellcheck shell=sh disable=SC2034  # CNN_LIBRARY_PATH: for the wrapper that sources this
+# Sourced by the bundle's wrappers (wrapper.sh) with CNN_BUNDLE set to the bundle's root. Sets CNN_LIBRARY_PATH,
+# the search path the wrappers give the bundle's loader: the bundle's libraries, the caller's LD_LIBRARY_PATH
+# (e.g. NVIDIA's forward-compatibility libcuda), the machine's NVIDIA libraries (cuDNN, cuBLASLt, NCCL, which
+# may live under /usr/local/cuda or only inside Python site-packages as pip's nvidia-* wheels:
+# site-packages/nvidia/<name>/lib), and the driver's directory (where libcuda.so.1 is). Nothing here is exported
+# as LD_LIBRARY_PATH: the machine's programs (python3, nvidia-smi) must never load the bundle's glibc or
+# libstdc++. Also relocates Open MPI to the bundle.
 cnn_site_packages() {
   for py in python3 python; do
     command -v "$py" >/dev/null 2>&1 || continue
@@ -24,13 +28,24 @@ cnn_nvidia_lib_dirs() {
     ls "$d"/libcudnn.so* "$d"/libcublasLt.so* "$d"/libnccl.so* "$d"/libcudart.so* >/dev/null 2>&1 && echo "$d"
   done | awk '!seen[$0]++'
 }
-CNN_NVIDIA_DIRS=$(cnn_nvidia_lib_dirs | paste -sd: -)
-LD_LIBRARY_PATH="$CNN_BUNDLE/lib${CNN_NVIDIA_DIRS:+:$CNN_NVIDIA_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The driver's libcuda.so.1: where the machine's loader cache says (RHEL: /usr/lib64, which the bundle's
+# Debian-built loader does not search by default), or where container runtimes and WSL put it.
+cnn_driver_lib_dirs() {
+  for ldconfig in ldconfig /sbin/ldconfig /usr/sbin/ldconfig; do
+    command -v "$ldconfig" >/dev/null 2>&1 && { "$ldconfig" -p 2>/dev/null; break; }
+  done | awk '$1 == "libcuda.so.1" && /x86-64/ { sub(/\/[^\/]*$/, "", $NF); print $NF }'
+  ls -d /usr/local/nvidia/lib64 /usr/lib/wsl/lib 2>/dev/null
+}
+# Found once: the ranks that the bundle's mpirun starts inherit the answer.
+if [ -z "${CNN_NVIDIA_DIRS+set}" ]; then
+  CNN_NVIDIA_DIRS=$( { cnn_nvidia_lib_dirs; cnn_driver_lib_dirs; } | awk '!seen[$0]++' | paste -sd: -)
+fi
+CNN_LIBRARY_PATH="$CNN_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${CNN_NVIDIA_DIRS:+:$CNN_NVIDIA_DIRS}"
 # Open MPI relocated to the bundle: its prefix and every directory it would otherwise take from its build.
 OPAL_PREFIX=$CNN_BUNDLE
 OPAL_EXEC_PREFIX=$CNN_BUNDLE
 OPAL_LIBDIR=$CNN_BUNDLE/lib
-OPAL_BINDIR=$CNN_BUNDLE/libexec  # orted, which a process started without mpirun forks
+OPAL_BINDIR=$CNN_BUNDLE/libexec  # the orted wrapper, which a process started without mpirun forks
 OPAL_PKGLIBDIR=$(ls -d "$CNN_BUNDLE"/lib/*/openmpi/lib/openmpi3 2>/dev/null | head -1)
 OPAL_DATADIR=$CNN_BUNDLE/share
 OPAL_PKGDATADIR=$CNN_BUNDLE/share/openmpi
@@ -38,7 +53,7 @@ OPAL_SYSCONFDIR=$CNN_BUNDLE/etc/openmpi
 PMIX_MCA_mca_base_component_path=$CNN_BUNDLE/lib/pmix
 PMIX_INSTALL_PREFIX=$CNN_BUNDLE
 PATH=$CNN_BUNDLE/bin:$PATH
-export LD_LIBRARY_PATH OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
+export OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
   OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNN_BUNDLE CNN_NVIDIA_DIRS
 # Open MPI insists on finding ssh or rsh even for processes on this node only; a machine without either
 # (containers, minimal images) gets a stand-in that is never run for local launches.

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Assembles the self-contained GPU bundle (`make gpu-bundle`; docs/gpu.md): build/cnntrain-gpu.tar.gz, which
-# unpacks to cnntrain-gpu/ holding the trainer, cnntrain-data, the GPU test binary, the CUDA plugin, every
-# shared library they and Open MPI need except glibc and the NVIDIA libraries (driver, CUDA runtime, cuDNN,
-# cuBLAS, NCCL: the GPU machine's), Open MPI's plugins and data relocated through OPAL_PREFIX, a small
-# Fashion-MNIST subset, and run-gpu-checks.sh.
-#   make_bundle.sh BUILD_DIR OUT.tar.gz
+# unpacks to cnntrain-gpu/ holding the trainer, cnntrain-data, the GPU test binaries, the CUDA plugin, every
+# shared library they and Open MPI need except the NVIDIA ones (driver, cuDNN, cuBLAS, NCCL: the GPU machine's),
+# this machine's own dynamic loader and glibc (every program starts through them: the bundle runs on an older
+# glibc than the one it was built with), Open MPI's plugins and data relocated through OPAL_PREFIX, the CUDA
+# toolkit version it was built with and the driver that needs, NVIDIA's compute-sanitizer of that toolkit, a
+# small Fashion-MNIST subset, and run-gpu-checks.sh.
+#   make_bundle.sh BUILD_DIR OUT.tar.gz   (NVCC: the CUDA build's compiler, default nvcc; BUNDLE_SANITIZER=0: no
+#                                          compute-sanitizer)
 set -euo pipefail
 build=$1 out=$2
 src=$(cd "$(dirname "$0")" && pwd)
@@ -12,7 +15,7 @@ repo=$(cd "$src/../.." && pwd)
 work=$build/bundle
 stage=$work/cnntrain-gpu
 rm -rf "$work"
-mkdir -p "$stage"/{bin,libexec,lib,etc,share,data,jobs}
+mkdir -p "$stage"/{bin,libexec/elf,lib/ld,etc,share,data,jobs}
 
 die() { echo "make_bundle.sh: $*" >&2; exit 1; }
 [[ -f $build/libcnntrain-cuda.so && -f $build/tests/cuda_tests && -f $build/tests/backend_tests ]] ||
@@ -28,10 +31,13 @@ ompi_sysconfdir=$(ompi_path sysconfdir)
 rel() { echo "${1#"$ompi_prefix"/}"; }
 orterun=$(readlink -f "$(command -v mpirun)")
 
+# The programs themselves go to libexec/elf; each is started by a wrapper of the same name (bin/ for the user's
+# programs, libexec/ for those Open MPI or run-gpu-checks.sh start), never directly: see the loader below.
 install -m 755 "$build/cnntrain" "$build/cnntrain-data" "$build/tests/cuda_tests" "$build/tests/backend_tests" \
-  "$stage/libexec/"
-install -m 755 "$orterun" "$stage/libexec/mpirun"
-[[ -x $(dirname "$orterun")/orted ]] && install -m 755 "$(dirname "$orterun")/orted" "$stage/libexec/"
+  "$stage/libexec/elf/"
+install -m 755 "$orterun" "$stage/libexec/elf/mpirun"
+[[ -x $(dirname "$orterun")/orted ]] && install -m 755 "$(dirname "$orterun")/orted" "$stage/libexec/elf/"
+# The plugin beside the loader: cnntrain looks for it beside /proc/self/exe, which is the loader (lib/).
 install -m 644 "$build/libcnntrain-cuda.so" "$stage/lib/"
 mkdir -p "$stage/$(rel "$ompi_pkglibdir")" "$stage/share/openmpi" "$stage/etc/openmpi"
 cp -a "$ompi_pkglibdir"/. "$stage/$(rel "$ompi_pkglibdir")/"
@@ -57,8 +63,27 @@ CONF
 find "$stage/$(rel "$ompi_pkglibdir")" \( -name '*ucx*' -o -name '*ofi*' -o -name '*openib*' -o -name '*psm*' \
   -o -name '*verbs*' -o -name '*portals*' -o -name '*cuda*' \) -delete
 
-# Every shared library the binaries and plugins load, except glibc's and the NVIDIA ones.
-skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so|libanl|libnsl|libcuda|libcudnn|libcublas|libcudart|libnccl|libnvidia|libnvrtc|libnvJitLink|libnvblas)'
+# glibc, whole: its loader, which the wrappers run explicitly (`ld-linux-x86-64.so.2 --library-path ... PROGRAM`),
+# so that the bundle's programs never meet the machine's older glibc, and all of glibc's libraries, also those
+# no bundled program needs: a library of the machine's that a program dlopens (libcuda.so.1, pip's cuDNN) may
+# need libdl or librt, and those must be the bundle's (glibc's libraries only work with their own libc).
+# Patching the programs' ELF interpreter instead (patchelf) would need an absolute path, fixed at build time or
+# rewritten after unpacking; the explicit loader works from wherever the bundle is unpacked.
+libc_dir=$(dirname "$(ldd "$build/cnntrain" | awk '$1 == "libc.so.6" { print $3 }')")
+[[ -f $libc_dir/libc.so.6 && -f $libc_dir/ld-linux-x86-64.so.2 ]] ||
+  die "cannot find this machine's glibc (libc.so.6 and ld-linux-x86-64.so.2 beside it) through ldd $build/cnntrain"
+"$libc_dir/ld-linux-x86-64.so.2" --help 2>/dev/null | grep -q -- --argv0 ||
+  die "$libc_dir/ld-linux-x86-64.so.2 has no --argv0 (glibc < 2.33): build the bundle on Debian 12 or newer"
+for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libutil.so.1 \
+    libresolv.so.2 libanl.so.1 libnss_files.so.2 libnss_dns.so.2 libnss_compat.so.2 libthread_db.so.1 \
+    libc_malloc_debug.so.0 libBrokenLocale.so.1; do
+  [[ -e $libc_dir/$lib ]] && cp -L "$libc_dir/$lib" "$stage/lib/$lib"
+done
+glibc=$(ldd --version | awk 'NR == 1 { print $NF }')
+echo "$glibc" >"$stage/GLIBC"
+
+# Every other shared library the binaries and plugins load, except the NVIDIA ones.
+skip='^(linux-vdso|libcuda|libcudnn|libcublas|libcudart|libnccl|libnvidia|libnvrtc|libnvJitLink|libnvblas)'
 copy_deps() {
   local f dep path changed=1
   while ((changed)); do
@@ -75,7 +100,59 @@ copy_deps() {
   done
 }
 copy_deps
-strip --strip-debug "$stage"/libexec/* "$stage"/lib/*.so* 2>/dev/null || true
+strip --strip-debug "$stage"/libexec/elf/* "$stage"/lib/*.so* 2>/dev/null || true
+# A library with a DT_RPATH to the build machine's directories would take its dependencies from the machine's
+# older libraries before the loader's --library-path (DT_RUNPATH comes after it and is harmless).
+for f in "$stage"/libexec/elf/* "$stage"/lib/*.so*; do
+  ! readelf -d "$f" 2>/dev/null | grep -q '(RPATH)' || die "$f has a DT_RPATH, searched before the bundle's libraries"
+done
+
+# The CUDA toolkit the plugin was built with (its runtime is linked in statically) and the oldest driver that
+# runtime accepts (NVIDIA's CUDA release notes, "minor version compatibility": 12.x needs >= 525, 13.x >= 580).
+cuda_version=$("${NVCC:-nvcc}" --version | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
+case ${cuda_version%%.*} in
+  12) driver_min=525 ;;
+  13) driver_min=580 ;;
+  *) die "CUDA toolkit '${cuda_version:-unknown}' (${NVCC:-nvcc} --version): which driver it needs is not known here" ;;
+esac
+echo "$cuda_version" >"$stage/CUDA_VERSION"
+echo "$driver_min" >"$stage/CUDA_DRIVER_MIN"
+
+# compute-sanitizer: a GPU machine has the driver and pip's NVIDIA libraries, rarely the toolkit's tools. NVIDIA's
+# wheel of this toolkit's release (nvidia-cuda-sanitizer-api), fetched from PyPI once into BUILD; its manual
+# pages and 32-bit parts left out. BUNDLE_SANITIZER=0 builds without it (the sanitizer checks then skip).
+if [[ ${BUNDLE_SANITIZER:-1} == 1 ]]; then
+  cuda_mm=$(cut -d. -f1-2 <<<"$cuda_version")
+  san=$build/sanitizer-$cuda_mm
+  if [[ ! -x $san/compute-sanitizer/compute-sanitizer ]]; then
+    rm -rf "$san"
+    mkdir -p "$san"
+    /usr/bin/python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$san" \
+      "nvidia-cuda-sanitizer-api==$cuda_mm.*" ||
+      die "pip download nvidia-cuda-sanitizer-api==$cuda_mm.* failed (needs PyPI once, and python3-pip);" \
+        "BUNDLE_SANITIZER=0 builds the bundle without compute-sanitizer"
+    /usr/bin/python3 - "$san" <<'PY'
+# The directory of the compute-sanitizer executable (nvidia/cu13/bin in 13.0's wheel, nvidia/cu13/compute-sanitizer
+# in later ones), whole but for manuals, headers and 32-bit parts.
+import glob, os, sys, zipfile
+dst = os.path.join(sys.argv[1], "compute-sanitizer")
+with zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]) as z:
+    exe = next(m.filename for m in z.infolist() if m.filename.endswith("/compute-sanitizer"))
+    top = exe.rsplit("/", 1)[0] + "/"
+    for m in z.infolist():
+        rel = m.filename[len(top):].split("/")
+        if not m.filename.startswith(top) or m.is_dir() or rel[0] in ("docs", "x86", "include"):
+            continue
+        out = os.path.join(dst, *rel)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            f.write(z.read(m))
+        os.chmod(out, 0o755 if (m.external_attr >> 16) & 0o100 else 0o644)
+PY
+  fi
+  [[ -x $san/compute-sanitizer/compute-sanitizer ]] || die "no compute-sanitizer in $san's wheel"
+  cp -a "$san/compute-sanitizer" "$stage/"
+fi
 
 # A small dataset for the checks that train: the first 8192 Fashion-MNIST training images.
 [[ -f $repo/data/fashion_mnist/train.h5 ]] || die "data/fashion_mnist/train.h5 is missing (make data)"
@@ -89,19 +166,23 @@ with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
         g.attrs[k] = v
 PY
 cp "$repo/jobs/fashion_mnist.ini" "$stage/jobs/"
-install -m 755 "$src/env.sh" "$stage/libexec/env.sh"
+install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_perf}.sh "$stage/libexec/"
 install -m 755 "$src/run-gpu-checks.sh" "$stage/run-gpu-checks.sh"
 install -m 644 "$repo/tests/bench/torch_resnet50.py" "$stage/libexec/"
-for tool in cnntrain cnntrain-data mpirun; do
-  sed "s/@TOOL@/$tool/" "$src/wrapper.sh" >"$stage/bin/$tool"
-  chmod 755 "$stage/bin/$tool"
+# One wrapper per program, and one name for the loader per program (a symbolic link): the process then shows
+# as cnntrain, not ld-linux-x86-64, in ps and nvidia-smi.
+for f in "$stage"/libexec/elf/*; do
+  tool=${f##*/} dir=$stage/libexec
+  [[ $tool == cnntrain || $tool == cnntrain-data || $tool == mpirun ]] && dir=$stage/bin
+  sed "s/@TOOL@/$tool/g" "$src/wrapper.sh" >"$dir/$tool"
+  chmod 755 "$dir/$tool"
+  ln -s ../ld-linux-x86-64.so.2 "$stage/lib/ld/$tool"
 done
 git -C "$repo" describe --always --dirty >"$stage/VERSION" 2>/dev/null || echo unknown >"$stage/VERSION"
-glibc=$(ldd --version | awk 'NR == 1 { print $NF }')
-echo "$glibc" >"$stage/GLIBC_MIN"
 
 tar -C "$work" --owner=0 --group=0 -czf "$out.tmp" cnntrain-gpu
 mv "$out.tmp" "$out"
 size=$(stat -c %s "$out")
-echo "make_bundle.sh: $out: $((size / 1048576)) MiB ($(find "$stage" -type f | wc -l) files, glibc >= $glibc)"
+echo "make_bundle.sh: $out: $((size / 1048576)) MiB ($(find "$stage" -type f | wc -l) files, glibc $glibc carried," \
+  "CUDA $cuda_version, driver >= $driver_min)"
 ((size <= 60 * 1048576)) || die "$out is over the 60 MiB limit"

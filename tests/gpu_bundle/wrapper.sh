@@ -1,7 +1,14 @@
 #!/bin/sh
-# @TOOL@ of the cnntrain GPU bundle: sets up the bundle's libraries, Open MPI and the machine's NVIDIA
-# libraries (libexec/env.sh), then runs the real program. Works from any directory, through symlinks.
+# @TOOL@ of the cnntrain GPU bundle. Runs libexec/elf/@TOOL@ through the bundle's own dynamic loader and glibc
+# (lib/ld/@TOOL@ is lib/ld-linux-x86-64.so.2 under the program's name), so it starts on any x86-64 Linux, also
+# one with an older glibc than the build machine's, with the bundle's libraries, the user's LD_LIBRARY_PATH,
+# then the machine's NVIDIA libraries (libexec/env.sh) as its search path. The path is the loader's
+# --library-path, not LD_LIBRARY_PATH: programs started from here (the ranks mpirun starts are wrappers again)
+# see the caller's environment. Works from any directory, through symbolic links.
 self=$(readlink -f "$0")
 CNN_BUNDLE=$(dirname "$(dirname "$self")")
 . "$CNN_BUNDLE/libexec/env.sh"
-exec "$CNN_BUNDLE/libexec/@TOOL@" "$@"
+# argv[0] without a directory: Open MPI's mpirun takes an absolute argv[0] as --prefix and then puts the bundle's
+# lib/ into the LD_LIBRARY_PATH of what it starts, where the machine's /bin/sh would meet the bundle's libc.
+exec "$CNN_BUNDLE/lib/ld/@TOOL@" --library-path "$CNN_LIBRARY_PATH" --argv0 "${0##*/}" \
+  "$CNN_BUNDLE/libexec/elf/@TOOL@" "$@"

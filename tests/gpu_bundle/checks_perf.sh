@@ -1,0 +1,64 @@
+# shellcheck shell=bash disable=SC2154,SC2016  # cnntrain, work: run-gpu-checks.sh's; STEP_RESULT: eval'd later
+# Speed checks of run-gpu-checks.sh (sourced by it; needs checks_lib.sh, $cnntrain, $work): custom kernels vs
+# cuDNN per ResNet-50 layer, and synthetic ResNet-50 training images/s beside PyTorch's on the same GPU.
+section "custom kernels vs cuDNN per ResNet-50 layer shape (batch 32, fp32; the table is in logs/vendor-speed.1.log)"
+run_gtest_cases vendor-speed "$CNN_BUNDLE/libexec/cuda_tests" 'VendorSpeed.*' 240
+
+section "synthetic ResNet-50 training throughput (224x224, SGD, images/s of the last 20 of 30 steps)"
+# rate_of METRICS: cnntrain's images/s over steps 11-30 (the last two train events of --log.every_steps 10).
+rate_of() {
+  sed -n 's/.*"event":"train".*"samples_per_s":\([0-9.eE+]*\).*/\1/p' "$1" 2>/dev/null | tail -2 |
+    awk '{ s += $1 } END { if (NR) printf "%.0f\n", s / NR; else print "failed" }'
+}
+# resnet50_run IMPL PRECISION TF32 BATCH: one check (its detail: images/s); sets rate to the images/s or "failed".
+resnet50_run() {
+  local impl=$1 prec=$2 tf32=$3 batch=$4 name=resnet50-$1-$2-tf32$3-$4
+  rate=failed
+  STEP_RESULT='echo "$(rate_of "$work/$name/metrics.jsonl") images/s"' step "$name" 240 "$cnntrain" --model resnet50 \
+    --device cuda --conv.impl "$impl" --precision "$prec" --gpu.tf32 "$tf32" --data.synthetic \
+    "$((batch * 40))x224x224x3:1000" --train.batch "$batch" --train.max_steps 30 --log.every_steps 10 \
+    --checkpoint.at_end false --run-dir "$work/$name" && rate=$(rate_of "$work/$name/metrics.jsonl")
+}
+# torch_run NAME ARGS...: PyTorch's row, run with the caller's environment (this shell's: nothing of the
+# bundle's), or a skip when python3 has no torch/torchvision or no GPU.
+torch_ok=0
+torch_why=$(timeout -k 5 120 python3 -c "import torch, torchvision; assert torch.cuda.is_available(), 'no GPU for torch'
+print(torch.__version__, torchvision.__version__)" 2>&1) && torch_ok=1
+version pytorch "$( ((torch_ok)) && echo "$torch_why" || echo none)"
+torch_run() {
+  local name=$1
+  shift
+  rate=skipped
+  if ((!torch_ok)); then
+    record "$name" skip 0 "python3 -c 'import torch, torchvision' failed or sees no GPU: $(tail -n 1 <<<"$torch_why")"
+  elif STEP_RESULT='echo "$(tail -n 1 "$LOGS/$name.log") images/s"' step "$name" 240 python3 \
+      "$CNN_BUNDLE/libexec/torch_resnet50.py" "$@"; then
+    rate=$(tail -n 1 "$LOGS/$name.log")
+  else
+    rate=failed
+  fi
+}
+table=()
+row() { table+=("$(printf '%-8s %-6s %-6s %12s' "$@")"); }
+for batch in 128 256; do
+  for tf32 in false true; do
+    math=$([[ $tf32 == true ]] && echo tf32 || echo fp32)
+    for impl in custom cudnn; do
+      resnet50_run "$impl" fp32 "$tf32" "$batch"
+      row "$impl" "$math" "$batch" "$rate"
+    done
+    torch_run "pytorch-resnet50-$math-$batch" --batch "$batch" --tf32 "$tf32"
+    row pytorch "$math" "$batch" "$rate"
+  done
+done
+for prec in bf16 fp16; do
+  for impl in cudnn custom; do
+    resnet50_run "$impl" "$prec" true 256
+    row "$impl" "$prec" 256 "$rate"
+  done
+  torch_run "pytorch-resnet50-$prec-256" --batch 256 --amp "$prec"
+  row pytorch "$prec" 256 "$rate"
+done
+section "ResNet-50 images/s (PyTorch: torchvision, channels_last, eager; bf16/fp16 with autocast, TF32 on)"
+say "$(printf '%-8s %-6s %-6s %12s' impl math batch images/s)"
+for line in "${table[@]}"; do say "$line"; done
