@@ -9,6 +9,7 @@
 #   tests/cluster/cluster.sh on NODE CMD...  # CMD inside NODE's namespaces (its hostname, its network)
 #   tests/cluster/cluster.sh cut NODE | heal NODE   # take NODE's link down / up
 #   tests/cluster/cluster.sh kill NODE  # SIGKILL every process of NODE (its slurmd, slurmstepd, tasks)
+#   tests/cluster/cluster.sh restart NODE  # start NODE's slurmd again (after kill)
 #   tests/cluster/cluster.sh stop       # everything down: processes, namespaces
 #   tests/cluster/cluster.sh leftovers  # prints what stop would have left behind; exit 1 if anything
 #
@@ -228,5 +229,6 @@ case ${1:-} in
   cut) ip -n "$(netns_of "$2")" link set eth0 down ;;
   heal) ip -n "$(netns_of "$2")" link set eth0 up ;;
   kill) ip netns pids "$(netns_of "$2")" | xargs -r kill -KILL ;;
-  *) echo "usage: $0 start|stop|leftovers|run CMD...|on NODE CMD...|cut NODE|heal NODE|kill NODE" >&2; exit 2 ;;
+  restart) live_pid "$DIR/run/slurmd.$2.pid" slurmd >/dev/null || run_in "$2" slurmd -f "$CONF" -N "$2" ;;
+  *) echo "usage: $0 start|stop|leftovers|run CMD...|on NODE CMD...|cut NODE|heal NODE|kill NODE|restart NODE" >&2; exit 2 ;;
 esac
