@@ -89,6 +89,8 @@ job_procs() {
   for k in 1 2 3; do ip netns pids "${CNNTRAIN_CLUSTER_NS:-cnnc}-n$k" 2>/dev/null; done |
     while read -r p; do [[ $(cat "/proc/$p/comm" 2>/dev/null) == cnntrain ]] && echo "$p"; done
 }
+# The previous run's slurmstepds are gone (their PMIx sockets would clash with the requeued run's).
+no_stepd() { ! compgen -G "$D/spool/*/*_$JOB.*" >/dev/null && ! compgen -G "$D/spool/*/stepd.slurm.pmix.$JOB.*" >/dev/null; }
 all_nodes_idle() { [[ $($CL run sinfo -h -N -o %T | grep -c '^idle$') == 3 ]]; }
 
 # A small configuration of the real trainer: fmnist_cnn, global batch 12 (4, 2 or 3 ranks divide it).
@@ -154,7 +156,7 @@ test_preempt() {
   wait_until "the job was requeued" bash -c "[[ \$($CL run scontrol show job -o $JOB | grep -o 'Restarts=[0-9]*') == Restarts=1 ]]"
   grep -q '"status":"preempted"' "$(metrics)" || fail "no preempted end event"
   # Release the requeued job once its old steps are gone (as tests/slurm/run_tests.sh explains).
-  wait_until "the old steps ended" bash -c "! compgen -G '$D/nodes/*/spmix_appdir_*_$JOB.*' >/dev/null"
+  wait_until "the old steps ended" no_stepd
   sleep 2
   $CL run scontrol update JobId="$JOB" StartTime=now
   expect_completed
