@@ -9,7 +9,7 @@
 #   tests/cluster/cluster.sh on NODE CMD...  # CMD inside NODE's namespaces (its hostname, its network)
 #   tests/cluster/cluster.sh cut NODE | heal NODE   # take NODE's link down / up
 #   tests/cluster/cluster.sh kill NODE  # SIGKILL every process of NODE (its slurmd, slurmstepd, tasks)
-#   tests/cluster/cluster.sh restart NODE  # start NODE's slurmd again (after kill)
+#   tests/cluster/cluster.sh reboot NODE   # kill NODE, give it a fresh network namespace, start its slurmd
 #   tests/cluster/cluster.sh stop       # everything down: processes, namespaces
 #   tests/cluster/cluster.sh leftovers  # prints what stop would have left behind; exit 1 if anything
 #
@@ -107,22 +107,38 @@ EOF
 
 # The switch, the head and the nodes, each end of the wiring named after what it connects.
 make_network() {
-  local name ns
+  local name
   { echo "127.0.0.1 localhost"; echo "$NET.1 ctl"; for name in $(node_names); do echo "$(node_addr "$name") $name"; done
   } >"$DIR/etc/hosts"
   ip netns add "$NS-sw"
   ip -n "$NS-sw" link add br0 type bridge
   ip -n "$NS-sw" link set br0 up
-  for name in ctl $(node_names); do
-    ns=$(netns_of "$name")
-    ip netns add "$ns"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link add eth0 type veth peer name "sw-$name" netns "$NS-sw"
-    ip -n "$NS-sw" link set "sw-$name" master br0 up
-    if [[ $name == ctl ]]; then ip -n "$ns" addr add "$NET.1/24" dev eth0
-    else ip -n "$ns" addr add "$(node_addr "$name")/24" dev eth0; fi
-    ip -n "$ns" link set eth0 up
-  done
+  for name in ctl $(node_names); do add_host_net "$name"; done
+}
+
+add_host_net() {   # NAME: its namespace, a veth pair to the switch, its address
+  local name=$1 ns addr
+  ns=$(netns_of "$name")
+  if [[ $name == ctl ]]; then addr=$NET.1; else addr=$(node_addr "$name"); fi
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add eth0 type veth peer name "sw-$name" netns "$NS-sw"
+  ip -n "$NS-sw" link set "sw-$name" master br0 up
+  ip -n "$ns" addr add "$addr/24" dev eth0
+  ip -n "$ns" link set eth0 up
+}
+
+# A node's power cycle: every process SIGKILLed, its network namespace (with every socket the kernel still
+# held for it) replaced by a fresh one, slurmd started again. Without the fresh namespace, retransmissions of
+# a cut-off job's TCP connections reach the next job's ranks once the link is back.
+reboot_node() {
+  ip netns pids "$(netns_of "$1")" | xargs -r kill -KILL
+  # Deleting the switch end removes the pair at once; the old namespace itself may linger in the kernel
+  # until its last sockets are gone.
+  ip -n "$NS-sw" link del "sw-$1"
+  ip netns del "$(netns_of "$1")"
+  add_host_net "$1"
+  run_in "$1" slurmd -f "$CONF" -N "$1"
 }
 
 live_pid() {   # pidfile comm
@@ -229,6 +245,6 @@ case ${1:-} in
   cut) ip -n "$(netns_of "$2")" link set eth0 down ;;
   heal) ip -n "$(netns_of "$2")" link set eth0 up ;;
   kill) ip netns pids "$(netns_of "$2")" | xargs -r kill -KILL ;;
-  restart) live_pid "$DIR/run/slurmd.$2.pid" slurmd >/dev/null || run_in "$2" slurmd -f "$CONF" -N "$2" ;;
-  *) echo "usage: $0 start|stop|leftovers|run CMD...|on NODE CMD...|cut NODE|heal NODE|kill NODE|restart NODE" >&2; exit 2 ;;
+  reboot) reboot_node "$2" ;;
+  *) echo "usage: $0 start|stop|leftovers|run CMD...|on NODE CMD...|cut NODE|heal NODE|kill NODE|reboot NODE" >&2; exit 2 ;;
 esac

@@ -3,8 +3,8 @@
 # each, Open MPI over TCP between them), each with the real trainer:
 #   1. jobs/multinode_ib.sbatch on 2 nodes x 2 tasks: IB falls back to TCP, "4 ranks on 2 nodes", node-local
 #      ranks 0-1 on each node, the same weights as 4 ranks on one host.
-#   2. preemption of the 2-node job (SIGUSR1 to the batch shell, as the time-limit warning sends it):
-#      checkpoint, exit 75, requeue, resume on both nodes.
+#   2. preemption of the 2-node job (scancel -s USR1 to the steps; SIGUSR1 to the batch shell, as the time-limit
+#      warning sends it): checkpoint, exit 75, requeue, resume on both nodes.
 #   3. a link cut mid-run and 4. a node killed mid-run: every process of the job ends within 2x
 #      --comm.timeout_s, the report names the silent ranks and host, the newest checkpoint is intact.
 #   5. the 2-node checkpoint resumed on 1 node x 2 ranks and on 3 nodes x 1 rank: the same weights.
@@ -24,6 +24,8 @@ PY=/usr/bin/python3                        # Debian's, with h5py (make deps)
 
 export CNNTRAIN_CLUSTER_DIR=${CNNTRAIN_CLUSTER_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cnntrain-cluster.XXXXXX")}
 export CNNTRAIN_CLUSTER_NODES=3
+# Namespace names of this run only, so that two runs on one machine do not meet (each has its own switch).
+export CNNTRAIN_CLUSTER_NS=${CNNTRAIN_CLUSTER_NS:-cnnc$$}
 D=$CNNTRAIN_CLUSTER_DIR
 T=$D/tests
 mkdir -p "$T"
@@ -76,6 +78,8 @@ wait_until() {
 state_is() { [[ $(field JobState) =~ ^($1)$ ]]; }
 finished() { state_is 'COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL'; }
 metrics() { echo "$CNNTRAIN_RUNS/$JOB/metrics.jsonl"; }
+# trained_past N, failing at once if the job ends before.
+running_past() { trained_past "$1" || { ! finished || fail "the job ended before step $1"; false; }; }
 trained_past() {
   awk -v n="$1" '/"event":"train"/ && match($0, /"step":[0-9]+/) && substr($0, RSTART + 7, RLENGTH - 7) + 0 >= n {
     f = 1 } END { exit !f }' "$(metrics)" 2>/dev/null
@@ -86,7 +90,7 @@ newest_checkpoint() {   # RUN_DIR
 # The trainer processes of the job: cnntrain in any node namespace.
 job_procs() {
   local k
-  for k in 1 2 3; do ip netns pids "${CNNTRAIN_CLUSTER_NS:-cnnc}-n$k" 2>/dev/null; done |
+  for k in 1 2 3; do ip netns pids "$CNNTRAIN_CLUSTER_NS-n$k" 2>/dev/null; done |
     while read -r p; do [[ $(cat "/proc/$p/comm" 2>/dev/null) == cnntrain ]] && echo "$p"; done
 }
 # The previous run's slurmstepds are gone (their PMIx sockets would clash with the requeued run's).
@@ -148,11 +152,11 @@ test_multinode() {
 }
 
 # --- 2 ---------------------------------------------------------------------------------------------------
-test_preempt() {
-  CNNTRAIN_ARGS="--device cpu --train.max_steps 400" \
+preempt_cycle() {   # SCANCEL-OPTIONS...
+  CNNTRAIN_ARGS="--device cpu --train.max_steps 300" \
     submit jobs/multinode_ib.sbatch -N 2 --ntasks-per-node 2 --cpus-per-task 1
-  wait_until "the trainer logged step 3" trained_past 3
-  $CL run scancel --signal=USR1 --batch "$JOB" || fail "scancel --signal=USR1 --batch failed"
+  wait_until "the trainer logged step 3" running_past 3
+  $CL run scancel "$@" "$JOB" || fail "scancel $* failed"
   wait_until "the job was requeued" bash -c "[[ \$($CL run scontrol show job -o $JOB | grep -o 'Restarts=[0-9]*') == Restarts=1 ]]"
   grep -q '"status":"preempted"' "$(metrics)" || fail "no preempted end event"
   # Release the requeued job once its old steps are gone (as tests/slurm/run_tests.sh explains).
@@ -167,8 +171,11 @@ test_preempt() {
   resumed=$(awk '/"event":"start"/ {n++} n == 2 && /"event":"train"/ {print; exit}' "$(metrics)" |
             sed -n 's/.*"step":\([0-9]*\).*/\1/p')
   [[ ${resumed:-0} -gt 1 ]] || fail "the requeued run started over instead of resuming (first step '$resumed')"
-  echo "  preempted, requeued, resumed at step $resumed on both nodes"
+  echo "  scancel $*: checkpoint, exit 75, requeued, resumed at step $resumed on both nodes"
 }
+# scancel -s USR1 signals the job's steps (preemption by hand); --batch signals the batch shell only, which is
+# what the time-limit warning (--signal=B:USR1@120) does.
+test_preempt() { preempt_cycle --signal=USR1; preempt_cycle --signal=USR1 --batch; }
 
 # --- 3 and 4 ---------------------------------------------------------------------------------------------
 # fault_test ACTION: a long 2-node job; after step 10 ACTION hits node n2; every trainer process must be gone
@@ -177,7 +184,7 @@ test_preempt() {
 fault_test() {
   CNNTRAIN_ARGS="--device cpu --train.max_steps 100000 --checkpoint.every_steps 5 --comm.timeout_s $TIMEOUT_S" \
     submit jobs/multinode_ib.sbatch -N 2 --ntasks-per-node 2 --cpus-per-task 1
-  wait_until "the trainer logged step 10" trained_past 10
+  wait_until "the trainer logged step 10" running_past 10
   local t0 ckpt
   t0=$(date +%s.%N)
   "$@"
@@ -200,9 +207,8 @@ fault_test() {
   echo "  report: ${report:0:300}"
 }
 restore_n2() {
-  $CL heal n2
-  $CL restart n2
   $CL run scancel "$JOB" 2>/dev/null || true
+  $CL reboot n2
   wait_until "all nodes idle again" all_nodes_idle
 }
 test_link_cut() { fault_test $CL cut n2; restore_n2; }
@@ -260,7 +266,7 @@ test_staging() {
 }
 
 run_test 1 "multinode_ib.sbatch on 2 nodes x 2 ranks over TCP equals 4 ranks on one host" test_multinode
-run_test 2 "2-node job: SIGUSR1 (time-limit warning) -> checkpoint, exit 75, requeue, resume on both nodes" test_preempt
+run_test 2 "2-node job: scancel -s USR1, and the time-limit warning -> checkpoint, exit 75, requeue, resume on both nodes" test_preempt
 run_test 3 "link cut mid-run: every process ends within 2x --comm.timeout_s, report names the host" test_link_cut
 run_test 4 "node killed mid-run: every process ends within 2x --comm.timeout_s, report names the host" test_node_killed
 run_test 5 "2-node checkpoint resumed on 1 node x 2 ranks and 3 nodes x 1 rank: same weights" test_resume_elsewhere
