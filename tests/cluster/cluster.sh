@@ -177,6 +177,8 @@ cmd_start() {
   ip netns list | grep -q "^$NS-" && die "namespaces $NS-* exist already (another cluster, or a crashed run: " \
     "CNNTRAIN_CLUSTER_DIR=$DIR $0 stop)"
   write_conf
+  # iproute2 makes /run/netns a mount point at its first `ip netns add`; stop undoes that if it was us.
+  mountpoint -q /run/netns || touch "$DIR/run/netns-mount-is-ours"
   make_network
   chmod 755 "$DIR" "$DIR/munge"
   mungekey --create --keyfile="$DIR/munge/munge.key" 2>/dev/null ||
@@ -220,15 +222,20 @@ cmd_stop() {
   sleep 0.2
   local ns
   for ns in $(ip netns list | awk -v p="^$NS-" '$1 ~ p {print $1}'); do ip netns del "$ns"; done
+  if [[ -e $DIR/run/netns-mount-is-ours && -z $(ip netns list) ]]; then
+    umount /run/netns && rm -f "$DIR/run/netns-mount-is-ours"
+  fi
   echo "cluster.sh: stopped" >&2
 }
 
-# What a stopped cluster must not leave: namespaces, their bind mounts, processes.
+# What a stopped cluster must not leave: namespaces, their bind mounts (and /run/netns if start mounted it),
+# processes.
 cmd_leftovers() {
   local out
   out=$(
     ip netns list | awk -v p="^$NS-" '$1 ~ p {print "namespace " $1}'
     grep -E " /run/netns/$NS-| /var/run/netns/$NS-" /proc/self/mountinfo | awk '{print "mount " $5}'
+    [[ -e $DIR/run/netns-mount-is-ours ]] && echo "mount /run/netns"
     pgrep -a -f -- "$DIR/" || true
   )
   [[ -z $out ]] && return 0
