@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 CL="bash tests/cluster/cluster.sh"
-TIMEOUT_S=${CLUSTER_TEST_TIMEOUT_S:-10}   # --comm.timeout_s of tests 3 and 4
+TIMEOUT_S=${CLUSTER_TEST_TIMEOUT_S:-15}   # --comm.timeout_s of tests 3 and 4 (start-up under load must fit)
 WAIT=${CLUSTER_TEST_WAIT:-120}            # seconds any one state change may take
 PY=/usr/bin/python3                        # Debian's, with h5py (make deps)
 [[ -x $BUILD/cnntrain ]] || { echo "run_tests.sh: $BUILD/cnntrain not built (make test-cluster builds it)" >&2; exit 1; }
