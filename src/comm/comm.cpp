@@ -23,6 +23,7 @@ int g_rank = 0, g_size = 1, g_local_rank = 0, g_local_size = 1, g_nodes = 1;
 size_t g_max_count = INT_MAX;
 std::string g_host;
 std::vector<int> g_node_ranks{0};
+MPI_Comm g_node_comm = MPI_COMM_NULL;
 void (*g_wait_progress)() = nullptr;
 
 std::string count_of(size_t n, const char* type) { return strprintf("%zu %s%s", n, type, n == 1 ? "" : "s"); }
@@ -94,13 +95,12 @@ void comm_init(int* argc, char*** argv) {
   int len = 0;
   MPI_CHECK(MPI_Get_processor_name(name, &len));
   g_host.assign(name, len);
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &local));
-  MPI_CHECK(MPI_Comm_rank(local, &g_local_rank));
-  MPI_CHECK(MPI_Comm_size(local, &g_local_size));
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &g_node_comm));
+  MPI_CHECK(MPI_Comm_set_errhandler(g_node_comm, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(g_node_comm, &g_local_rank));
+  MPI_CHECK(MPI_Comm_size(g_node_comm, &g_local_size));
   g_node_ranks.assign(static_cast<size_t>(g_local_size), 0);
-  MPI_CHECK(MPI_Allgather(&g_rank, 1, MPI_INT, g_node_ranks.data(), 1, MPI_INT, local));
-  MPI_CHECK(MPI_Comm_free(&local));
+  MPI_CHECK(MPI_Allgather(&g_rank, 1, MPI_INT, g_node_ranks.data(), 1, MPI_INT, g_node_comm));
   int leader = g_local_rank == 0 ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(&leader, &g_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   set_process_identity(g_rank, g_size, g_host);
@@ -112,7 +112,11 @@ void comm_finalize() {
   stop_watchdog();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (!finalized) {
+    if (g_node_comm != MPI_COMM_NULL) MPI_Comm_free(&g_node_comm);
+    MPI_Finalize();
+  }
+  g_node_comm = MPI_COMM_NULL;
   g_init = false;
   clear_process_identity();
   set_abort_handler(nullptr);
@@ -267,6 +271,14 @@ void broadcast(std::string& s, int root) {
   broadcast(&n, sizeof n, root);
   s.resize(n);
   broadcast(&s[0], n, root);
+}
+
+void node_broadcast(std::string& s, int local_root) {
+  if (g_local_size == 1) return;
+  uint64_t n = s.size();
+  MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, local_root, g_node_comm));
+  s.resize(n);
+  if (n) MPI_CHECK(MPI_Bcast(&s[0], static_cast<int>(n), MPI_CHAR, local_root, g_node_comm));
 }
 
 void agree_or_exit(int code, const std::string& message) {

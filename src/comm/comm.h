@@ -57,6 +57,11 @@ void set_max_count_per_call(size_t n);
 // while the host waits.
 void set_wait_progress_hook(void (*hook)());
 
+// Node-local: the node's rank `local_root` sends `s` (shorter than 2 GiB) to the other ranks of its node. A
+// blocking MPI_Bcast outside the watchdog's deadline: the others wait as long as the root's node-local work
+// takes (staging a dataset, io/stage.h), which no collective timeout can bound.
+void node_broadcast(std::string& s, int local_root);
+
 // After a phase in which each rank may have failed on its own (config, opening files): all ranks learn
 // whether any failed. If one did, the lowest failing rank prints its message, every rank finalizes MPI and
 // exits with that rank's exit code, so no rank is left waiting in a collective. Returns when none failed.

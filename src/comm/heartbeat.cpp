@@ -40,6 +40,7 @@ std::string format_heartbeat(const Heartbeat& h) {
   std::string s = strprintf("cnntrain-heartbeat 1\nrank %d\nhost %s\npid %lld\nbeat %llu\nstep %lld\n", h.rank,
                             one_line(h.host).c_str(), (long long)h.pid, (unsigned long long)h.beat,
                             (long long)h.step);
+  s += strprintf("addr %s\n", one_line(h.addr).c_str());
   for (int c = 0; c < kNumChannels; ++c)
     s += strprintf("%s_arrived %llu\n%s_completed %llu\n%s_what %s\n", key_prefix(c),
                    (unsigned long long)h.channel[c].arrived, key_prefix(c),
@@ -66,6 +67,7 @@ bool parse_heartbeat(const std::string& text, Heartbeat* out) {
     const long long num = std::strtoll(val.c_str(), &end, 10);
     const bool is_num = !val.empty() && *end == '\0';
     if (key == "host") h.host = val;
+    else if (key == "addr") h.addr = val;
     else if (key == "rank" && is_num) h.rank = static_cast<int>(num);
     else if (key == "pid" && is_num) h.pid = num;
     else if (key == "beat" && is_num) h.beat = static_cast<uint64_t>(num);
@@ -127,7 +129,20 @@ std::string format_rank_list(const std::vector<int>& ranks) {
 
 std::string diagnose_stall(const Stall& st, int self, int world, double gap_s,
                            const std::vector<std::optional<Heartbeat>>& first,
-                           const std::vector<std::optional<Heartbeat>>& second) {
+                           const std::vector<std::optional<Heartbeat>>& second, const std::vector<int>& silent) {
+  // "ranks 2,3 (host n2)": the hosts from the second read of the heartbeats.
+  auto ranks_on_hosts = [&](const std::vector<int>& ranks) {
+    std::vector<std::string> hosts;
+    for (int r : ranks)
+      if (r < static_cast<int>(second.size()) && second[r] &&
+          std::find(hosts.begin(), hosts.end(), second[r]->host) == hosts.end())
+        hosts.push_back(second[r]->host);
+    std::string s = strprintf("rank%s %s", ranks.size() == 1 ? "" : "s", format_rank_list(ranks).c_str());
+    if (hosts.empty()) return s;
+    std::string h;
+    for (const auto& x : hosts) h += (h.empty() ? "" : ",") + x;
+    return s + strprintf(" (host%s %s)", hosts.size() == 1 ? "" : "s", h.c_str());
+  };
   const int c = static_cast<int>(st.channel);
   std::string msg = strprintf("collective timeout: waited %.1f s in %s collective #%llu '%s' (--comm.timeout_s)",
                               st.waited_s, channel_name(st.channel), (unsigned long long)st.seq, st.what.c_str());
@@ -158,13 +173,15 @@ std::string diagnose_stall(const Stall& st, int self, int world, double gap_s,
   }
   if (!absent.empty())
     msg += strprintf("; rank%s %s did not arrive", absent.size() == 1 ? "" : "s", format_rank_list(absent).c_str());
-  if (!stopped.empty())
-    msg += strprintf("; heartbeat stopped on rank%s %s", stopped.size() == 1 ? "" : "s",
-                     format_rank_list(stopped).c_str());
+  if (!stopped.empty()) msg += "; heartbeat stopped on " + ranks_on_hosts(stopped);
+  if (!silent.empty())
+    msg += "; no answer over the network from " + ranks_on_hosts(silent) +
+           " (link down or node unreachable from " + (self < static_cast<int>(second.size()) && second[self]
+                                                          ? second[self]->host : std::string("this host")) + ")";
   if (!no_file.empty())
     msg += strprintf("; no heartbeat file readable for rank%s %s (is the run directory shared by all nodes?)",
                      no_file.size() == 1 ? "" : "s", format_rank_list(no_file).c_str());
-  if (absent.empty() && stopped.empty() && no_file.empty())
+  if (absent.empty() && stopped.empty() && no_file.empty() && silent.empty())
     msg += "; every rank arrived and its heartbeat moves: the collective itself makes no progress (network or "
            "NCCL problem; run with NCCL_DEBUG=INFO)";
   return msg + details;

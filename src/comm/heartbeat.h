@@ -33,6 +33,7 @@ struct Heartbeat {
   int64_t pid = 0;
   uint64_t beat = 0;  // incremented at every write: a heartbeat that does not move is a stopped process
   int64_t step = -1;  // training step the rank is in (-1: not training yet)
+  std::string addr;   // IP:port of the rank's network probe listener (src/comm/peer_probe.h); "" if none
   ChannelProgress channel[kNumChannels];
 };
 
@@ -55,11 +56,13 @@ struct Stall {
 
 // The watchdog's report for `stall` seen by rank `self` of `world` ranks, from two reads of every rank's
 // heartbeat taken `gap_s` seconds apart (nullopt: no readable file). Names the ranks that had not arrived
-// at the collective by the second read, the ranks whose heartbeat did not move between the reads, and the
-// ranks without a heartbeat file. Pure: tested with made-up heartbeats.
+// at the collective by the second read, the ranks whose heartbeat did not move between the reads, the ranks
+// without a heartbeat file, and `silent`: the ranks that did not answer this rank's network probe, with
+// their hosts. Pure: tested with made-up heartbeats.
 std::string diagnose_stall(const Stall& stall, int self, int world, double gap_s,
                            const std::vector<std::optional<Heartbeat>>& first,
-                           const std::vector<std::optional<Heartbeat>>& second);
+                           const std::vector<std::optional<Heartbeat>>& second,
+                           const std::vector<int>& silent = {});
 
 // "1,3-5,9"
 std::string format_rank_list(const std::vector<int>& ranks);

@@ -14,6 +14,7 @@
 
 #include "src/base/error.h"
 #include "src/comm/comm.h"
+#include "src/comm/peer_probe.h"
 
 namespace cnn {
 
@@ -71,6 +72,7 @@ Heartbeat own_heartbeat(State& s) {
   h.pid = static_cast<int64_t>(::getpid());
   h.beat = ++s.beat;
   h.step = g_step.load();
+  h.addr = open_probe_listener();
   for (int c = 0; c < kNumChannels; ++c) h.channel[c] = s.progress[c];
   return h;
 }
@@ -109,11 +111,18 @@ std::string diagnose(const Stall& stall) {
   };
   beat_now();
   const auto first = read_all();
-  // Long enough for every live rank to have written twice.
-  const double gap = 2.5 * heartbeat_period(timeout);
-  std::this_thread::sleep_for(std::chrono::duration<double>(gap));
+  // Long enough for every live rank to have written twice; the network probe of the other ranks runs meanwhile.
+  const double gap = 2.5 * heartbeat_period(timeout), start = watchdog_now();
+  std::vector<std::string> addrs(world);
+  for (int r = 0; r < world; ++r)
+    if (first[r] && r != world_rank()) addrs[r] = first[r]->addr;
+  const std::vector<ProbeResult> probed = probe_peers(addrs, gap);
+  std::vector<int> silent;
+  for (int r = 0; r < world; ++r)
+    if (probed[r] == ProbeResult::kSilent) silent.push_back(r);
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, gap - (watchdog_now() - start))));
   beat_now();
-  return diagnose_stall(stall, world_rank(), world, gap, first, read_all());
+  return diagnose_stall(stall, world_rank(), world, gap, first, read_all(), silent);
 }
 
 void run_abort_hooks() {
@@ -162,6 +171,7 @@ void watchdog_loop() {
       std::lock_guard<std::recursive_mutex> running(s.running);
       for (auto& p : probes) p();
     }
+    drain_probe_listener();
     const double now = watchdog_now();
     if (now - last_loop > kNotRunningGap) {  // the process was stopped: that was no waiting
       std::lock_guard<std::mutex> lk(s.mu);

@@ -146,6 +146,10 @@ const std::vector<Opt>& options() {
                         "LMDB: threads decoding encoded images within one batch read"));
     v.push_back(int_opt("data.prefetch", &Config::data_prefetch, 1, 64, "batches the loader prepares ahead"));
     v.push_back(int_opt("data.cache_mb", &Config::data_cache_mb, 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"));
+    v.push_back(str_opt("data.stage_dir", &Config::data_stage_dir, {},
+                        "node-local directory: one rank per node copies the datasets there before training and "
+                        "all ranks read the copies (docs/data.md)"));
+    v.back().invocation = true;  // a path on this cluster's nodes, not part of what the run is
     v.push_back({"data.synthetic", "NxHxWxC:CLASSES, e.g. 12800x224x224x3:1000: train on N generated images "
                  "(throughput measurements without a dataset; replaces data.train, no test set)",
                  [](Config& c, const std::string& x) {

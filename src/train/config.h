@@ -23,6 +23,7 @@ struct Config {
   std::string data_image_size;  // "HxW" or empty: as stored
   int data_read_threads = 1;
   int data_cache_mb = 256;
+  std::string data_stage_dir;  // empty: read the datasets where they are
   std::string data_synthetic;  // "NxHxWxC:classes": generated images instead of data.train (benchmarks)
 
   // CUDA backend (docs/gpu.md).

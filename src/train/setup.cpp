@@ -12,6 +12,7 @@
 #include "io/hdf5_dataset.h"
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
+#include "io/stage.h"
 #include "io/synthetic_dataset.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/cuda_backend.h"
@@ -47,6 +48,18 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
     o.transform.seed = cfg.seed;
   }
   return open_lmdb_dataset(path, o);
+}
+
+// --data.stage_dir: the node-local copy (io/stage.h), made before any rank of the node opens the dataset.
+std::string staged_path(const Config& cfg, const std::string& path, const char* tag) {
+  if (cfg.data_stage_dir.empty() || path.empty()) return path;
+  const StageResult r = stage_for_node(path, cfg.data_stage_dir, tag);
+  if (r.copied) {
+    std::printf("staged %s to %s on %s: %.1f MiB in %.1f s, size and CRC-32 verified\n", path.c_str(),
+                r.path.c_str(), host_name().c_str(), r.bytes / 1048576.0, r.seconds);
+    std::fflush(stdout);
+  }
+  return r.path;
 }
 
 GpuOptions make_gpu_options(const Config& cfg) {
@@ -122,14 +135,14 @@ Setup local_setup(const Config& cfg) {
   if (cfg.bn_group > 0 && micro % cfg.bn_group != 0)
     raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
           micro, cfg.bn_group);
-  s.train = cfg.data_synthetic.empty() ? open_data(cfg, cfg.data_train, true)
+  s.train = cfg.data_synthetic.empty() ? open_data(cfg, staged_path(cfg, cfg.data_train, "train"), true)
                                        : make_synthetic_dataset(parse_synthetic_spec(cfg.data_synthetic), cfg.seed);
   const DatasetInfo& ti = s.train->info();
   if (ti.count < cfg.batch)
     raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
           "--train.batch", s.train->path().c_str(), (long long)ti.count, (long long)cfg.batch);
   if (!cfg.data_test.empty()) {
-    s.test = open_data(cfg, cfg.data_test, false);
+    s.test = open_data(cfg, staged_path(cfg, cfg.data_test, "test"), false);
     const DatasetInfo& e = s.test->info();
     if (e.height != ti.height || e.width != ti.width || e.channels != ti.channels)
       raise(kExitData, "test set '%s' has %dx%dx%d images but the training set '%s' has %dx%dx%d",

@@ -54,7 +54,7 @@ TEST(Heartbeat, TimeoutReportNamesMissingStoppedAndSilentRanks) {
   second[5].reset();
   const std::string m = diagnose_stall(s, 0, 6, 1.5, first, second);
   for (const char* needle : {"waited 5.2 s in NCCL collective #18", "ranks 1,4 did not arrive",
-                             "heartbeat stopped on rank 4", "no heartbeat file readable for rank 5",
+                             "heartbeat stopped on rank 4 (host node1)", "no heartbeat file readable for rank 5",
                              "rank 1 (host node0, pid 1001): did not arrive", "heartbeat alive",
                              "rank 4 (host node1, pid 1004): did not arrive", "did not move in 1.5 s",
                              "last arrived at NCCL collective #17"})
@@ -62,6 +62,21 @@ TEST(Heartbeat, TimeoutReportNamesMissingStoppedAndSilentRanks) {
   // Everyone there and alive: the collective itself is stuck.
   for (int r = 0; r < 6; ++r) first[r] = beat(r, 1, 40, 18), second[r] = beat(r, 2, 40, 18);
   EXPECT_NE(diagnose_stall(s, 0, 6, 1.5, first, second).find("every rank arrived"), std::string::npos);
+  // ... unless the network probe found ranks that do not answer (a cut link: their heartbeats still move).
+  const std::string cut = diagnose_stall(s, 0, 6, 1.5, first, second, {4, 5});
+  EXPECT_NE(cut.find("no answer over the network from ranks 4,5 (host node1) (link down or node unreachable "
+                     "from node0)"), std::string::npos) << cut;
+  EXPECT_EQ(cut.find("every rank arrived"), std::string::npos) << cut;
+}
+
+TEST(Heartbeat, CarriesTheProbeAddress) {
+  test::TempDir d;
+  Heartbeat h = beat(2, 1, 1, 1);
+  h.addr = "10.77.0.12:40123";
+  write_heartbeat(d.path(), h);
+  const auto back = read_heartbeat(d.path(), 2);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->addr, "10.77.0.12:40123");
 }
 
 TEST(Heartbeat, RankListsAreCompact) {
