@@ -22,6 +22,8 @@ for part in "$@"; do
   CNN_PART_SKIP_FILE=$skip_file bash -c "$cmd" 2>&1 | tee "$results/$name.log"
   rc=${PIPESTATUS[0]}
   secs=$((SECONDS - start))
+  # The status line starts a line of its own, also after output that did not end with one.
+  [[ -s $results/$name.log && $(tail -c 1 "$results/$name.log" | od -An -c | tr -d ' ') != '\n' ]] && echo
   if ((rc != 0)); then
     status=failed; failed=$((failed + 1)); failures+=("$name (exit $rc, log $results/$name.log)")
   elif [[ -s $skip_file ]]; then
