@@ -29,11 +29,11 @@ void set_schedule_seed(uint64_t seed);
 uint64_t schedule_seed();
 
 // Resident blocks: 1 (the default, unless CNN_SIMT_RESIDENT_BLOCKS is set) runs the blocks of a grid one
-// after another; n > 1 keeps up to n blocks resident at once, as a multiprocessor does, and interleaves their
-// threads: the scheduler picks the block of each next thread to run (at random from the schedule seed, in
-// turn when it is 0), and atomics and __threadfence also end a thread's turn, so races between blocks (a
-// non-atomic update of one element, a block reading another's output, a counter claimed before the data
-// it announces is written) give wrong results. Process-wide, for launches started after the call; n < 1
+// after another; n > 1 (at most 32) keeps up to n blocks resident at once, as a multiprocessor does, and
+// interleaves their threads: blocks take turns at barriers, atomics and fences, and with a nonzero schedule
+// seed a block often pauses after an atomic while the others run on (see scheduler.cpp), so races between
+// blocks (a non-atomic update of one element, a block reading another's output, a counter claimed before the
+// data it announces is written) give wrong results. Process-wide, for launches started after the call; n < 1
 // restores 1.
 void set_resident_blocks(int n);
 int resident_blocks();
