@@ -111,15 +111,14 @@ void* dynamic_shared(const char* file, int line);
 // fiber never returns, so a string left in its frames would never be freed.
 [[noreturn]] void kernel_fault(cudaError_t code, std::string message);
 
-// Fragment element mapping of the running launch (simt_wmma.h), as row-major tile indices r * 16 + c.
-// matrix_a/matrix_b fragments hold the whole tile in every lane: x[i] of lane l is tile element a[l][i] (b for
-// matrix_b), and tile element t is x[a_slot[l][t]]. Accumulators hold 8 elements a lane: x[i] of lane l is
-// tile element acc[32 i + l]. `scrambled` is false for the fixed mapping (identity, and acc[s] = s), whose
-// loops the wmma functions keep simple enough to vectorise.
+// Fragment element mapping of the running launch (simt_wmma.h), as row-major tile indices t = r * 16 + c.
+// matrix_a/matrix_b fragments hold the whole tile in every lane: tile element t is x[a_slot[l][t]] in lane l
+// (b_slot for matrix_b). Accumulators hold 8 elements a lane: x[i] of lane l is tile element acc[32 i + l].
+// `scrambled` is false for the fixed mapping (identity slots, acc[s] = s), whose loops the wmma functions
+// keep simple enough to vectorise.
 struct WmmaMap {
   bool scrambled;
-  uint8_t a[kWarpSize][256], a_slot[kWarpSize][256];
-  uint8_t b[kWarpSize][256], b_slot[kWarpSize][256];
+  uint8_t a_slot[kWarpSize][256], b_slot[kWarpSize][256];
   uint8_t acc[256];
 };
 // The running launch's mapping, drawn by its first wmma call (null until then).

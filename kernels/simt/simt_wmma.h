@@ -7,7 +7,7 @@
 // architectures; the emulator's mapping is its own, not any GPU's. Every lane holds the whole 16x16 tile of a
 // matrix_a/matrix_b fragment (num_elements = 256) and 8 elements of an accumulator, so the lanes load and
 // store disjoint parts of the result and mma_sync costs each lane 8 dot products. Which element sits where is
-// detail::WmmaMap (simt.h): by default x[i] of a matrix_a/b fragment is tile element (i / 16, i % 16) and
+// ::simt::detail::WmmaMap (simt.h): by default x[i] of a matrix_a/b fragment is tile element (i / 16, i % 16) and
 // accumulator element i of lane l is tile element 32 i + l; with simt::set_wmma_scramble (CNN_SIMT_WMMA_SCRAMBLE=1)
 // every launch draws its own permutations, per lane for matrix_a/b and across lanes for accumulators. Code
 // that treats fragments as CUDA allows (element-wise, the same operation on every element) gives the same
@@ -70,11 +70,7 @@ inline int lane() {
   return static_cast<int>((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % warpSize);
 }
 
-// This lane's tile elements of x[] in a matrix_a or matrix_b fragment, and x[] index of each tile element.
-template <class Use>
-inline const uint8_t* tile_of(const ::simt::detail::WmmaMap& m) {
-  return std::is_same<Use, matrix_a>::value ? m.a[lane()] : m.b[lane()];
-}
+// Where this lane keeps each tile element of a matrix_a or matrix_b fragment.
 template <class Use>
 inline const uint8_t* slot_of(const ::simt::detail::WmmaMap& m) {
   return std::is_same<Use, matrix_a>::value ? m.a_slot[lane()] : m.b_slot[lane()];
@@ -90,7 +86,7 @@ class fragment {
 
  public:
   static constexpr int num_elements = std::is_same<Use, accumulator>::value ? 8 : 256;
-  T x[num_elements];  // which tile element each is: see detail::WmmaMap
+  T x[num_elements];  // which tile element each is: see ::simt::detail::WmmaMap (simt.h)
 };
 
 template <class Use, int M, int N, int K, class T, class Layout>

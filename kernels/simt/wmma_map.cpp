@@ -24,8 +24,8 @@ using detail::WmmaMap;
 void fill_fixed(WmmaMap& m) {
   m.scrambled = false;
   for (unsigned l = 0; l < kWarpSize; ++l) {
-    std::iota(std::begin(m.a[l]), std::end(m.a[l]), 0);
-    std::iota(std::begin(m.b[l]), std::end(m.b[l]), 0);
+    std::iota(std::begin(m.a_slot[l]), std::end(m.a_slot[l]), 0);
+    std::iota(std::begin(m.b_slot[l]), std::end(m.b_slot[l]), 0);
   }
   std::iota(std::begin(m.acc), std::end(m.acc), 0);
 }
@@ -41,18 +41,10 @@ void fill_scrambled(WmmaMap& m, uint64_t key) {
   m.scrambled = true;
   uint64_t rng = key ^ 0x5851F42D4C957F2Dull;
   for (unsigned l = 0; l < kWarpSize; ++l) {
-    shuffle(m.a[l], rng);
-    shuffle(m.b[l], rng);
+    shuffle(m.a_slot[l], rng);
+    shuffle(m.b_slot[l], rng);
   }
   shuffle(m.acc, rng);
-}
-
-void fill_slots(WmmaMap& m) {
-  for (unsigned l = 0; l < kWarpSize; ++l)
-    for (unsigned i = 0; i < 256; ++i) {
-      m.a_slot[l][m.a[l][i]] = static_cast<uint8_t>(i);
-      m.b_slot[l][m.b[l][i]] = static_cast<uint8_t>(i);
-    }
 }
 
 }  // namespace
@@ -72,12 +64,10 @@ const WmmaMap& draw_wmma_map() {
   static thread_local std::unique_ptr<Maps> maps = std::make_unique<Maps>();
   if (g_scramble.load()) {
     fill_scrambled(maps->scrambled, engine().launch_key());
-    fill_slots(maps->scrambled);
     t_wmma_map = &maps->scrambled;
   } else {
     if (!maps->fixed_ready) {
       fill_fixed(maps->fixed);
-      fill_slots(maps->fixed);
       maps->fixed_ready = true;
     }
     t_wmma_map = &maps->fixed;
