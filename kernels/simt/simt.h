@@ -29,7 +29,7 @@ void set_schedule_seed(uint64_t seed);
 uint64_t schedule_seed();
 
 // Resident blocks: 1 (the default, unless CNN_SIMT_RESIDENT_BLOCKS is set) runs the blocks of a grid one
-// after another; n > 1 (at most 32) keeps up to n blocks resident at once, as a multiprocessor does, and
+// after another; n > 1 (at most 32) keeps up to n blocks resident at once, as on a GPU, and
 // interleaves their threads: blocks take turns at barriers, atomics and fences, and with a nonzero schedule
 // seed a block often pauses after an atomic while the others run on (see scheduler.cpp), so races between
 // blocks (a non-atomic update of one element, a block reading another's output, a counter claimed before the
