@@ -1,36 +1,33 @@
-// Block scheduler of the SIMT emulator: runs the threads of one block as fibers, releases barriers, matches
-// warp intrinsics lane by lane and turns every way a block can hang or diverge into an error that names the
-// source line, instead of hanging or silently producing what one particular GPU would have produced.
+// Block scheduler of the SIMT emulator: runs the blocks of a launch, one after another or several resident
+// at once with their threads interleaved, each thread as a fiber; releases barriers and turns every way a
+// block can hang or diverge into an error that names the source line, instead of hanging or silently
+// producing what one particular GPU would have produced. The primitives the fibers call (barriers, warp
+// intrinsics, shared memory) are in intrinsics.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <numeric>
-#include <vector>
 
-#include "kernels/simt/fiber.h"
-#include "kernels/simt/internal.h"
+#include "kernels/simt/engine.h"
 
 namespace simt {
 namespace {
 
-uint64_t seed_from_env() {
-  const char* env = std::getenv("CNN_SIMT_SEED");
+uint64_t env_u64(const char* name) {
+  const char* env = std::getenv(name);
   return env ? std::strtoull(env, nullptr, 0) : 0;
 }
 
-std::atomic<uint64_t> g_seed{seed_from_env()};
+// A multiprocessor of sm_80/sm_90 holds at most 32 blocks.
+constexpr int kMaxResident = 32;
+int clamp_resident(uint64_t n) { return static_cast<int>(std::clamp<uint64_t>(n, 1, kMaxResident)); }
+
+std::atomic<uint64_t> g_seed{env_u64("CNN_SIMT_SEED")};
 // Bumped by set_schedule_seed so every host thread restarts its launch count: a seed then reproduces the
 // same schedules from the moment it is set.
 std::atomic<uint64_t> g_seed_generation{0};
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+std::atomic<int> g_resident{clamp_resident(env_u64("CNN_SIMT_RESIDENT_BLOCKS"))};
 
 }  // namespace
 
@@ -40,165 +37,40 @@ void set_schedule_seed(uint64_t seed) {
 }
 uint64_t schedule_seed() { return g_seed.load(); }
 
+void set_resident_blocks(int n) { g_resident.store(clamp_resident(n < 1 ? 1 : static_cast<uint64_t>(n))); }
+int resident_blocks() { return g_resident.load(); }
+
 namespace detail {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 namespace {
-
-enum class LaneState : uint8_t { kReady, kBarrier, kWarpWait, kExited };
-
-// What a lane reads from a source lane that is not taking part: NaN as float or double, -1 as an integer.
-constexpr uint64_t kPoison = ~uint64_t{0};
-
-struct Lane {
-  ThreadCtx ctx;
-  unsigned linear = 0, lane = 0, warp = 0;
-  LaneState state = LaneState::kReady;
-  // The primitive the lane waits at.
-  const char* file = "";
-  int line = 0;
-  BarrierKind barrier = BarrierKind::kSync;
-  WarpOp op = WarpOp::kSyncwarp;
-  unsigned mask = 0;
-  int arg = 0, width = 32;
-  uint64_t value = 0, result = 0;
-};
-
-// The lanes of one warp waiting at a warp intrinsic with the same mask. A waiting lane belongs to exactly
-// one group, so a warp has at most 32 and usually one; arrivals look at groups, not at all 32 lanes.
-struct WarpGroup {
-  unsigned mask;
-  WarpOp op;
-  unsigned arrived;
-};
-
-struct Warp {
-  unsigned exited = 0;
-  unsigned ngroups = 0;
-  WarpGroup groups[kWarpSize];
-};
-
-struct SharedSlot {
-  const void* key;
-  size_t offset;
-};
-
-const char* op_name(WarpOp op) {
-  switch (op) {
-    case WarpOp::kSyncwarp: return "__syncwarp";
-    case WarpOp::kShfl: return "__shfl_sync";
-    case WarpOp::kShflUp: return "__shfl_up_sync";
-    case WarpOp::kShflDown: return "__shfl_down_sync";
-    case WarpOp::kShflXor: return "__shfl_xor_sync";
-    case WarpOp::kBallot: return "__ballot_sync";
-    case WarpOp::kAny: return "__any_sync";
-    case WarpOp::kAll: return "__all_sync";
-    case WarpOp::kMatrix: return "wmma::*_sync";
-  }
-  return "?";
-}
-
-const char* barrier_name(BarrierKind kind) {
-  switch (kind) {
-    case BarrierKind::kSync: return "__syncthreads";
-    case BarrierKind::kCount: return "__syncthreads_count";
-    case BarrierKind::kAnd: return "__syncthreads_and";
-    case BarrierKind::kOr: return "__syncthreads_or";
-  }
-  return "?";
-}
-
-std::string coords(const uint3& v) { return format("(%u,%u,%u)", v.x, v.y, v.z); }
 
 bool same_site(const Lane& a, const Lane& b) {
   return a.line == b.line && (a.file == b.file || std::strcmp(a.file, b.file) == 0);
 }
 
-class Engine {
- public:
-  // Configuration errors (returned by CNN_LAUNCH at once), then running a checked launch.
-  cudaError_t check(const void* kernel, dim3 grid, dim3 block, size_t shmem, const LaunchSite& site);
-  cudaError_t run(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
-                  const LaunchSite& site);
-  int block_barrier(BarrierKind kind, int pred, const char* file, int line);
-  uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line);
-  void* shared_static(const void* key, size_t bytes, size_t align, const char* file, int line);
-  void* dynamic_shared(const char* file, int line);
-  [[noreturn]] void kernel_fault(cudaError_t code, std::string message) { fault_in_fiber(code, std::move(message)); }
-  uint64_t switches() const { return switches_; }
-
- private:
-  static void lane_main(void* self) {
-    auto* e = static_cast<Engine*>(self);
-    e->invoke_(e->pack_);
-  }
-  bool run_block(uint3 block_idx, uint64_t salt);
-  void draw_order(uint64_t salt);
-  void on_exit(Lane& lane);
-  void resolve_stall();
-  void finish_warp_op(unsigned base, unsigned mask);
-  Lane& current(const char* file, int line, const char* what);
-  void fault(cudaError_t code, std::string message);
-  [[noreturn]] void fault_in_fiber(cudaError_t code, std::string message);
-  std::string thread_name(const Lane& l) const { return coords(l.ctx.thread_idx); }
-
-  std::vector<std::unique_ptr<Fiber>> fibers_;
-  std::vector<Lane> lanes_;
-  std::vector<Warp> warps_;
-  std::vector<unsigned> order_;
-  unsigned nthreads_ = 0, live_ = 0, exited_ = 0;
-  Lane* current_ = nullptr;
-  uint64_t switches_ = 0;
-
-  Invoker invoke_ = nullptr;
-  const void* pack_ = nullptr;
-  dim3 grid_, block_;
-  uint64_t seed_ = 0, seed_generation_ = ~uint64_t{0}, launch_index_ = 0, phase_ = 0;
-
-  // One arena per host thread: dynamic shared memory at offset 0, static arrays after it.
-  struct FreeDeleter {
-    void operator()(unsigned char* p) const { std::free(p); }
-  };
-  std::unique_ptr<unsigned char[], FreeDeleter> smem_;
-  size_t dyn_bytes_ = 0, smem_used_ = 0, static_bytes_ = 0, smem_limit_ = 0;
-  std::vector<SharedSlot> slots_;
-
-  bool failed_ = false;
-  cudaError_t code_ = cudaSuccess;
-  std::string message_;
-};
-
-Engine& engine() {
-  static thread_local Engine e;
-  return e;
-}
+}  // namespace
 
 void Engine::fault(cudaError_t code, std::string message) {
   if (failed_) return;
   failed_ = true;
   code_ = code;
   message_ = std::move(message);
+  if (block_) failed_block_ = block_->idx;
 }
 
-void Engine::fault_in_fiber(cudaError_t code, std::string message) {
-  fault(code, std::move(message));
-  fibers_[current_->linear]->yield();
-  std::fprintf(stderr, "simt: a faulted fiber was resumed\n");
-  std::abort();
-}
-
-Lane& Engine::current(const char* file, int line, const char* what) {
-  if (!current_) {
-    std::fprintf(stderr, "simt: %s:%d: %s called outside a kernel\n", file, line, what);
-    std::abort();
-  }
-  return *current_;
-}
-
-void Engine::draw_order(uint64_t salt) {
-  order_.resize(nthreads_);
-  for (unsigned i = 0; i < nthreads_; ++i) order_[i] = i;
+void Engine::draw_order(Block& b) {
+  b.order.resize(nthreads_);
+  for (unsigned i = 0; i < nthreads_; ++i) b.order[i] = i;
   if (seed_ == 0) return;
-  uint64_t state = seed_ ^ (salt * 0xD1B54A32D192ED03ull) ^ (phase_ * 0x8CB92BA72F3D8DD7ull);
-  for (unsigned i = nthreads_; i > 1; --i) std::swap(order_[i - 1], order_[splitmix64(state) % i]);
+  uint64_t state = seed_ ^ (b.salt * 0xD1B54A32D192ED03ull) ^ (b.phase * 0x8CB92BA72F3D8DD7ull);
+  for (unsigned i = nthreads_; i > 1; --i) std::swap(b.order[i - 1], b.order[splitmix64(state) % i]);
 }
 
 cudaError_t Engine::check(const void* kernel, dim3 grid, dim3 block, size_t shmem, const LaunchSite& site) {
@@ -237,111 +109,195 @@ cudaError_t Engine::check(const void* kernel, dim3 grid, dim3 block, size_t shme
 cudaError_t Engine::run(const void* kernel, Invoker invoke, const void* pack, dim3 grid, dim3 block, size_t shmem,
                         const LaunchSite& site) {
   const std::string at = format("%s:%d: launch of %s", site.file, site.line, site.kernel);
-  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (seed_generation_ != g_seed_generation.load()) {
     seed_generation_ = g_seed_generation.load();
     launch_index_ = 0;
   }
   seed_ = g_seed.load();
+  launch_key_ = seed_ ^ ((launch_index_ + 1) * 0xD6E8FEB86659FD93ull);
+  t_wmma_map = nullptr;
   invoke_ = invoke;
   pack_ = pack;
   grid_ = grid;
-  block_ = block;
-  nthreads_ = static_cast<unsigned>(threads);
-  while (fibers_.size() < nthreads_) fibers_.push_back(std::make_unique<Fiber>());
-  if (lanes_.size() < nthreads_) lanes_.resize(nthreads_);
-  if (!smem_) {
-    smem_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, kSharedOptinLimit + 4096)));
-    if (!smem_) {
-      return record_error(cudaErrorMemoryAllocation, at + ": no memory for shared memory", ErrorKind::kLaunch);
+  block_dim_ = block;
+  nthreads_ = static_cast<unsigned>(uint64_t{block.x} * block.y * block.z);
+  const uint64_t nblocks = uint64_t{grid.x} * grid.y * grid.z;
+  const int resident_setting = g_resident.load();
+  const unsigned resident = static_cast<unsigned>(std::min<uint64_t>(resident_setting, nblocks));
+  if (cudaError_t e = prepare(kernel, shmem, resident, at)) return e;
+
+  // Seeded runs start the blocks in a random affine order i -> (a*i + c) mod n with a coprime to n, a
+  // permutation that needs no table however large the grid.
+  uint64_t a = 1, c = 0;
+  rng_ = seed_ ^ (launch_index_ * 0xA24BAED4963EE407ull);
+  front_ = back_ = uint64_t{1} << 63;
+  turns_ = 0;
+  if (seed_ != 0 && nblocks > 1) {
+    c = splitmix64(rng_) % nblocks;
+    do a = splitmix64(rng_) % nblocks; while (a == 0 || std::gcd(a, nblocks) != 1);
+  }
+  t_switch_at_atomics = resident_setting > 1;
+  schedule(a, c, nblocks, resident);
+  t_switch_at_atomics = false;
+  block_ = nullptr;
+  ++launch_index_;
+  if (!failed_) return cudaSuccess;
+  return record_error(code_,
+                      message_ + format(" [kernel %s, block %s of grid %s, block size %s, launched at %s:%d]",
+                                        site.kernel, coords(failed_block_).c_str(), coords(grid).c_str(),
+                                        coords(block).c_str(), site.file, site.line),
+                      ErrorKind::kKernelFault);
+}
+
+// Slots for `resident` blocks of the launch: fibers, lanes and shared memory, reused across launches.
+cudaError_t Engine::prepare(const void* kernel, size_t shmem, unsigned resident, const std::string& at) {
+  while (blocks_.size() < resident) blocks_.push_back(std::make_unique<Block>());
+  for (unsigned s = 0; s < resident; ++s) {
+    Block& b = *blocks_[s];
+    while (b.fibers.size() < nthreads_) b.fibers.push_back(std::make_unique<Fiber>());
+    if (b.lanes.size() < nthreads_) b.lanes.resize(nthreads_);
+    if (!b.smem) {
+      b.smem.reset(static_cast<unsigned char*>(std::aligned_alloc(64, kSharedOptinLimit + 4096)));
+      if (!b.smem) {
+        return record_error(cudaErrorMemoryAllocation, at + ": no memory for shared memory", ErrorKind::kLaunch);
+      }
     }
   }
   dyn_bytes_ = shmem;
   smem_limit_ = shared_opted_in(kernel) ? kSharedOptinLimit : kSharedDefaultLimit;
   failed_ = false;
-
-  // Seeded runs visit the blocks in a random affine order i -> (a*i + c) mod n with a coprime to n, a
-  // permutation that needs no table however large the grid.
-  const uint64_t nblocks = uint64_t{grid.x} * grid.y * grid.z;
-  uint64_t a = 1, c = 0;
-  uint64_t rng = seed_ ^ (launch_index_ * 0xA24BAED4963EE407ull);
-  if (seed_ != 0 && nblocks > 1) {
-    c = splitmix64(rng) % nblocks;
-    do a = splitmix64(rng) % nblocks; while (a == 0 || std::gcd(a, nblocks) != 1);
-  }
-  uint3 failed_block{0, 0, 0};
-  for (uint64_t i = 0; i < nblocks && !failed_; ++i) {
-    const uint64_t idx = static_cast<uint64_t>((static_cast<unsigned __int128>(a) * i + c) % nblocks);
-    const uint3 b{static_cast<unsigned>(idx % grid.x), static_cast<unsigned>(idx / grid.x % grid.y),
-                  static_cast<unsigned>(idx / (uint64_t{grid.x} * grid.y))};
-    failed_block = b;
-    run_block(b, launch_index_ * 0x9E3779B97F4A7C15ull + idx);
-  }
-  ++launch_index_;
-  if (!failed_) return cudaSuccess;
-  return record_error(code_,
-                      message_ + format(" [kernel %s, block %s of grid %s, block size %s, launched at %s:%d]",
-                                        site.kernel, coords(failed_block).c_str(), coords(grid).c_str(),
-                                        coords(block).c_str(), site.file, site.line),
-                      ErrorKind::kKernelFault);
+  return cudaSuccess;
 }
 
-bool Engine::run_block(uint3 block_idx, uint64_t salt) {
+// Interleaved blocks take turns in the order of a queue: the first awake block in it runs its next thread.
+// A block joins at the front when it starts and goes to the back at each of its switch points: when it
+// leaves a barrier, and when one of its threads passes an atomic or fence. There, with a nonzero seed, it
+// also falls asleep half the time, for 2^k turns with k drawn from 0..16: a block paused right after
+// announcing something (an atomic ticket) then often stays paused while the others run to their end, which
+// is what exposes orderings between blocks that hold only by luck. (Sleeping at barriers as well would keep
+// most blocks asleep, and the order of waking would matter more than the pauses.) When every block sleeps,
+// the first to wake runs.
+void Engine::switch_point(Block& b, bool atomic) {
+  b.priority = --back_;
+  if (atomic && seed_ != 0 && splitmix64(rng_) % 2 == 0) b.wake = turns_ + (uint64_t{1} << (splitmix64(rng_) % 17));
+}
+
+// Runs the blocks in the order i -> (a*i + c) mod nblocks, `resident` at a time; a finished block's slot
+// takes the next one. With several resident, they take turns (see switch_point).
+void Engine::schedule(uint64_t a, uint64_t c, uint64_t nblocks, unsigned resident) {
+  uint64_t next = 0;
+  const auto start_next = [&](Block& b) {
+    b.priority = ++front_;
+    b.wake = 0;
+    start_block(b, static_cast<uint64_t>((static_cast<unsigned __int128>(a) * next++ + c) % nblocks));
+  };
+  if (resident == 1) {
+    Block& b = *blocks_[0];
+    for (;;) {
+      start_next(b);
+      run_turns(b, ~uint64_t{0});
+      if (failed_ || next == nblocks) return;
+    }
+  }
+  std::vector<Block*> active;
+  for (unsigned s = 0; s < resident; ++s) {
+    active.push_back(blocks_[s].get());
+    start_next(*active.back());
+  }
+  const auto before = [&](const Block* x, const Block* y) {
+    const bool x_awake = x->wake <= turns_, y_awake = y->wake <= turns_;
+    if (x_awake != y_awake) return x_awake;
+    return x_awake ? x->priority > y->priority : x->wake < y->wake;
+  };
+  for (; !active.empty(); ++turns_) {
+    size_t k = 0;
+    for (size_t i = 1; i < active.size(); ++i)
+      if (before(active[i], active[k])) k = i;
+    if (run_turns(*active[k], 1)) continue;
+    if (failed_) return;
+    if (next < nblocks) {
+      start_next(*active[k]);
+    } else {
+      active[k] = active.back();
+      active.pop_back();
+    }
+  }
+}
+
+void Engine::start_block(Block& b, uint64_t linear_idx) {
+  b.idx = uint3{static_cast<unsigned>(linear_idx % grid_.x), static_cast<unsigned>(linear_idx / grid_.x % grid_.y),
+                static_cast<unsigned>(linear_idx / (uint64_t{grid_.x} * grid_.y))};
+  b.salt = launch_index_ * 0x9E3779B97F4A7C15ull + linear_idx;
   for (unsigned i = 0; i < nthreads_; ++i) {
-    Lane& l = lanes_[i];
-    l.ctx = ThreadCtx{uint3{i % block_.x, i / block_.x % block_.y, i / (block_.x * block_.y)}, block_idx, block_,
-                      grid_};
+    Lane& l = b.lanes[i];
+    l.ctx = ThreadCtx{uint3{i % block_dim_.x, i / block_dim_.x % block_dim_.y, i / (block_dim_.x * block_dim_.y)},
+                      b.idx, block_dim_, grid_};
     l.linear = i;
     l.lane = i % kWarpSize;
     l.warp = i / kWarpSize;
     l.state = LaneState::kReady;
-    fibers_[i]->reset(&Engine::lane_main, this);
+    b.fibers[i]->reset(&Engine::lane_main, this);
   }
-  warps_.assign((nthreads_ + kWarpSize - 1) / kWarpSize, Warp{});
-  live_ = nthreads_;
-  exited_ = 0;
-  std::memset(smem_.get(), 0xFF, dyn_bytes_);
-  smem_used_ = dyn_bytes_;
-  static_bytes_ = 0;
-  slots_.clear();
-  phase_ = 0;
-  draw_order(salt);
+  b.warps.assign((nthreads_ + kWarpSize - 1) / kWarpSize, Warp{});
+  b.live = nthreads_;
+  b.exited = 0;
+  std::memset(b.smem.get(), 0xFF, dyn_bytes_);
+  b.smem_used = dyn_bytes_;
+  b.static_bytes = 0;
+  b.slots.clear();
+  b.phase = 0;
+  b.pos = 0;
+  b.ran = false;
+  draw_order(b);
+}
+
+// Resumes the block's next `turns` ready fibers, round after round. A round in which nothing ran means every
+// live thread waits: release the barrier (or report the hang) and start the next round in a fresh order.
+// False once the block has finished, or a fault has stopped the launch.
+bool Engine::run_turns(Block& b, uint64_t turns) {
+  block_ = &b;
   for (;;) {
-    bool ran = false;
-    for (unsigned idx : order_) {
-      Lane& l = lanes_[idx];
+    while (b.pos < nthreads_) {
+      const unsigned i = b.order[b.pos++];
+      Lane& l = b.lanes[i];
       if (l.state != LaneState::kReady) continue;
-      ran = true;
+      b.ran = true;
       current_ = &l;
       t_ctx = &l.ctx;
-      fibers_[idx]->resume();
+      b.fibers[i]->resume();
       switches_ += 2;
       t_ctx = nullptr;
       current_ = nullptr;
       if (failed_) return false;
-      if (fibers_[idx]->finished()) {
-        on_exit(l);
+      if (b.fibers[i]->finished()) {
+        on_exit(b, l);
         if (failed_) return false;
       }
+      if (--turns == 0) return true;
     }
-    if (ran) continue;
-    if (live_ == 0) return true;
-    ++phase_;
-    resolve_stall();
+    b.pos = 0;
+    if (b.ran) {
+      b.ran = false;
+      continue;
+    }
+    if (b.live == 0) return false;
+    ++b.phase;
+    resolve_stall(b);
     if (failed_) return false;
-    draw_order(salt);
+    draw_order(b);
+    switch_point(b, false);
   }
 }
 
-void Engine::on_exit(Lane& l) {
+void Engine::on_exit(Block& b, Lane& l) {
   l.state = LaneState::kExited;
-  --live_;
-  ++exited_;
-  Warp& w = warps_[l.warp];
+  --b.live;
+  ++b.exited;
+  Warp& w = b.warps[l.warp];
   w.exited |= 1u << l.lane;
   for (unsigned k = 0; k < w.ngroups; ++k) {
     if (!(w.groups[k].mask >> l.lane & 1u)) continue;
-    const Lane& o = lanes_[l.warp * kWarpSize + __builtin_ctz(w.groups[k].arrived)];
+    const Lane& o = b.lanes[l.warp * kWarpSize + __builtin_ctz(w.groups[k].arrived)];
     return fault(cudaErrorLaunchFailure,
                  format("%s:%d: %s with mask 0x%08x in thread %s waits for lane %u (thread %s), which has exited",
                         o.file, o.line, op_name(o.op), o.mask, thread_name(o).c_str(), l.lane,
@@ -351,12 +307,12 @@ void Engine::on_exit(Lane& l) {
 
 // Nothing is ready: either every live thread waits at a barrier (release it, or report divergence) or some
 // wait for lanes that can never arrive (deadlock).
-void Engine::resolve_stall() {
+void Engine::resolve_stall(Block& blk) {
   const Lane* first_barrier = nullptr;
   const Lane* first_warp = nullptr;
   const Lane* first_exited = nullptr;
   for (unsigned i = 0; i < nthreads_; ++i) {
-    const Lane& l = lanes_[i];
+    const Lane& l = blk.lanes[i];
     if (l.state == LaneState::kBarrier && !first_barrier) first_barrier = &l;
     if (l.state == LaneState::kWarpWait && !first_warp) first_warp = &l;
     if (l.state == LaneState::kExited && !first_exited) first_exited = &l;
@@ -371,7 +327,7 @@ void Engine::resolve_stall() {
     }
     int count = 0;
     for (unsigned i = 0; i < nthreads_; ++i) {
-      const Lane& l = lanes_[i];
+      const Lane& l = blk.lanes[i];
       if (!same_site(l, b) || l.barrier != b.barrier) {
         return fault(cudaErrorLaunchFailure,
                      format("%s:%d: divergent barrier: thread %s waits at %s here while thread %s waits at %s "
@@ -387,15 +343,15 @@ void Engine::resolve_stall() {
                        : b.barrier == BarrierKind::kOr  ? count > 0
                                                         : 0;
     for (unsigned i = 0; i < nthreads_; ++i) {
-      lanes_[i].result = static_cast<uint64_t>(result);
-      lanes_[i].state = LaneState::kReady;
+      blk.lanes[i].result = static_cast<uint64_t>(result);
+      blk.lanes[i].state = LaneState::kReady;
     }
     return;
   }
   const Lane& w = *first_warp;
   const unsigned base = w.warp * kWarpSize;
   for (unsigned m = w.mask; m; m &= m - 1) {
-    const Lane& o = lanes_[base + __builtin_ctz(m)];
+    const Lane& o = blk.lanes[base + __builtin_ctz(m)];
     if (o.state == LaneState::kWarpWait && o.mask == w.mask) continue;
     std::string doing = o.state == LaneState::kBarrier
                             ? format("waits at %s (%s:%d)", barrier_name(o.barrier), o.file, o.line)
@@ -410,167 +366,6 @@ void Engine::resolve_stall() {
   fault(cudaErrorLaunchFailure, format("%s:%d: deadlock in %s", w.file, w.line, op_name(w.op)));
 }
 
-int Engine::block_barrier(BarrierKind kind, int pred, const char* file, int line) {
-  Lane& me = current(file, line, barrier_name(kind));
-  me.barrier = kind;
-  me.value = pred != 0;
-  me.file = file;
-  me.line = line;
-  me.state = LaneState::kBarrier;
-  fibers_[me.linear]->yield();
-  return static_cast<int>(me.result);
-}
-
-uint64_t Engine::warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file,
-                         int line) {
-  Lane& me = current(file, line, op_name(op));
-  const unsigned bit = 1u << me.lane;
-  const unsigned base = me.warp * kWarpSize;
-  const unsigned nlanes = std::min(kWarpSize, nthreads_ - base);
-  const unsigned existing = nlanes == 32 ? ~0u : (1u << nlanes) - 1;
-  if (!(mask & bit)) {
-    fault_in_fiber(cudaErrorLaunchFailure,
-                   format("%s:%d: bad mask: %s with mask 0x%08x called by lane %u (thread %s), which the mask "
-                          "does not include",
-                          file, line, op_name(op), mask, me.lane, thread_name(me).c_str()));
-  }
-  if (mask & ~existing) {
-    fault_in_fiber(cudaErrorLaunchFailure,
-                   format("%s:%d: bad mask: %s with mask 0x%08x names lanes this warp does not have (it has %u)",
-                          file, line, op_name(op), mask, nlanes));
-  }
-  if (width < 1 || width > 32 || (width & (width - 1)) != 0) {
-    fault_in_fiber(cudaErrorLaunchFailure,
-                   format("%s:%d: %s width %d is not a power of two in [1, 32]", file, line, op_name(op), width));
-  }
-  Warp& w = warps_[me.warp];
-  if (const unsigned gone = mask & w.exited) {
-    const Lane& o = lanes_[base + __builtin_ctz(gone)];
-    fault_in_fiber(cudaErrorLaunchFailure,
-                   format("%s:%d: bad mask: %s with mask 0x%08x in thread %s names lane %u (thread %s), which "
-                          "has exited",
-                          file, line, op_name(op), mask, thread_name(me).c_str(), o.lane, thread_name(o).c_str()));
-  }
-  unsigned g = w.ngroups;
-  for (unsigned k = 0; k < w.ngroups; ++k) {
-    const WarpGroup& c = w.groups[k];
-    if (c.mask == mask) {
-      g = k;
-      continue;
-    }
-    // Lanes waiting with another mask that names us can only complete once we arrive there: a deadlock.
-    // Lanes of our mask waiting elsewhere are fine; they may reach this intrinsic afterwards.
-    if (c.mask & bit) {
-      const Lane& o = lanes_[base + __builtin_ctz(c.arrived)];
-      fault_in_fiber(cudaErrorLaunchFailure,
-                     format("%s:%d: bad mask: %s with mask 0x%08x in lane %u (thread %s) meets mask 0x%08x of "
-                            "%s in lane %u (%s:%d); all lanes of a mask must pass the same mask",
-                            file, line, op_name(op), mask, me.lane, thread_name(me).c_str(), c.mask, op_name(c.op),
-                            o.lane, o.file, o.line));
-    }
-  }
-  if (g == w.ngroups) {
-    w.groups[w.ngroups++] = WarpGroup{mask, op, 0};
-  } else if (w.groups[g].op != op) {
-    const Lane& o = lanes_[base + __builtin_ctz(w.groups[g].arrived)];
-    fault_in_fiber(cudaErrorLaunchFailure,
-                   format("%s:%d: %s with mask 0x%08x in lane %u meets %s in lane %u (%s:%d); all lanes of a mask "
-                          "must call the same warp intrinsic",
-                          file, line, op_name(op), mask, me.lane, op_name(o.op), o.lane, o.file, o.line));
-  }
-  me.op = op;
-  me.mask = mask;
-  me.value = value;
-  me.arg = arg;
-  me.width = width;
-  me.file = file;
-  me.line = line;
-  me.state = LaneState::kWarpWait;
-  w.groups[g].arrived |= bit;
-  if (w.groups[g].arrived == mask) {
-    w.groups[g] = w.groups[--w.ngroups];
-    finish_warp_op(base, mask);
-  } else {
-    fibers_[me.linear]->yield();
-  }
-  return me.result;
-}
-
-void Engine::finish_warp_op(unsigned base, unsigned mask) {
-  unsigned ballot = 0;
-  for (unsigned m = mask; m; m &= m - 1) {
-    const unsigned j = __builtin_ctz(m);
-    if (lanes_[base + j].value) ballot |= 1u << j;
-  }
-  for (unsigned m = mask; m; m &= m - 1) {
-    const unsigned j = __builtin_ctz(m);
-    Lane& l = lanes_[base + j];
-    const unsigned w = static_cast<unsigned>(l.width);
-    const unsigned segment = j & ~(w - 1);
-    unsigned src = j;
-    switch (l.op) {
-      case WarpOp::kShfl: src = segment + (static_cast<unsigned>(l.arg) & (w - 1)); break;
-      case WarpOp::kShflUp: src = static_cast<unsigned>(l.arg) <= j - segment ? j - l.arg : j; break;
-      case WarpOp::kShflDown: src = j + static_cast<unsigned>(l.arg) < segment + w ? j + l.arg : j; break;
-      case WarpOp::kShflXor: src = (j ^ static_cast<unsigned>(l.arg)) < segment + w ? j ^ l.arg : j; break;
-      default: break;
-    }
-    switch (l.op) {
-      case WarpOp::kSyncwarp: l.result = 0; break;
-      case WarpOp::kMatrix: l.result = lanes_[base + __builtin_ctz(mask)].value; break;  // lane 0's call site
-      case WarpOp::kBallot: l.result = ballot; break;
-      case WarpOp::kAny: l.result = ballot != 0; break;
-      case WarpOp::kAll: l.result = ballot == mask; break;
-      default: l.result = (mask >> src & 1u) ? lanes_[base + src].value : kPoison; break;
-    }
-    l.state = LaneState::kReady;
-  }
-}
-
-void* Engine::shared_static(const void* key, size_t bytes, size_t align, const char* file, int line) {
-  current(file, line, "CNN_SHARED");
-  for (const SharedSlot& s : slots_) {
-    if (s.key == key) return smem_.get() + s.offset;
-  }
-  const size_t a = std::max<size_t>(align, 16);
-  const size_t offset = (smem_used_ + a - 1) / a * a;
-  static_bytes_ += bytes;
-  if (static_bytes_ > kSharedDefaultLimit) {
-    fault_in_fiber(cudaErrorLaunchOutOfResources,
-                   format("%s:%d: static shared memory of the block reaches %zu bytes, over the %zu allowed", file,
-                          line, static_bytes_, kSharedDefaultLimit));
-  }
-  if (offset + bytes > smem_limit_) {
-    fault_in_fiber(cudaErrorLaunchOutOfResources,
-                   format("%s:%d: static (%zu) plus dynamic (%zu) shared memory exceed the %zu bytes this kernel "
-                          "may use",
-                          file, line, static_bytes_, dyn_bytes_, smem_limit_));
-  }
-  std::memset(smem_.get() + offset, 0xFF, bytes);
-  slots_.push_back(SharedSlot{key, offset});
-  smem_used_ = offset + bytes;
-  return smem_.get() + offset;
-}
-
-void* Engine::dynamic_shared(const char* file, int line) {
-  current(file, line, "CNN_DYNAMIC_SHARED");
-  return smem_.get();
-}
-
-}  // namespace
-
-int block_barrier(BarrierKind kind, int pred, const char* file, int line) {
-  return engine().block_barrier(kind, pred, file, line);
-}
-uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line) {
-  return engine().warp_op(op, mask, value, arg, width, file, line);
-}
-void* shared_static(const void* key, size_t bytes, size_t align, const char* file, int line) {
-  return engine().shared_static(key, bytes, align, file, line);
-}
-void* dynamic_shared(const char* file, int line) { return engine().dynamic_shared(file, line); }
-void kernel_fault(cudaError_t code, std::string message) { engine().kernel_fault(code, std::move(message)); }
-
 cudaError_t launch(const void* kernel, Invoker invoke, std::shared_ptr<const void> pack, dim3 grid, dim3 block,
                    size_t shmem, cudaStream_t stream, const LaunchSite& site) {
   if (cudaError_t e = engine().check(kernel, grid, block, shmem, site)) return e;
@@ -578,7 +373,4 @@ cudaError_t launch(const void* kernel, Invoker invoke, std::shared_ptr<const voi
 }
 
 }  // namespace detail
-
-uint64_t fiber_switches() { return detail::engine().switches(); }
-
 }  // namespace simt

@@ -1,8 +1,9 @@
 // SIMT emulator: runs CUDA kernels written in the portable subset (see README.md) on the CPU, each CUDA
 // thread of a block as a fiber. Kernel files include kernels/simt/cuda_compat.h, never this header.
-// Blocks of a grid run one after another on the launching host thread; inside a block the fibers switch
-// only at __syncthreads*, __syncwarp and the *_sync warp intrinsics, which is where the emulator checks
-// that every thread of the block (or every lane named in the mask) arrives at the same primitive.
+// Blocks of a grid run one after another on the launching host thread (or a few at once, interleaved: see
+// set_resident_blocks); the fibers switch only at __syncthreads*, __syncwarp and the *_sync warp intrinsics
+// (and, interleaved, after atomics and fences), which is where the emulator checks that every thread of the
+// block (or every lane named in the mask) arrives at the same primitive.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,23 @@ namespace simt {
 // results under different seeds. Deterministic for a given seed and sequence of launches.
 void set_schedule_seed(uint64_t seed);
 uint64_t schedule_seed();
+
+// Resident blocks: 1 (the default, unless CNN_SIMT_RESIDENT_BLOCKS is set) runs the blocks of a grid one
+// after another; n > 1 (at most 32) keeps up to n blocks resident at once, as on a GPU, and
+// interleaves their threads: blocks take turns at barriers, atomics and fences, and with a nonzero schedule
+// seed a block often pauses after an atomic while the others run on (see scheduler.cpp), so races between
+// blocks (a non-atomic update of one element, a block reading another's output, a counter claimed before the
+// data it announces is written) give wrong results. Process-wide, for launches started after the call; n < 1
+// restores 1.
+void set_resident_blocks(int n);
+int resident_blocks();
+
+// wmma fragment scrambling: off (the default, unless CNN_SIMT_WMMA_SCRAMBLE=1) gives fragments the fixed
+// element mapping of simt_wmma.h; on, each launch draws its own permutation of which lane holds which
+// element (from the schedule seed and the launch's index), consistent within the launch, so load, mma and
+// store still compose and kernels that index fragment elements by an assumed mapping give wrong results.
+void set_wmma_scramble(bool on);
+bool wmma_scramble();
 
 // Deferred streams: 0 (the default, unless CNN_SIMT_DEFER is set) runs every stream operation when it is
 // called; any other seed queues each stream's operations and runs them at synchronisation points in an order
@@ -92,6 +110,21 @@ void* dynamic_shared(const char* file, int line);
 // emulated CUDA APIs such as wmma's alignment rules. The message is taken by value and moved on: the faulting
 // fiber never returns, so a string left in its frames would never be freed.
 [[noreturn]] void kernel_fault(cudaError_t code, std::string message);
+
+// Fragment element mapping of the running launch (simt_wmma.h), as row-major tile indices t = r * 16 + c.
+// matrix_a/matrix_b fragments hold the whole tile in every lane: tile element t is x[a_slot[l][t]] in lane l
+// (b_slot for matrix_b). Accumulators hold 8 elements a lane: x[i] of lane l is tile element acc[32 i + l].
+// `scrambled` is false for the fixed mapping (identity slots, acc[s] = s), whose loops the wmma functions
+// keep simple enough to vectorise.
+struct WmmaMap {
+  bool scrambled;
+  uint8_t a_slot[kWarpSize][256], b_slot[kWarpSize][256];
+  uint8_t acc[256];
+};
+// The running launch's mapping, drawn by its first wmma call (null until then).
+inline thread_local const WmmaMap* t_wmma_map = nullptr;
+const WmmaMap& draw_wmma_map();
+inline const WmmaMap& wmma_map() { return t_wmma_map ? *t_wmma_map : draw_wmma_map(); }
 
 template <typename T>
 uint64_t to_bits(T v) {

@@ -1,6 +1,6 @@
 # SIMT emulator (kernels/simt/): library, tests, benchmark, and the nvcc build check of a sample kernel.
 #   make test-simt         build and run build/tests/simt_tests (also part of `make test`)
-#   make simt-nvcc-check   compile tests/simt/{test,wmma}_kernels.cu with nvcc for sm_80 and sm_90 (if nvcc exists)
+#   make simt-nvcc-check   compile tests/simt/{test,wmma,grid}_kernels.cu with nvcc for sm_80 and sm_90 (if nvcc exists)
 #   make test-simt-asan    the same tests built with AddressSanitizer in $(BUILD)/asan (also part of `make
 #                          test`): out-of-bounds accesses to device memory in kernels are reported by line
 #   make simt-bench        fiber switch rate, asm context switch vs ucontext
@@ -48,7 +48,7 @@ simt-bench: $(SIMT_BENCH)
 	$(SIMT_BENCH)
 
 # Compile only (nothing can run without a GPU); the ptxas report (registers, spills) is kept next to each object.
-SIMT_NVCC_SAMPLES := tests/simt/test_kernels.cu tests/simt/wmma_kernels.cu
+SIMT_NVCC_SAMPLES := tests/simt/test_kernels.cu tests/simt/wmma_kernels.cu tests/simt/grid_kernels.cu
 simt-nvcc-check:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "simt-nvcc-check: $(NVCC) not found, skipped"; \
 	  echo "$(NVCC) not found" > "$${CNN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \

@@ -1,55 +1,75 @@
 // Device-side built-ins that kernels call besides the synchronisation primitives: atomics, bit tricks,
 // fast-math intrinsics and the overloaded min/max CUDA puts in the global namespace. Atomics are plain
-// read-modify-writes: fibers switch only inside barriers and warp intrinsics, and the blocks of a grid run
-// one after another on the launching host thread, so nothing can interleave with them.
+// read-modify-writes: fibers of one host thread switch only at known points, never inside one.
 #pragma once
 #include <math.h>
 
 #include <cstdint>
 #include <cstring>
 
-inline int atomicAdd(int* a, int v) { int o = *a; *a = o + v; return o; }
-inline unsigned atomicAdd(unsigned* a, unsigned v) { unsigned o = *a; *a = o + v; return o; }
-inline unsigned long long atomicAdd(unsigned long long* a, unsigned long long v) {
-  unsigned long long o = *a;
-  *a = o + v;
-  return o;
+namespace simt {
+namespace detail {
+// True while a launch interleaves several blocks (simt::set_resident_blocks): atomics and fences then end
+// the calling thread's turn once they are done, so that other blocks' threads run between them.
+inline thread_local bool t_switch_at_atomics = false;
+void yield_turn();
+inline void atomic_point() {
+  if (t_switch_at_atomics) yield_turn();
 }
-inline float atomicAdd(float* a, float v) { float o = *a; *a = o + v; return o; }
-inline double atomicAdd(double* a, double v) { double o = *a; *a = o + v; return o; }
-inline int atomicSub(int* a, int v) { int o = *a; *a = o - v; return o; }
-inline unsigned atomicSub(unsigned* a, unsigned v) { unsigned o = *a; *a = o - v; return o; }
-inline int atomicMax(int* a, int v) { int o = *a; if (v > o) *a = v; return o; }
-inline unsigned atomicMax(unsigned* a, unsigned v) { unsigned o = *a; if (v > o) *a = v; return o; }
-inline long long atomicMax(long long* a, long long v) { long long o = *a; if (v > o) *a = v; return o; }
-inline int atomicMin(int* a, int v) { int o = *a; if (v < o) *a = v; return o; }
-inline unsigned atomicMin(unsigned* a, unsigned v) { unsigned o = *a; if (v < o) *a = v; return o; }
-inline long long atomicMin(long long* a, long long v) { long long o = *a; if (v < o) *a = v; return o; }
-inline int atomicAnd(int* a, int v) { int o = *a; *a = o & v; return o; }
-inline unsigned atomicAnd(unsigned* a, unsigned v) { unsigned o = *a; *a = o & v; return o; }
-inline int atomicOr(int* a, int v) { int o = *a; *a = o | v; return o; }
-inline unsigned atomicOr(unsigned* a, unsigned v) { unsigned o = *a; *a = o | v; return o; }
-inline int atomicXor(int* a, int v) { int o = *a; *a = o ^ v; return o; }
-inline unsigned atomicXor(unsigned* a, unsigned v) { unsigned o = *a; *a = o ^ v; return o; }
-inline int atomicExch(int* a, int v) { int o = *a; *a = v; return o; }
-inline unsigned atomicExch(unsigned* a, unsigned v) { unsigned o = *a; *a = v; return o; }
-inline unsigned long long atomicExch(unsigned long long* a, unsigned long long v) {
-  unsigned long long o = *a;
-  *a = v;
-  return o;
+// The read-modify-write of every atomic: *a = f(old), returns old.
+template <typename T, typename F>
+inline T atomic_rmw(T* a, F f) {
+  const T old = *a;
+  *a = f(old);
+  atomic_point();
+  return old;
 }
-inline float atomicExch(float* a, float v) { float o = *a; *a = v; return o; }
-inline int atomicCAS(int* a, int cmp, int v) { int o = *a; if (o == cmp) *a = v; return o; }
-inline unsigned atomicCAS(unsigned* a, unsigned cmp, unsigned v) { unsigned o = *a; if (o == cmp) *a = v; return o; }
+}  // namespace detail
+}  // namespace simt
+
+#define CNN_SIMT_ATOMIC(name, T, expr)                                                   \
+  inline T name(T* a, T v) {                                                             \
+    return ::simt::detail::atomic_rmw(a, [v](T o) { (void)o; return static_cast<T>(expr); }); \
+  }
+CNN_SIMT_ATOMIC(atomicAdd, int, o + v)
+CNN_SIMT_ATOMIC(atomicAdd, unsigned, o + v)
+CNN_SIMT_ATOMIC(atomicAdd, unsigned long long, o + v)
+CNN_SIMT_ATOMIC(atomicAdd, float, o + v)
+CNN_SIMT_ATOMIC(atomicAdd, double, o + v)
+CNN_SIMT_ATOMIC(atomicSub, int, o - v)
+CNN_SIMT_ATOMIC(atomicSub, unsigned, o - v)
+CNN_SIMT_ATOMIC(atomicMax, int, v > o ? v : o)
+CNN_SIMT_ATOMIC(atomicMax, unsigned, v > o ? v : o)
+CNN_SIMT_ATOMIC(atomicMax, long long, v > o ? v : o)
+CNN_SIMT_ATOMIC(atomicMin, int, v < o ? v : o)
+CNN_SIMT_ATOMIC(atomicMin, unsigned, v < o ? v : o)
+CNN_SIMT_ATOMIC(atomicMin, long long, v < o ? v : o)
+CNN_SIMT_ATOMIC(atomicAnd, int, o & v)
+CNN_SIMT_ATOMIC(atomicAnd, unsigned, o & v)
+CNN_SIMT_ATOMIC(atomicOr, int, o | v)
+CNN_SIMT_ATOMIC(atomicOr, unsigned, o | v)
+CNN_SIMT_ATOMIC(atomicXor, int, o ^ v)
+CNN_SIMT_ATOMIC(atomicXor, unsigned, o ^ v)
+CNN_SIMT_ATOMIC(atomicExch, int, v)
+CNN_SIMT_ATOMIC(atomicExch, unsigned, v)
+CNN_SIMT_ATOMIC(atomicExch, unsigned long long, v)
+CNN_SIMT_ATOMIC(atomicExch, float, v)
+#undef CNN_SIMT_ATOMIC
+inline int atomicCAS(int* a, int cmp, int v) {
+  return ::simt::detail::atomic_rmw(a, [=](int o) { return o == cmp ? v : o; });
+}
+inline unsigned atomicCAS(unsigned* a, unsigned cmp, unsigned v) {
+  return ::simt::detail::atomic_rmw(a, [=](unsigned o) { return o == cmp ? v : o; });
+}
 inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long cmp, unsigned long long v) {
-  unsigned long long o = *a;
-  if (o == cmp) *a = v;
-  return o;
+  return ::simt::detail::atomic_rmw(a, [=](unsigned long long o) { return o == cmp ? v : o; });
 }
 
-inline void __threadfence() {}
-inline void __threadfence_block() {}
-inline void __nanosleep(unsigned) {}
+// Nothing to order (host memory is coherent, and fibers switch only at known points); with interleaved
+// blocks, fences and sleeps end the thread's turn, since what they wait or order for is other threads' work.
+inline void __threadfence() { ::simt::detail::atomic_point(); }
+inline void __threadfence_block() { ::simt::detail::atomic_point(); }
+inline void __nanosleep(unsigned) { ::simt::detail::atomic_point(); }
 
 template <typename T>
 inline T __ldg(const T* p) { return *p; }

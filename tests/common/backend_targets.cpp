@@ -11,6 +11,9 @@ namespace cnn::test {
 
 namespace {
 const uint64_t kSchedules[] = {0, 101, 202, 303};
+// Seeded schedules also keep this many blocks resident at once, their threads interleaved (races between
+// blocks), and scramble wmma fragment mappings (kernels depending on one).
+constexpr int kSeededResidentBlocks = 4;
 }  // namespace
 
 std::vector<BackendTarget> backend_targets(size_t emu_schedules) {
@@ -63,6 +66,8 @@ TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
       break;
     case TargetKind::kEmu:
       simt::set_schedule_seed(t.simt_seed);
+      simt::set_resident_blocks(t.simt_seed != 0 ? kSeededResidentBlocks : 1);
+      simt::set_wmma_scramble(t.simt_seed != 0);
       emu_bytes_before_ = simt::device_bytes_in_use();
       be_ = make_emu_backend();
       break;
@@ -79,6 +84,8 @@ TargetBackend::~TargetBackend() {
   if (t_.kind != TargetKind::kEmu) return;
   EXPECT_EQ(simt::device_bytes_in_use(), emu_bytes_before_) << "the emulated backend leaked device memory";
   simt::set_schedule_seed(0);
+  simt::set_resident_blocks(1);
+  simt::set_wmma_scramble(false);
 }
 
 }  // namespace cnn::test

@@ -1,11 +1,11 @@
 // The backends a test can run on, for suites that compare them with the reference kernels (the oracle) or
 // check each one alone (the reference kernels included, as TargetKind::kReference): the fast CPU backend
 // (oneDNN + OpenMP) at 1 and 3 threads, the CUDA backend on the SIMT emulator under the default schedule and
-// three seeded reorderings, and the CUDA backend on a real GPU (skipped where there is none, or in a build
-// without CUDA), with the custom kernels only ("cuda") and with
-// cuDNN/cuBLASLt first ("cuda_vendor"), both with TF32 off so the reference's tolerances hold. With
-// CNN_REQUIRE_GPU=1 (the GPU bundle's run-gpu-checks.sh sets it) a GPU target that cannot run fails with the
-// reason instead of skipping.
+// three seeded reorderings (each with four blocks resident at once, their threads interleaved, and scrambled
+// wmma fragment mappings), and the CUDA backend on a real GPU (skipped where there is none, or in a build
+// without CUDA), with the custom kernels only ("cuda") and with cuDNN/cuBLASLt first ("cuda_vendor"), both
+// with TF32 off so the reference's tolerances hold. With CNN_REQUIRE_GPU=1 (the GPU bundle's
+// run-gpu-checks.sh sets it) a GPU target that cannot run fails with the reason instead of skipping.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ struct BackendTarget {
   std::string name;  // usable in a test name: "cpu_t3", "emu_seed101", "cuda"
   TargetKind kind;
   int threads = 1;         // kCpu
-  uint64_t simt_seed = 0;  // kEmu: SIMT schedule (0 = thread-index order)
+  uint64_t simt_seed = 0;  // kEmu: SIMT schedule (0 = thread-index order, blocks one after another)
 };
 
 // Every backend compared with the oracle. `emu_schedules` limits the emulated targets to the first N
@@ -40,10 +40,10 @@ std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason)
 // The oracle: the single-threaded reference kernels of kernels/*_cpu.cpp.
 std::unique_ptr<Backend> make_reference_backend();
 
-// Creates a target's backend for the duration of a test: sets the emulator's schedule, and on destruction
-// fails the test if the emulated device leaked memory. skip_reason() is non-empty when the target cannot
-// run here (no GPU); the caller then GTEST_SKIP()s with it (under CNN_REQUIRE_GPU=1 the test has already
-// failed by then).
+// Creates a target's backend for the duration of a test: sets the emulator's schedule, resident blocks and
+// wmma scrambling (back to the defaults afterwards), and on destruction fails the test if the emulated device
+// leaked memory. skip_reason() is non-empty when the target cannot run here (no GPU); the caller then
+// GTEST_SKIP()s with it (under CNN_REQUIRE_GPU=1 the test has already failed by then).
 class TargetBackend {
  public:
   explicit TargetBackend(const BackendTarget& t);

@@ -1,5 +1,5 @@
 // Correct kernels give correct results under the emulator, with the default schedule and three seeded
-// reordering schedules.
+// reordering schedules, each also with four blocks resident at once and their threads interleaved.
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -9,15 +9,22 @@
 
 namespace {
 
-class SimtSchedule : public ::testing::TestWithParam<uint64_t> {
+struct Schedule {
+  uint64_t seed;
+  int resident;  // blocks resident at once, their threads interleaved when > 1
+};
+
+class SimtSchedule : public ::testing::TestWithParam<Schedule> {
  protected:
   void SetUp() override {
-    simt::set_schedule_seed(GetParam());
+    simt::set_schedule_seed(GetParam().seed);
+    simt::set_resident_blocks(GetParam().resident);
     bytes_before_ = simt::device_bytes_in_use();
   }
   void TearDown() override {
     EXPECT_EQ(simt::device_bytes_in_use(), bytes_before_) << "device memory leaked";
     simt::set_schedule_seed(0);
+    simt::set_resident_blocks(1);
   }
   size_t bytes_before_ = 0;
 };
@@ -219,9 +226,13 @@ TEST_P(SimtSchedule, SyncwarpExchangeAndEightByteShuffles) {
   EXPECT_EQ(d_down.download(), down);
 }
 
-INSTANTIATE_TEST_SUITE_P(DefaultAndSeeded, SimtSchedule, ::testing::Values(0u, 1u, 2u, 3u),
-                         [](const ::testing::TestParamInfo<uint64_t>& info) {
-                           return info.param == 0 ? std::string("default") : "seed" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(DefaultSeededAndInterleaved, SimtSchedule,
+                         ::testing::Values(Schedule{0, 1}, Schedule{1, 1}, Schedule{2, 1}, Schedule{3, 1},
+                                           Schedule{0, 4}, Schedule{1, 4}, Schedule{2, 4}, Schedule{3, 4}),
+                         [](const ::testing::TestParamInfo<Schedule>& info) {
+                           const Schedule& s = info.param;
+                           const std::string order = s.seed == 0 ? "default" : "seed" + std::to_string(s.seed);
+                           return s.resident == 1 ? order : order + "_blocks" + std::to_string(s.resident);
                          });
 
 TEST(SimtReducedPrecision, HalfAndBfloat16RoundToNearestEven) {

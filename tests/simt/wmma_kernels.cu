@@ -28,6 +28,19 @@ __global__ void wmma_two_tiles_kernel(const __half* a, const __half* b, float sc
   wmma::store_matrix_sync(d + 16 * tile, acc, 32, wmma::mem_row_major);
 }
 
+__global__ void wmma_indexed_bias_kernel(const __half* a, const __half* b, const float* bias, float* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < acc.num_elements; ++i) acc.x[i] += bias[(32 * i + lane) % 16];
+  wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+}
+
 extern const int kWmmaMisalignedLine = __LINE__ + 4;
 __global__ void wmma_misaligned_kernel(const __half* a, float* d) {
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
@@ -73,6 +86,9 @@ cudaError_t run_wmma_mma(const __nv_bfloat16* a, const __nv_bfloat16* b, const f
 }
 cudaError_t run_wmma_two_tiles(const __half* a, const __half* b, float scale, float* d) {
   return CNN_LAUNCH(wmma_two_tiles_kernel, 1, 64, 0, 0, a, b, scale, d);
+}
+cudaError_t run_wmma_indexed_bias(const __half* a, const __half* b, const float* bias, float* d) {
+  return CNN_LAUNCH(wmma_indexed_bias_kernel, 1, 32, 0, 0, a, b, bias, d);
 }
 cudaError_t run_wmma_misaligned(const __half* a, float* d) {
   return CNN_LAUNCH(wmma_misaligned_kernel, 1, 32, 0, 0, a, d);

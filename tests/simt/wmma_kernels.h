@@ -11,6 +11,11 @@ cudaError_t run_wmma_mma(const __nv_bfloat16* a, const __nv_bfloat16* b, const f
 // with fill_fragment for the zero accumulator and a scaling of the accumulator elements before the store.
 cudaError_t run_wmma_two_tiles(const __half* a, const __half* b, float scale, float* d);
 
+// Planted non-portable kernel: d[16x16] = a * b (both row-major, ld 16) + bias[column], the bias added through
+// acc.x[i] at the column the emulator's fixed mapping gives element i (tile element 32 i + lane): right under
+// that mapping only, wrong on a GPU and under scrambled mappings (simt::set_wmma_scramble).
+cudaError_t run_wmma_indexed_bias(const __half* a, const __half* b, const float* bias, float* d);
+
 // Planted bugs the emulator must report, naming the source line.
 extern const int kWmmaMisalignedLine, kWmmaBadLdmLine, kWmmaDivergentLine;
 cudaError_t run_wmma_misaligned(const __half* a, float* d);  // loads from a + 1: not 32-byte aligned
