@@ -14,6 +14,15 @@
 namespace cnn::test {
 namespace {
 
+// A non-blocking stream for the length of a test.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
 class Deferred : public ::testing::TestWithParam<uint64_t> {
  protected:
   void SetUp() override { simt::set_deferred_streams(GetParam()); }
@@ -53,9 +62,8 @@ TEST_P(Deferred, ArenaReusesAcrossStreamsOnlyAfterTheEvent) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
 #endif
-  cudaStream_t a = nullptr, b = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  const Stream sa, sb;
+  cudaStream_t a = sa.s, b = sb.s;
   {
     emu::DeviceArena arena(1 << 20);
     void* p = arena.alloc(4000, a);
@@ -70,8 +78,6 @@ TEST_P(Deferred, ArenaReusesAcrossStreamsOnlyAfterTheEvent) {
     EXPECT_EQ(arena.alloc(4000, b), p) << "after the event completed, another stream may reuse the block";
     arena.release(q, b);
   }
-  cudaStreamDestroy(a);
-  cudaStreamDestroy(b);
 }
 
 // A block released without a stream may still be in use on any stream the arena knows: nobody, not even the
@@ -82,9 +88,8 @@ TEST_P(Deferred, ArenaNullStreamReleaseWaitsForEveryStream) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
 #endif
-  cudaStream_t a = nullptr, b = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  const Stream sa, sb;
+  cudaStream_t a = sa.s, b = sb.s;
   {
     emu::DeviceArena arena(1 << 20);
     arena.add_stream(a);
@@ -102,8 +107,6 @@ TEST_P(Deferred, ArenaNullStreamReleaseWaitsForEveryStream) {
     arena.release(q, b);
     arena.release(r);
   }
-  cudaStreamDestroy(a);
-  cudaStreamDestroy(b);
 }
 
 // Under deferred streams a reused block is NaN-filled on its new stream. A planted bug, a release on the wrong
@@ -114,9 +117,8 @@ TEST(DeferredArena, ReusedBlocksAreNaNFilledSoAWrongStreamReleaseShows) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
 #endif
-  cudaStream_t a = nullptr, b = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  const Stream sa, sb;
+  cudaStream_t a = sa.s, b = sb.s;
   // Copies 4000 bytes of 0x11 out of an arena block on stream a, then releases the block on `release_on` and
   // has stream b ask for a block of that size; true when the copy read anything but 0x11.
   auto corrupted = [&](uint64_t seed, cudaStream_t release_on) {
@@ -145,8 +147,6 @@ TEST(DeferredArena, ReusedBlocksAreNaNFilledSoAWrongStreamReleaseShows) {
     EXPECT_FALSE(corrupted(seed, a)) << "seed " << seed << ": the correct release was corrupted";
   }
   EXPECT_GT(caught, 0) << "no seed exposed the release on the wrong stream";
-  cudaStreamDestroy(a);
-  cudaStreamDestroy(b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, Deferred, ::testing::Values(3, 9, 27));
