@@ -19,6 +19,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/watchdog.h"
 #include "src/obs/run_observer.h"
+#include "src/train/env_switches.h"
 #include "src/train/input_path.h"
 #include "src/train/loss_ring.h"
 #include "src/train/nonfinite.h"
@@ -189,6 +190,12 @@ void Trainer::log_start() {
             s_.test ? cfg_.data_test.c_str() : "");
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
             net_.flops_per_sample() / 1e6, net_.summary().c_str());
+  const std::vector<std::string> env = result_env_switches();
+  if (!env.empty()) {
+    std::string list;
+    for (const std::string& e : env) list += (list.empty() ? "" : ", ") + e;
+    log_.info("environment that changes results (docs/environment.md): %s", list.c_str());
+  }
   log_.info("precision %s: activations %.2f MB/sample%s", cfg_.precision.c_str(),
             net_.activation_bytes_per_sample() / 1e6,
             scaler_->enabled() ? strprintf(", dynamic loss scaling from %g", scaler_->scale()).c_str() : "");
@@ -201,6 +208,7 @@ void Trainer::log_start() {
       .add("activation_bytes_per_sample", static_cast<int64_t>(net_.activation_bytes_per_sample()))
       .add("version", version_string()).add("hosts", obs_->hosts());
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) j.add("visible_gpus", std::string(v));
+  if (!env.empty()) j.add("env", env);
   log_.event(j);
 }
 
