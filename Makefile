@@ -32,12 +32,13 @@ LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
 
 # One static library per layer; src/main*.cpp are the programs. From the bottom:
 #   base     src/base: errors and messages; the SIMT emulator's libsimt.a sits beside it
+#   kernels  the ops (kernels/: interface and CPU references) and the backends that run them (kernels/cpu:
+#            oneDNN/OpenMP; kernels/cuda: custom CUDA kernels, runtime and plugin; kernels/cuda/vendor: cuDNN,
+#            cuBLASLt and the algorithm choice), see docs/building.md
 #   comm     src/comm: MPI (the only mpi.h user besides MPI-IO), the collective watchdog and its heartbeat
-#            files, the Collectives/GradSync interface with its MPI implementation, device binding, and the
-#            emulated NCCL (over MPI, ordered by the emulator's streams). It sits below kernels because the
-#            NCCL-calling source (kernels/nccl_collectives_cuda.cu, compiled twice like every .cu) bootstraps
-#            its communicator through MPI and, in the emulated build, calls the NCCL emulation.
-#   kernels  the ops and backends, including the NCCL implementation of Collectives
+#            files, the Collectives implementations (MPI on host memory, NCCL on device memory in
+#            src/comm/nccl_collectives.cu, compiled twice like every .cu), device binding, and the emulated NCCL
+#            (over MPI, ordered by the emulator's streams)
 #   io       datasets
 #   train    the rest of src/ (model, trainer, checkpoints)
 # $(LIB) lists them in link order. A lower layer that uses a higher one fails the build
@@ -45,7 +46,7 @@ LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
 # of editing this file; sources a fragment generates join a layer through EXTRA_IO_SRCS.
 BASE_SRCS    = $(wildcard src/base/*.cpp)
 COMM_SRCS    = $(wildcard src/comm/*.cpp)
-KERNELS_SRCS = $(wildcard kernels/*.cpp)
+KERNELS_SRCS = $(wildcard kernels/*.cpp kernels/cpu/*.cpp kernels/cuda/*.cpp kernels/cuda/vendor/*.cpp)
 IO_SRCS      = $(wildcard io/*.cpp) $(EXTRA_IO_SRCS)
 TRAIN_SRCS   = $(filter-out src/main%.cpp src/base/% src/comm/%,$(wildcard src/*/*.cpp))
 objs_of      = $(patsubst %.cpp,$(BUILD)/obj/%.o,$(patsubst %.cc,$(BUILD)/obj/%.o,$(1)))
@@ -54,7 +55,7 @@ COMM_LIB     = $(BUILD)/libcnncomm.a
 KERNELS_LIB  = $(BUILD)/libcnnkernels.a
 IO_LIB       = $(BUILD)/libcnnio.a
 TRAIN_LIB    = $(BUILD)/libcnntrain.a
-LIB          = $(TRAIN_LIB) $(IO_LIB) $(KERNELS_LIB) $(COMM_LIB) $(BASE_LIB)
+LIB          = $(TRAIN_LIB) $(IO_LIB) $(COMM_LIB) $(KERNELS_LIB) $(BASE_LIB)
 LAYERS_OK    = $(BUILD)/layers.ok
 BINS         = $(BUILD)/cnntrain $(BUILD)/cnntrain-data
 
@@ -113,7 +114,7 @@ $(LIB):
 	ar rcs $@ $^
 
 # Layer order, checked whenever a library changes; the programs wait for it (order-only: not linked).
-LAYER_GROUPS = "base:$(BASE_LIB) $(SIMT_LIB)" "comm:$(COMM_LIB)" "kernels:$(KERNELS_LIB)" "io:$(IO_LIB)" \
+LAYER_GROUPS = "base:$(BASE_LIB) $(SIMT_LIB)" "kernels:$(KERNELS_LIB)" "comm:$(COMM_LIB)" "io:$(IO_LIB)" \
                "train:$(TRAIN_LIB)"
 .PHONY: check-layers
 check-layers: $(LAYERS_OK)

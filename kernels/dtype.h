@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/simt/half_bits.h"
+#include "src/base/half_bits.h"
 
 namespace cnn {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/simt/half_bits.h"
+#include "src/base/half_bits.h"
 
 struct __half {
   uint16_t bits_;

@@ -1,7 +1,7 @@
 // Sums across all ranks over the memory of one backend, and the bucketed gradient averaging built on them:
 // one interface, two implementations.
 //   MPI   host memory (the CPU backend, whose ops have finished when they return): src/comm/mpi_collectives.cpp
-//   NCCL  device memory (CUDA, and the SIMT emulator against the emulated NCCL): kernels/nccl_collectives_cuda.cu;
+//   NCCL  device memory (CUDA, and the SIMT emulator against the emulated NCCL): src/comm/nccl_collectives.cu;
 //         every collective runs on a communication stream after an event of the compute stream, and the
 //         compute stream waits for its result through an event: stream-ordered, no host synchronisation.
 // All ranks must issue the same collectives in the same order. Every collective has the watchdog's deadline.

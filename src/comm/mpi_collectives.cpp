@@ -3,7 +3,7 @@
 #include <chrono>
 #include <climits>
 
-#include "kernels/simt/half_bits.h"
+#include "src/base/half_bits.h"
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"

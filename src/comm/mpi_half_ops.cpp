@@ -1,8 +1,8 @@
 // MPI reductions over 16-bit floating-point words (MPI has no bf16/fp16 type): each pair of elements is
 // widened to float, combined in float and rounded back to nearest even with the bit routines the SIMT
-// emulator and the CPU kernels use (kernels/simt/half_bits.h). The 16-bit gradient allreduce
+// emulator and the CPU kernels use (src/base/half_bits.h). The 16-bit gradient allreduce
 // (--comm.grad_dtype) and the emulated NCCL's ncclHalf/ncclBfloat16 reductions use them.
-#include "kernels/simt/half_bits.h"
+#include "src/base/half_bits.h"
 #include "src/comm/mpi_wait.h"
 
 namespace cnn {

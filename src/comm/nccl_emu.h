@@ -1,7 +1,7 @@
 // The emulated NCCL: the subset of the NCCL API that cnntrain calls, with NCCL's names, types, values and
 // semantics, implemented over MPI and ordered by the SIMT emulator's streams and events. The NCCL-calling
-// source (kernels/nccl_collectives_cuda.cu) is compiled against this by g++ (cnn::emu, --device emu) and
-// against <nccl.h> by nvcc (cnn::gpu, --device cuda), through kernels/nccl_compat.h; so `mpirun -np N
+// source (src/comm/nccl_collectives.cu) is compiled against this by g++ (cnn::emu, --device emu) and
+// against <nccl.h> by nvcc (cnn::gpu, --device cuda), through src/comm/nccl_compat.h; so `mpirun -np N
 // cnntrain --device emu` runs the real bootstrap, bucketing and watchdog code in CI.
 //
 // Semantics kept: a collective is enqueued on its stream and runs when the stream reaches it (at once when

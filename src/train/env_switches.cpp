@@ -5,7 +5,7 @@
 namespace cnn {
 
 std::vector<std::string> result_env_switches() {
-  // The variables read by the kernels (kernels/cpu_backend.cpp, kernels/dnnl_ops.cpp, kernels/linear_cuda.cu).
+  // The variables read by the kernels (kernels/cpu/cpu_backend.cpp, kernels/cpu/dnnl_ops.cpp, kernels/cuda/linear.cu).
   static const char* const kNames[] = {"CNNTRAIN_CPU_KERNELS", "CNNTRAIN_WINOGRAD", "CNNTRAIN_MIN_PARALLEL_MFLOP",
                                        "CNNTRAIN_CUDA_GEMM"};
   std::vector<std::string> set;

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/base/error.h"
 
 namespace cnn {

@@ -74,7 +74,7 @@ CNN_SWEEP_CASES(norm_loss_optim) {
             float* d_dbeta = r.upload(random_vec(c, s + 6));
             const float *d_x = r.upload(x), *d_gamma = r.upload(gamma);
             // As in training, a forward pass of this shape first: cuDNN's backward takes that pass's epsilon
-            // (kernels/cudnn_batchnorm.h), so on a GPU the vendor path is the one compared, not the fallback.
+            // (kernels/cuda/vendor/cudnn_batchnorm.h), so on a GPU the vendor path is the one compared, not the fallback.
             r.be.batchnorm_forward_train(rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false, r.garbage(nx),
                                          r.upload(std::vector<uint32_t>(relu_mask_words(nx))), r.garbage(c), r.garbage(c),
                                          r.upload(rm), r.upload(rv));

@@ -6,9 +6,9 @@
 // result, plus atol for the fp32 accumulation order. (The sweep compares with the rounded oracle instead and
 // so allows two roundings; this suite holds the backends to one.) Inputs are random in [-1, 1], rounded to the
 // type; shapes are ragged.
-#include "kernels/cpu_backend.h"
-#include "kernels/cuda_ops.h"
-#include "kernels/dnnl_ops.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cpu/dnnl_ops.h"
 #include "kernels/rng.h"
 #include "tests/common/backend_targets.h"
 #include "tests/common/half_test_util.h"
@@ -239,7 +239,7 @@ TEST_P(HalfRule, BatchNormAndSoftmax) {
 // second GEMM kernel.
 INSTANTIATE_TEST_SUITE_P(Backends, HalfRule, ::testing::ValuesIn(backend_targets(2)), target_param_name);
 
-// The launcher behind the cuDNN filter gradient's 16-bit scratch joining the fp32 gradient (kernels/cudnn_conv.cu),
+// The launcher behind the cuDNN filter gradient's 16-bit scratch joining the fp32 gradient (kernels/cuda/vendor/cudnn_conv.cu),
 // under the emulator: dw += widened scratch, exactly.
 TEST(HalfRuleLaunchers, AddWidenedJoinsAnFp32Accumulator) {
   for (DType t : kHalfTypes) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/fast_cpu.h"
+#include "kernels/cpu/fast_cpu.h"
 #include "tests/bench/alloc_count.h"
 
 namespace cnn::bench {
@@ -89,7 +89,7 @@ void bn_table(const std::vector<int>& threads, int reps) {
                           {"resnet50 stem (b32)", 32 * 112 * 112, 64},
                           {"resnet50 layer1 out", 32 * 56 * 56, 256},
                           {"resnet50 layer4 out", 32 * 7 * 7, 2048}};
-  std::printf("\nBatch norm + ReLU, training forward and backward, op by op: own kernels (kernels/batchnorm_fast.cpp) "
+  std::printf("\nBatch norm + ReLU, training forward and backward, op by op: own kernels (kernels/cpu/batchnorm_fast.cpp) "
               "vs oneDNN 2.6's batch_normalization\n(use_scale|use_shift|fuse_norm_relu), same NHWC tensors; "
               "median | best of %d, ms, and GB/s of the tensors each must touch\n(own: forward reads x twice and "
               "writes y, backward reads x and dy twice and writes dx; plus the 1-bit ReLU mask)\n", reps);

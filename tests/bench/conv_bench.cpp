@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernels/backend.h"
-#include "kernels/dnnl_ops.h"
+#include "kernels/cpu/dnnl_ops.h"
 
 namespace cnn::bench {
 

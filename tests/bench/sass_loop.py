@@ -2,7 +2,7 @@
 """Instruction counts of the tiled-GEMM kernels from a `cuobjdump -sass` listing: per kernel the total, the
 k-tile loop (the body of the widest backward branch) and its FFMA count, and the runtime integer divisions
 (each div/rem sequence starts with one I2F.RP). docs/gpu.md has the command line and the figures.
-    cuobjdump -sass build/nvcc/kernels/conv2d_cuda.o > conv.sass; tests/bench/sass_loop.py conv.sass"""
+    cuobjdump -sass build/nvcc/kernels/cuda/conv2d.o > conv.sass; tests/bench/sass_loop.py conv.sass"""
 import re
 import sys
 

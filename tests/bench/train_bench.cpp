@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "io/loader.h"
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/rng.h"
 #include "src/model/zoo.h"
 #include "src/model/net.h"

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
-#include "kernels/cpu_backend.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/simt/simt.h"
 #include "src/base/error.h"
 
@@ -59,7 +59,7 @@ TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
       break;
     case TargetKind::kCpu:
       // Test shapes are small; without this the fast backend would run them all on one thread
-      // (kernels/dnnl_ops.cpp) and the parallel paths would go untested.
+      // (kernels/cpu/dnnl_ops.cpp) and the parallel paths would go untested.
       setenv("CNNTRAIN_MIN_PARALLEL_MFLOP", "0", 1);
       be_ = make_cpu_backend(t.threads, CpuKernels::kFast);
       unsetenv("CNNTRAIN_MIN_PARALLEL_MFLOP");

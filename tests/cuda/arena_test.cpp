@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda_arena.h"
+#include "kernels/cuda/cuda_arena.h"
 
 namespace cnn::emu {
 namespace {

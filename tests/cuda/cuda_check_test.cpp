@@ -2,8 +2,8 @@
 // the backend makes.
 #include <gtest/gtest.h>
 
-#include "kernels/cuda_backend.h"
-#include "kernels/cuda_common.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_common.h"
 
 namespace cnn::emu {
 namespace {
@@ -19,7 +19,7 @@ TEST(CudaCheckDeathTest, LaunchErrorInsideTheBackend) {
   // any thread runs, so the null pointers are never touched.
   auto be = make_emu_backend();
   EXPECT_DEATH(be->linear_forward(1, 1, (1 << 22) + 1, nullptr, nullptr, nullptr, nullptr),
-               "cudaErrorInvalidConfiguration.*kernels/cuda_backend.cu:[0-9]+");
+               "cudaErrorInvalidConfiguration.*kernels/cuda/cuda_backend.cu:[0-9]+");
 }
 
 TEST(CudaCheckDeathTest, SuccessPasses) { CUDA_CHECK(cudaSuccess); }

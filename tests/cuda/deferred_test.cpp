@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda_arena.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_arena.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/simt/simt.h"
 #include "tests/common/test_util.h"
 

@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "kernels/cpu_backend.h"
-#include "kernels/cuda_backend.h"
-#include "kernels/gemm_tile.cuh"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/gemm_tile.cuh"
 #include "kernels/simt/simt.h"
 #include "tests/common/test_util.h"
 

@@ -2,7 +2,7 @@
 // the same Collectives code the trainer uses. `make gpu-test` runs it where there is a GPU; elsewhere it skips
 // with the reason (fails under CNN_REQUIRE_GPU=1). The multi-rank NCCL path runs in CI against the emulated
 // NCCL (tests/mpi).
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/comm/collectives.h"
 #include "tests/common/backend_targets.h"
 #include "tests/common/test_util.h"

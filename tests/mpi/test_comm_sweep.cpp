@@ -16,7 +16,7 @@
 #include <functional>
 #include <memory>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/collectives.h"

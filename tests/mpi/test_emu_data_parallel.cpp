@@ -1,12 +1,12 @@
 // Data-parallel training with the emulated CUDA backend (--device emu) through the NCCL code path
-// (kernels/nccl_collectives_cuda.cu against the emulated NCCL): every rank ends with identical weights, equal
+// (src/comm/nccl_collectives.cu against the emulated NCCL): every rank ends with identical weights, equal
 // within 1e-5 relative to one CPU process training on the same global batches, and gradient buckets start
 // while backward is still running (counted, not timed). `make test` also runs this suite with deferred
 // emulator streams (CNN_SIMT_DEFER), where a missing event wait would reorder the buckets' inputs.
 #include <cstring>
 
 #include "io/sampler.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/train/step.h"

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "tests/common/test_util.h"

@@ -1,4 +1,4 @@
-// The emulator's strict modes against the NCCL and CUDA rules that kernels/nccl_collectives_cuda.cu once broke,
+// The emulator's strict modes against the NCCL and CUDA rules that src/comm/nccl_collectives.cu once broke,
 // each with the old behaviour planted (the emulated API called in the old order) and caught: a non-blocking
 // communicator destroyed without ncclCommFinalize, a communicator queried after ncclCommAbort (the old
 // wait_ready), a thread calling CUDA without cudaSetDevice (the old watchdog probe). Then the real code
@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/simt/simt.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "src/base/error.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"

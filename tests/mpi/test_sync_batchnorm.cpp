@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "io/sampler.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/train/step.h"

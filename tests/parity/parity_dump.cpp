@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "io/h5_util.h"
-#include "kernels/cpu_backend.h"
-#include "kernels/cuda_backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/rng.h"
 #include "src/base/error.h"
 #include "src/model/zoo.h"

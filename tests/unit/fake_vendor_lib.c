@@ -1,5 +1,5 @@
-/* A stand-in for cuDNN, cuBLASLt or NCCL (kernels/cuda.mk builds the variants): the version functions that
-   kernels/vendor_loader.cpp probes, returning the numbers given by FAKE_VERSION and FAKE_CUDART, and one more
+/* A stand-in for cuDNN, cuBLASLt or NCCL (kernels/cuda/cuda.mk builds the variants): the version functions that
+   kernels/cuda/vendor/vendor_loader.cpp probes, returning the numbers given by FAKE_VERSION and FAKE_CUDART, and one more
    function for the symbol lookups of tests/unit/test_vendor_loader.cpp. */
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "io/synthetic_dataset.h"
-#include "kernels/algo_select.h"
+#include "kernels/cuda/vendor/algo_select.h"
 #include "src/base/error.h"
 
 namespace cnn {

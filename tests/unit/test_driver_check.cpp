@@ -1,8 +1,8 @@
-// The driver-versus-runtime verdict of kernels/driver_check.h: a driver older than the CUDA runtime is refused
+// The driver-versus-runtime verdict of kernels/cuda/driver_check.h: a driver older than the CUDA runtime is refused
 // with both versions and the ways out; newer or equal passes; minor-version compatibility passes with a note.
 #include <gtest/gtest.h>
 
-#include "kernels/driver_check.h"
+#include "kernels/cuda/driver_check.h"
 
 namespace cnn {
 namespace {

@@ -1,9 +1,9 @@
-// The fast CPU backend's batch norm (kernels/batchnorm_fast.cpp) against the reference kernels, with and
+// The fast CPU backend's batch norm (kernels/cpu/batchnorm_fast.cpp) against the reference kernels, with and
 // without the fused residual add and ReLU, on ragged row and channel counts and several thread counts;
 // results must not depend on the thread count (chunked reductions added in a fixed order).
 #include <cstring>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

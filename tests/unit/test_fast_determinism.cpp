@@ -3,7 +3,7 @@
 #include <cstring>
 #include <utility>
 
-#include "kernels/cpu_backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -13,14 +13,14 @@ using test::random_vec;
 
 class FastKernels : public ::testing::TestWithParam<int> {
  protected:
-  // Small test shapes would otherwise run on one thread (kernels/dnnl_ops.cpp); exercise the parallel paths.
+  // Small test shapes would otherwise run on one thread (kernels/cpu/dnnl_ops.cpp); exercise the parallel paths.
   void SetUp() override { setenv("CNNTRAIN_MIN_PARALLEL_MFLOP", "0", 1); }
   void TearDown() override { unsetenv("CNNTRAIN_MIN_PARALLEL_MFLOP"); }
 };
 
 // Checkpoint resume relies on the same inputs giving the same bits (for a fixed thread count).
 TEST_P(FastKernels, RunToRunBitExact) {
-  // 32 channels: the direct kernels; 64: the Winograd ones (kernels/dnnl_ops.cpp, wino_eligible).
+  // 32 channels: the direct kernels; 64: the Winograd ones (kernels/cpu/dnnl_ops.cpp, wino_eligible).
   for (int ch : {32, 64}) {
     ConvDesc d;
     d.n = 16, d.h = 16, d.w = 16, d.c = ch, d.k = ch, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;

@@ -1,5 +1,5 @@
-// The run-time search for cuDNN, cuBLASLt and NCCL (kernels/vendor_loader.h) against fake libraries
-// (tests/unit/fake_vendor_lib.c, built by kernels/cuda.mk with chosen version numbers) placed in scratch
+// The run-time search for cuDNN, cuBLASLt and NCCL (kernels/cuda/vendor/vendor_loader.h) against fake libraries
+// (tests/unit/fake_vendor_lib.c, built by kernels/cuda/cuda.mk with chosen version numbers) placed in scratch
 // directories: the search order, the first usable library winning, libraries of another CUDA or library major
 // version refused by name, and a missing library reported with every place tried and what to install.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "kernels/vendor_loader.h"
+#include "kernels/cuda/vendor/vendor_loader.h"
 #include "src/base/error.h"
 #include "tests/common/test_util.h"
 

@@ -1,0 +1,297 @@
+// CpuBackend: host memory; fast kernels (oneDNN convolution/matmul, OpenMP element-wise ops) or the reference
+// kernels of kernels/*_cpu.cpp.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "kernels/activation.h"
+#include "kernels/backend.h"
+#include "kernels/batchnorm.h"
+#include "kernels/batchnorm_sync.h"
+#include "kernels/conv2d.h"
+#include "kernels/cpu/dnnl_ops.h"
+#include "kernels/dropout.h"
+#include "kernels/elementwise.h"
+#include "kernels/image_prep.h"
+#include "kernels/cpu/fast_cpu.h"
+#include "kernels/cpu/host_mixed_backend.h"
+#include "kernels/cpu/host_timing.h"
+#include "kernels/linear.h"
+#include "kernels/loss.h"
+#include "kernels/nonfinite.h"
+#include "kernels/optimizer.h"
+#include "kernels/pooling.h"
+#include "src/base/error.h"
+
+namespace cnn {
+
+namespace {
+
+class CpuBackend : public HostMixedBackend {
+ public:
+  CpuBackend(int threads, CpuKernels k) : HostMixedBackend(threads) {
+    if (k == CpuKernels::kFast) dnnl_ = std::make_unique<DnnlOps>(threads_);
+    native_bf16_ = dnnl_ && dnnl_bf16_unsupported().empty();
+  }
+  std::string name() const override { return "cpu"; }
+
+  void* alloc(size_t bytes) override {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+      raise(kExitFailure, "out of host memory allocating %.1f MiB; use a smaller --train.batch or model",
+            bytes / 1048576.0);
+    track_alloc(p, rounded);
+    return p;
+  }
+  void release(void* p) override {
+    track_release(p);
+    std::free(p);
+  }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void fill(float* x, size_t n, float v) override {
+    if (dnnl_) return fill_fast(threads_, x, n, v);
+    for (size_t i = 0; i < n; ++i) x[i] = v;
+  }
+  void synchronize() override {}
+  void set_param_version(uint64_t version) override {
+    HostMixedBackend::set_param_version(version);
+    if (dnnl_) dnnl_->set_param_version(version);
+  }
+
+  void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
+    if (dnnl_) return dnnl_->conv_forward(d, x, w, b, y);
+    conv2d_forward_cpu(d, x, w, b, y);
+  }
+  void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
+    if (dnnl_) return dnnl_->conv_backward_data(d, dy, w, dx);
+    conv2d_backward_data_cpu(d, dy, w, dx);
+  }
+  void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
+    if (dnnl_) return dnnl_->conv_backward_filter(d, x, dy, dw, db);
+    conv2d_backward_filter_cpu(d, x, dy, dw, db);
+  }
+  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
+    if (dnnl_) return dnnl_->linear_forward(m, k, n, x, w, b, y);
+    linear_forward_cpu(m, k, n, x, w, b, y);
+  }
+  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
+    if (dnnl_) return dnnl_->linear_backward_data(m, k, n, dy, w, dx);
+    linear_backward_data_cpu(m, k, n, dy, w, dx);
+  }
+  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
+    if (dnnl_) return dnnl_->linear_backward_weight(m, k, n, x, dy, dw, db);
+    linear_backward_weight_cpu(m, k, n, x, dy, dw, db);
+  }
+  void relu_forward(size_t n, const float* x, float* y) override {
+    if (dnnl_) return relu_forward_fast(threads_, n, x, y);
+    relu_forward_cpu(n, x, y);
+  }
+  void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
+    if (dnnl_) return relu_backward_fast(threads_, n, y, dy, dx);
+    relu_backward_cpu(n, y, dy, dx);
+  }
+  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
+    if (dnnl_) return maxpool_forward_fast(threads_, d, x, relu, y, argmax);
+    maxpool_forward_cpu(d, x, relu, y, argmax);
+  }
+  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
+                        float* dx) override {
+    if (dnnl_) return maxpool_backward_fast(threads_, d, dy, relu_y, argmax, dx);
+    maxpool_backward_cpu(d, dy, relu_y, argmax, dx);
+  }
+  void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
+                    float* dlogits, double* loss_sum, int64_t* correct) override {
+    softmax_xent_cpu(n, classes, logits, labels, eps, scale, dlogits, loss_sum, correct);
+  }
+  void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
+                  bool nesterov) override {
+    if (gated()) return;
+    if (dnnl_) return sgd_update_fast(threads_, n, w, g, v, lr, momentum, wd, nesterov);
+    sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
+  }
+  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
+                               float* save_mean, float* save_invstd, float* running_mean,
+                               float* running_var) override {
+    if (dnnl_)
+      return batchnorm_forward_train_fast(threads_, rows, c, x, residual, gamma, beta, eps, momentum, relu, y,
+                                          relu_mask, save_mean, save_invstd, running_mean, running_var);
+    batchnorm_forward_train_cpu(rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask, save_mean,
+                                save_invstd, running_mean, running_var);
+  }
+  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+                               const float* beta, const float* running_mean, const float* running_var, float eps,
+                               bool relu, float* y) override {
+    if (dnnl_)
+      return batchnorm_forward_infer_fast(threads_, rows, c, x, residual, gamma, beta, running_mean, running_var,
+                                          eps, relu, y);
+    batchnorm_forward_infer_cpu(rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);
+  }
+  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
+                          float* dresidual, float* dgamma, float* dbeta) override {
+    if (dnnl_)
+      return batchnorm_backward_fast(threads_, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx,
+                                     dresidual, dgamma, dbeta);
+    batchnorm_backward_cpu(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual, dgamma, dbeta);
+  }
+  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
+                       uint8_t* mask) override {
+    if (dnnl_) return dropout_forward_fast(threads_, n, per_sample, x, p, key, ids, y, mask);
+    dropout_forward_cpu(n, per_sample, x, p, key, ids, y, mask);
+  }
+  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
+    if (dnnl_) return dropout_backward_fast(threads_, count, p, dy, mask, dx);
+    dropout_backward_cpu(count, p, dy, mask, dx);
+  }
+  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
+    if (dnnl_) return avgpool_forward_fast(threads_, d, x, y);
+    avgpool_forward_cpu(d, x, y);
+  }
+  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
+    if (dnnl_) return avgpool_backward_fast(threads_, d, dy, dx);
+    avgpool_backward_cpu(d, dy, dx);
+  }
+  void axpy(size_t n, float alpha, const float* x, float* y) override {
+    if (dnnl_) return axpy_fast(threads_, n, alpha, x, y);
+    axpy_cpu(n, alpha, x, y);
+  }
+  void scale(size_t n, float alpha, float* x) override {
+    if (dnnl_) return scale_fast(threads_, n, alpha, x);
+    scale_cpu(n, alpha, x);
+  }
+  double sum_squares(size_t n, const float* x) override {
+    if (dnnl_) return sum_squares_fast(threads_, n, x);
+    return sum_squares_cpu(n, x);
+  }
+  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
+    if (dnnl_) return shortcut_pad_forward_fast(threads_, n, h, w, c, stride, k, x, y);
+    shortcut_pad_forward_cpu(n, h, w, c, stride, k, x, y);
+  }
+  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
+    if (dnnl_) return shortcut_pad_backward_fast(threads_, n, h, w, c, stride, k, dy, dx);
+    shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy, dx);
+  }
+  void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
+                    float eps, float wd, float bc1, float bc2) override {
+    if (gated()) return;
+    if (dnnl_) return adamw_update_fast(threads_, n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
+    adamw_update_cpu(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2);
+  }
+  void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
+    prepare_images_cpu(b, x);
+    std::memcpy(labels, b.labels, sizeof(int32_t) * b.n);
+    if (ids && b.ids) std::memcpy(ids, b.ids, sizeof(int64_t) * b.n);
+  }
+
+  void count_nonfinite(size_t n, const float* x, int64_t base, int64_t* d_stats) override {
+    if (dnnl_) return count_nonfinite_fast(threads_, n, x, base, d_stats);
+    count_nonfinite_cpu(n, x, base, d_stats);
+  }
+  void set_update_gate(const int64_t* d_flag) override { gate_ = d_flag; }
+  std::unique_ptr<PhaseTimer> make_phase_timer() override { return make_host_phase_timer(); }
+  MemoryUse memory_use() const override { return mem_; }
+  std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) override {
+    return cnn::make_host_mirror(d_src, bytes);
+  }
+  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
+                           float* dlogits, LossTotals* totals) override {
+    double loss = 0;
+    int64_t correct = 0;
+    softmax_xent(n, classes, logits, labels, eps, scale, dlogits, &loss, &correct);
+    totals->loss_sum += loss;
+    totals->correct += static_cast<unsigned long long>(correct);
+  }
+  void batchnorm_stats(int rows, int c, const float* x, double* stats) override {
+    batchnorm_stats_cpu(rows, c, x, stats);
+  }
+  void batchnorm_forward_from_stats(int rows, int c, const float* x, const double* stats, const float* gamma,
+                                    const float* beta, float eps, float momentum, float* y, float* save_mean,
+                                    float* save_invstd, float* running_mean, float* running_var) override {
+    batchnorm_forward_from_stats_cpu(rows, c, x, stats, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                     running_mean, running_var);
+  }
+  void batchnorm_backward_sums(int rows, int c, const float* x, const float* dy, const float* save_mean,
+                               const float* save_invstd, double* sums) override {
+    batchnorm_backward_sums_cpu(rows, c, x, dy, save_mean, save_invstd, sums);
+  }
+  void batchnorm_backward_from_sums(int rows, int c, const float* x, const float* dy, const float* gamma,
+                                    const float* save_mean, const float* save_invstd, const double* local_sums,
+                                    const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
+    batchnorm_backward_from_sums_cpu(rows, c, x, dy, gamma, save_mean, save_invstd, local_sums, global_sums, dx,
+                                     dgamma, dbeta);
+  }
+
+  // bf16 convolution and matmul on oneDNN's bf16 primitives where the CPU runs them natively; fp16 (no oneDNN
+  // CPU kernels), CPUs without bf16 instructions and the reference variant widen to fp32 (HostMixedBackend).
+  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    if (native(t)) return dnnl_->conv_forward(t, d, x, w, b, y);
+    HostMixedBackend::conv2d_forward_16(t, d, x, w, b, y);
+  }
+  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    if (native(t)) return dnnl_->conv_backward_data(t, d, dy, w, dx);
+    HostMixedBackend::conv2d_backward_data_16(t, d, dy, w, dx);
+  }
+  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    if (native(t)) return dnnl_->conv_backward_filter(t, d, x, dy, dw, db);
+    HostMixedBackend::conv2d_backward_filter_16(t, d, x, dy, dw, db);
+  }
+  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                         void* y) override {
+    if (native(t)) return dnnl_->linear_forward(t, m, k, n, x, w, b, y);
+    HostMixedBackend::linear_forward_16(t, m, k, n, x, w, b, y);
+  }
+  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    if (native(t)) return dnnl_->linear_backward_data(t, m, k, n, dy, w, dx);
+    HostMixedBackend::linear_backward_data_16(t, m, k, n, dy, w, dx);
+  }
+  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                                 float* db) override {
+    if (native(t)) return dnnl_->linear_backward_weight(t, m, k, n, x, dy, dw, db);
+    HostMixedBackend::linear_backward_weight_16(t, m, k, n, x, dy, dw, db);
+  }
+
+ private:
+  bool native(DType t) const { return native_bf16_ && t == DType::kBF16; }
+  bool gated() const { return gate_ && *gate_ != 0; }
+  void track_alloc(void* p, size_t bytes) {
+    sizes_[p] = bytes;
+    mem_.in_use += bytes;
+    mem_.peak = std::max(mem_.peak, mem_.in_use);
+  }
+  void track_release(void* p) {
+    auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    mem_.in_use -= it->second;
+    sizes_.erase(it);
+  }
+
+  std::unique_ptr<DnnlOps> dnnl_;  // null: reference kernels
+  bool native_bf16_ = false;
+  const int64_t* gate_ = nullptr;
+  std::unordered_map<const void*, size_t> sizes_;
+  MemoryUse mem_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, CpuKernels kernels) {
+  return std::make_unique<CpuBackend>(threads, kernels);
+}
+
+std::string cpu_precision_unsupported(DType t) { return t == DType::kBF16 ? dnnl_bf16_unsupported() : ""; }
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  const char* env = std::getenv("CNNTRAIN_CPU_KERNELS");
+  const bool ref = env && std::strcmp(env, "reference") == 0;
+  return make_cpu_backend(threads, ref ? CpuKernels::kReference : CpuKernels::kFast);
+}
+
+}  // namespace cnn

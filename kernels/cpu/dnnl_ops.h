@@ -1,0 +1,66 @@
+// Fast convolution and fully connected ops on oneDNN, used by the CPU backend (kernels/cpu/cpu_backend.cpp).
+// Same semantics and layouts as kernels/conv2d.h and kernels/linear.h: x [N,H,W,C] NHWC (oneDNN `nhwc`),
+// w [K,R,S,C] KRSC (`ohwi`), linear w [N,K]; parameter gradients accumulate, input gradients overwrite.
+// Primitives are created once per shape and cached; activations are used in place (no layout conversion),
+// except around the Winograd kernels that fp32 3x3 stride-1 convolutions of 64+ channels use (blocked
+// nChw16c activations, converted from and to NHWC at each call: see wino_eligible in dnnl_ops.cpp).
+// oneDNN's fast kernels want blocked filter layouts, and each direction a different one (forward Acdb64a,
+// backward-data ABcd16a16b, backward-weights ABcd16b16a on AVX-512), so the filters stay KRSC in the flat
+// parameter buffer and each parameter keeps copies in the layouts it is used in, re-laid out when the
+// parameter version changes (once per optimizer step; at every call when the caller names no version); with
+// KRSC filters oneDNN 2.6 falls back to its reference convolution (100x slower). After the first call of a
+// shape nothing is allocated by this code: memory objects are rebound with set_data_handle, scratch is one
+// buffer owned by DnnlOps (user scratchpad mode).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/dtype.h"
+
+namespace cnn {
+
+class DnnlOps {
+ public:
+  // threads: OpenMP threads oneDNN's kernels use (set on the calling thread before every op).
+  explicit DnnlOps(int threads);
+  ~DnnlOps();
+  DnnlOps(const DnnlOps&) = delete;
+  DnnlOps& operator=(const DnnlOps&) = delete;
+
+  // See Backend::set_param_version.
+  void set_param_version(uint64_t version);
+
+  void conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
+  void conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx);
+  void conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db);
+
+  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
+  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx);
+  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db);
+
+  // The same ops with activations, their gradients and the filters stored as `t` (kF32 or kBF16: oneDNN 2.6
+  // has no fp16 CPU kernels); biases and weight gradients stay fp32, the latter accumulated in fp32. bf16 runs
+  // natively only where dnnl_bf16_unsupported() is empty (otherwise oneDNN emulates it, slower than fp32).
+  void conv_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y);
+  void conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  void conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db);
+  void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y);
+  void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
+  void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw, float* db);
+
+  // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
+  // the bench.
+  std::string conv_impl(const ConvDesc& d, DType t = DType::kF32);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> p_;
+};
+
+// Empty when oneDNN runs bf16 convolution and matmul natively on this CPU (AVX512-BF16 or AMX, as limited by
+// ONEDNN_MAX_CPU_ISA); otherwise a sentence naming what is missing.
+std::string dnnl_bf16_unsupported();
+
+}  // namespace cnn

@@ -1,0 +1,218 @@
+// Convolution as implicit GEMM over NHWC activations and KRSC filters (gemm_tile.cuh): the im2col matrix is
+// never stored; the tile loaders compute each patch element's address, or zero in the padding.
+//   forward          y[npq, k]  = sum_{rsc} x[n, p*sh-ph+r, q*sw-pw+s, c] * w[k, rsc]
+//   backward-data    dx[nhw, c] = sum_{rsk} dy[n, (h+ph-r)/sh, (w+pw-s)/sw, k] * w[k, r, s, c]  (exact divisions)
+//   backward-filter  dw[k, rsc] += sum_{npq} dy[npq, k] * x[n, p*sh-ph+r, q*sw-pw+s, c]
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm_wmma.cuh"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+namespace {
+
+// ConvDesc's members as plain ints plus the divisors of the index math (its p()/q() are host functions).
+struct ConvGeom {
+  int n, h, w, c, k, r, s, stride_h, stride_w, pad_h, pad_w, p, q;
+  FastDiv div_q, div_p, div_c, div_s, div_w, div_h, div_k, div_sh, div_sw;
+};
+
+ConvGeom geom(const ConvDesc& d) {
+  ConvGeom g{d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.p(), d.q(), {}, {}, {},
+             {}, {}, {}, {}, {}, {}};
+  g.div_q = FastDiv(g.q), g.div_p = FastDiv(g.p), g.div_c = FastDiv(g.c), g.div_s = FastDiv(g.s);
+  g.div_w = FastDiv(g.w), g.div_h = FastDiv(g.h), g.div_k = FastDiv(g.k);
+  g.div_sh = FastDiv(g.stride_h), g.div_sw = FastDiv(g.stride_w);
+  return g;
+}
+
+// An output pixel m = (n, p, q) as the corner of its receptive field: offset of x[n, h0, w0, 0] (negative
+// in the padding) and h0 = p*sh - ph, w0 = q*sw - pw.
+struct Pixel {
+  int off, h0, w0;
+};
+// A filter tap j = (r, s, c): its offset from the corner, and r, s for the bounds check.
+struct Tap {
+  int off, r, s;
+};
+
+__device__ __forceinline__ Pixel pixel(const ConvGeom& g, int m) {
+  int q, p;
+  const int np = g.div_q.divmod(m, q);
+  const int n = g.div_p.divmod(np, p);
+  const int h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
+  return {((n * g.h + h0) * g.w + w0) * g.c, h0, w0};
+}
+__device__ __forceinline__ Tap tap(const ConvGeom& g, int j) {
+  int c, s;
+  const int rs = g.div_c.divmod(j, c);
+  const int r = g.div_s.divmod(rs, s);
+  return {(r * g.w + s) * g.c + c, r, s};
+}
+// x at tap t of pixel px; zero in the padding (the unsigned compares also reject negative coordinates). T: the
+// storage type of activations and filters (cuda_dtype.cuh); loads widen to fp32.
+template <class T>
+__device__ __forceinline__ float patch_at(const ConvGeom& g, const T* x, const Pixel& px, const Tap& t) {
+  const bool in = static_cast<unsigned>(px.h0 + t.r) < static_cast<unsigned>(g.h) &&
+                  static_cast<unsigned>(px.w0 + t.s) < static_cast<unsigned>(g.w);
+  return in ? widen(x[px.off + t.off]) : 0.f;
+}
+
+// The im2col matrix [npq, rsc] with the output pixel outer: A of the forward GEMM.
+template <class T>
+struct PatchesByPixel {
+  ConvGeom g;
+  const T* x;
+  using Storage = T;
+  using Outer = Pixel;
+  using Inner = Tap;
+  __device__ Outer outer(int m) const { return pixel(g, m); }
+  __device__ Inner inner(int j) const { return tap(g, j); }
+  __device__ float at(const Pixel& px, const Tap& t) const { return patch_at(g, x, px, t); }
+};
+// The same matrix with the tap outer and the pixel as the reduction index: B of the filter-gradient GEMM.
+template <class T>
+struct PatchesByTap {
+  ConvGeom g;
+  const T* x;
+  using Storage = T;
+  using Outer = Tap;
+  using Inner = Pixel;
+  __device__ Outer outer(int j) const { return tap(g, j); }
+  __device__ Inner inner(int m) const { return pixel(g, m); }
+  __device__ float at(const Tap& t, const Pixel& px) const { return patch_at(g, x, px, t); }
+};
+
+// Backward data, A(m = nhw, j = rsk) = dy[n, p, q, k] where input (h, w) is tap (r, s) of output (p, q); the
+// reduction index runs k fastest so that dy reads are contiguous.
+struct InputPixel {  // offset of dy[n, 0, 0, 0] and h + ph, w + pw
+  int off, hp, wp;
+};
+struct TapChannel {  // r, s and k of j = (r, s, k)
+  int r, s, k;
+};
+template <class T>
+struct DataGradRows {
+  ConvGeom g;
+  const T* dy;
+  using Storage = T;
+  using Outer = InputPixel;
+  using Inner = TapChannel;
+  __device__ Outer outer(int m) const {
+    int w, h;
+    const int nh = g.div_w.divmod(m, w);
+    const int n = g.div_h.divmod(nh, h);
+    return {n * g.p * g.q * g.k, h + g.pad_h, w + g.pad_w};
+  }
+  __device__ Inner inner(int j) const {
+    int k, s;
+    const int rs = g.div_k.divmod(j, k);
+    const int r = g.div_s.divmod(rs, s);
+    return {r, s, k};
+  }
+  __device__ float at(const InputPixel& px, const TapChannel& t) const {
+    const int ph = px.hp - t.r, qw = px.wp - t.s;
+    if (ph < 0 || qw < 0) return 0.f;
+    int rem_h, rem_w;
+    const int p = g.div_sh.divmod(ph, rem_h), q = g.div_sw.divmod(qw, rem_w);
+    if (rem_h != 0 || rem_w != 0 || p >= g.p || q >= g.q) return 0.f;
+    return widen(dy[px.off + (p * g.q + q) * g.k + t.k]);
+  }
+};
+
+// Backward data, B(j = rsk, c) = w[k, r, s, c].
+template <class T>
+struct DataGradFilters {
+  ConvGeom g;
+  const T* w;
+  using Storage = T;
+  using Outer = int;  // c
+  using Inner = int;  // offset of w[k, r, s, 0]
+  __device__ Outer outer(int c) const { return c; }
+  __device__ Inner inner(int j) const {
+    int k;
+    const int rs = g.div_k.divmod(j, k);
+    return (k * g.r * g.s + rs) * g.c;
+  }
+  __device__ float at(int c, int off) const { return widen(w[off + c]); }
+};
+
+// Bias gradient: column sums of dy [npq, k], in the storage type's launcher.
+template <class T>
+cudaError_t column_sum_t(int rows, int cols, const T* d_x, float* d_sums, cudaStream_t stream) {
+  if constexpr (std::is_same<T, float>::value) return column_sum_cuda(rows, cols, d_x, d_sums, stream);
+  else return column_sum_cuda(dtype_of<T>(), rows, cols, d_x, d_sums, stream);
+}
+
+template <class T>
+cudaError_t conv2d_forward_t(const ConvDesc& d, const T* d_x, const T* d_w, const float* d_b, T* d_y,
+                             cudaStream_t stream) {
+  const ConvGeom g = geom(d);
+  const int rsc = g.r * g.s * g.c;
+  return launch_gemm(g.n * g.p * g.q, g.k, rsc, false, PatchesByPixel<T>{g, d_x}, MatRows<T>{d_w, rsc},
+                     StoreBias<T>{d_y, g.k, d_b}, stream);
+}
+
+template <class T>
+cudaError_t conv2d_backward_data_t(const ConvDesc& d, const T* d_dy, const T* d_w, T* d_dx, cudaStream_t stream) {
+  const ConvGeom g = geom(d);
+  return launch_gemm(g.n * g.h * g.w, g.c, g.r * g.s * g.k, false, DataGradRows<T>{g, d_dy},
+                     DataGradFilters<T>{g, d_w}, StoreBias<T>{d_dx, g.c, nullptr}, stream);
+}
+
+template <class T>
+cudaError_t conv2d_backward_filter_t(const ConvDesc& d, const T* d_x, const T* d_dy, float* d_dw, float* d_db,
+                                     cudaStream_t stream) {
+  const ConvGeom g = geom(d);
+  const int rsc = g.r * g.s * g.c, npq = g.n * g.p * g.q;
+  cudaError_t err = launch_gemm(g.k, rsc, npq, true, MatCols<T>{d_dy, g.k}, PatchesByTap<T>{g, d_x},
+                                StoreAccumulate{d_dw, rsc}, stream);
+  if (err == cudaSuccess && d_db) err = column_sum_t(npq, g.k, d_dy, d_db, stream);
+  return err;
+}
+
+}  // namespace
+
+cudaError_t conv2d_forward_cuda(const ConvDesc& d, const float* d_x, const float* d_w, const float* d_b, float* d_y,
+                                cudaStream_t stream) {
+  return conv2d_forward_t(d, d_x, d_w, d_b, d_y, stream);
+}
+
+cudaError_t conv2d_backward_data_cuda(const ConvDesc& d, const float* d_dy, const float* d_w, float* d_dx,
+                                      cudaStream_t stream) {
+  return conv2d_backward_data_t(d, d_dy, d_w, d_dx, stream);
+}
+
+cudaError_t conv2d_backward_filter_cuda(const ConvDesc& d, const float* d_x, const float* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream) {
+  return conv2d_backward_filter_t(d, d_x, d_dy, d_dw, d_db, stream);
+}
+
+cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
+                                void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return conv2d_forward_t(d, static_cast<const T*>(d_x), static_cast<const T*>(d_w), d_b, static_cast<T*>(d_y),
+                            stream);
+  });
+}
+
+cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
+                                      cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return conv2d_backward_data_t(d, static_cast<const T*>(d_dy), static_cast<const T*>(d_w), static_cast<T*>(d_dx),
+                                  stream);
+  });
+}
+
+cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
+                                        float* d_db, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return conv2d_backward_filter_t(d, static_cast<const T*>(d_x), static_cast<const T*>(d_dy), d_dw, d_db, stream);
+  });
+}
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

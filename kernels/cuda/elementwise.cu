@@ -1,0 +1,157 @@
+// Element-wise ops and reductions of residual blocks, gradient accumulation and clipping (CPU reference:
+// kernels/elementwise_cpu.cpp). Grid-stride loops; the sum of
+// squares is a block reduction in double with one atomicAdd per block.
+#include "kernels/cuda/cuda_dtype.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace cnn {
+namespace CNN_CUDA_NS {
+
+namespace {
+
+constexpr int kBlock = 256;
+
+// T: the storage type (cuda_dtype.cuh).
+template <class T>
+__global__ void axpy_kernel(size_t n, float alpha, const T* __restrict__ x, T* __restrict__ y) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    y[i] = narrow<T>(widen(y[i]) + alpha * widen(x[i]));
+}
+
+__global__ void scale_kernel(size_t n, float alpha, float* __restrict__ x) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] *= alpha;
+}
+
+__global__ void __launch_bounds__(kBlock) sum_squares_kernel(size_t n, const float* __restrict__ x,
+                                                             double* __restrict__ out) {
+  CNN_SHARED(double, partial, [kBlock / 32]);
+  double acc = 0.0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    acc += static_cast<double>(x[i]) * x[i];
+  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < kBlock / 32; ++w) total += partial[w];
+    atomicAdd(out, total);
+  }
+}
+
+struct PadGeom {
+  int n, h, w, c, stride, k, p, q;
+};
+
+// y[n,p,q,k'] = x[n, p*stride, q*stride, k'] for k' < c, else 0.
+template <class T>
+__global__ void shortcut_pad_forward_kernel(PadGeom g, const T* __restrict__ x, T* __restrict__ y) {
+  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.k;
+  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
+       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int ch = static_cast<int>(o % g.k);
+    const size_t npq = o / g.k;
+    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
+    const int n = static_cast<int>(npq / g.q / g.p);
+    y[o] = ch < g.c ? x[((static_cast<size_t>(n) * g.h + p * g.stride) * g.w + q * g.stride) * g.c + ch]
+                    : narrow<T>(0.f);
+  }
+}
+
+// Gathers: dx[n,h,w,c] = dy[n, h/stride, w/stride, c] where the stride samples (h, w), else 0.
+template <class T>
+__global__ void shortcut_pad_backward_kernel(PadGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
+  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int ch = static_cast<int>(i % g.c);
+    const size_t nhw = i / g.c;
+    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
+    const int n = static_cast<int>(nhw / g.w / g.h);
+    const bool sampled = h % g.stride == 0 && w % g.stride == 0;
+    dx[i] = sampled ? dy[((static_cast<size_t>(n) * g.p + h / g.stride) * g.q + w / g.stride) * g.k + ch]
+                    : narrow<T>(0.f);
+  }
+}
+
+PadGeom pad_geom(int n, int h, int w, int c, int stride, int k) {
+  return {n, h, w, c, stride, k, (h + stride - 1) / stride, (w + stride - 1) / stride};
+}
+
+template <class T>
+cudaError_t axpy_t(size_t n, float alpha, const T* d_x, T* d_y, cudaStream_t stream) {
+  auto* kernel = &axpy_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x, d_y);
+}
+
+template <class T>
+cudaError_t shortcut_pad_forward_t(int n, int h, int w, int c, int stride, int k, const T* d_x, T* d_y,
+                                   cudaStream_t stream) {
+  const PadGeom g = pad_geom(n, h, w, c, stride, k);
+  const size_t total = static_cast<size_t>(n) * g.p * g.q * k;
+  auto* kernel = &shortcut_pad_forward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_x, d_y);
+}
+
+template <class T>
+cudaError_t shortcut_pad_backward_t(int n, int h, int w, int c, int stride, int k, const T* d_dy, T* d_dx,
+                                    cudaStream_t stream) {
+  const PadGeom g = pad_geom(n, h, w, c, stride, k);
+  const size_t total = static_cast<size_t>(n) * h * w * c;
+  auto* kernel = &shortcut_pad_backward_kernel<T>;
+  return CNN_LAUNCH(kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_dy, d_dx);
+}
+
+}  // namespace
+
+cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream) {
+  return axpy_t(n, alpha, d_x, d_y, stream);
+}
+
+cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream) {
+  return CNN_LAUNCH(scale_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x);
+}
+
+cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream) {
+  return CNN_LAUNCH(sum_squares_kernel, reduction_blocks(grid_stride_blocks(n, kBlock)), kBlock, 0, stream, n, d_x, d_sum);
+}
+
+cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
+                                      cudaStream_t stream) {
+  return shortcut_pad_forward_t(n, h, w, c, stride, k, d_x, d_y, stream);
+}
+
+cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
+                                       cudaStream_t stream) {
+  return shortcut_pad_backward_t(n, h, w, c, stride, k, d_dy, d_dx, stream);
+}
+
+cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return axpy_t(n, alpha, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
+  });
+}
+
+cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
+                                      void* d_y, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return shortcut_pad_forward_t(n, h, w, c, stride, k, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
+  });
+}
+
+cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
+                                       void* d_dx, cudaStream_t stream) {
+  return dispatch_16(t, [&](auto* tag) {
+    using T = StorageOf<decltype(tag)>;
+    return shortcut_pad_backward_t(n, h, w, c, stride, k, static_cast<const T*>(d_dy), static_cast<T*>(d_dx),
+                                   stream);
+  });
+}
+
+}  // namespace CNN_CUDA_NS
+}  // namespace cnn

@@ -1,0 +1,61 @@
+// cuDNN convolutions for the CUDA backend (nvcc builds only), same math and layouts as kernels/conv2d.h:
+// x [n,h,w,c] NHWC, w [k,r,s,c] KRSC (cuDNN's NHWC filter format), y [n,p,q,k]. Uses cuDNN 9's legacy
+// convolution API (deprecated in 9 but present in every 9.x; the graph API would give the same kernels).
+// Per problem shape and direction the algorithm is chosen once (heuristics, or a timed search with
+// --cudnn.algo search) under the workspace cap and determinism policy of kernels/cuda/vendor/algo_select.h, and cached
+// with its descriptors. Each call returns false when cuDNN has no usable algorithm for the shape: the caller
+// then runs the custom kernel (and the fallback log names the layer once).
+#pragma once
+#include <cudnn.h>
+
+#include <memory>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/vendor/vendor_context.h"
+
+namespace cnn {
+namespace gpu {
+
+class CudnnConv {
+ public:
+  explicit CudnnConv(VendorContext& ctx);
+  ~CudnnConv();
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
+
+  cudnnHandle_t handle() const { return handle_; }
+  // y = conv(x, w) (+ b when not null).
+  bool forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
+  // dx = conv_transpose(dy, w) (overwritten).
+  bool backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx);
+  // dw += dL/dw; the bias gradient stays with the caller (a column sum of dy).
+  bool backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw);
+
+  // The same with x, w, y, dx and dy of the 16-bit type t (backend.h, "Reduced precision"): tensor cores,
+  // fp32 compute (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). No bias (the caller runs biased
+  // convolutions on its own kernel: cuDNN would add an fp32 bias only to an fp32 output). The filter gradient
+  // has the activations' type in cuDNN: it lands in a 16-bit scratch (one rounding) and is added to the fp32
+  // dw by a kernel.
+  bool forward_16(DType t, const ConvDesc& d, const void* x, const void* w, void* y);
+  bool backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  bool backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw);
+
+ private:
+  enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
+  struct Plan;
+  Plan& plan(const ConvDesc& d, VendorType type);
+  // One direction with the plan of `type`; false (and a fallback log line) when cuDNN has no algorithm.
+  bool run_forward(VendorType type, const ConvDesc& d, const void* x, const void* w, void* y);
+  bool run_backward_data(VendorType type, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  bool run_backward_filter(VendorType type, const ConvDesc& d, const void* x, const void* dy, void* dw, float beta);
+  // The algorithm for one direction of a plan, chosen on first use; x/w/y (and scratch) are what a timed
+  // search runs on.
+  const AlgoChoice& choose(Plan& p, Dir dir, const void* x, const void* w, const void* y);
+
+  VendorContext& ctx_;
+  cudnnHandle_t handle_ = nullptr;
+  ShapeCache<std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace gpu
+}  // namespace cnn
