@@ -76,7 +76,7 @@ else
   awk -v labels="$labels" -v val="$src/val" -f "$DATA_DIR/val_labels.awk" "$scratch/classes" "$scratch/val_files" \
     "$labels" | LC_ALL=C sort >"$scratch/val_labels"
   # One ln per class (ln -t takes many files), not one per image: ILSVRC's val set has 50000.
-  prev= batch=()
+  prev='' batch=()
   link_batch() { ((${#batch[@]} == 0)) || ln -s -t "$tree/$prev" -- "${batch[@]}"; batch=(); }
   while IFS=$'\t' read -r c f; do
     [[ $c == "$prev" ]] || { link_batch; prev=$c; }
