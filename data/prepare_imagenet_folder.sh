@@ -14,7 +14,7 @@
 # where that stores them (SIZE given). The training set is converted again when SRC/train, the settings, the
 # converter or this script change; the val set also when SRC/val, the labels or the training set change.
 source "$(dirname "$0")/lib.bash"
-(($# >= 1 && $# <= 2)) || die "usage: $PROG SRC [OUT_DIR]   (SRC holds train/<class>/*.JPEG and val/; see data/README.md)"
+(($# >= 1 && $# <= 2)) || die "usage: $PROG SRC [OUT_DIR]   (SRC: train/<class>/*.JPEG and val/; data/README.md)"
 src=${1%/}
 out=${2:-$REPO/data/imagenet}
 format=${FORMAT:-lmdb} size=${SIZE:-} on_bad=${ON_BAD_IMAGE:-fail}
@@ -37,7 +37,8 @@ mapfile -t val_dirs < <(find -H "$src/val" -mindepth 1 -maxdepth 1 -xtype d -pri
 labels=
 if ((${#val_dirs[@]} == 0)); then
   labels=${VAL_LABELS:-$src/LOC_val_solution.csv}
-  need_file "$labels" "a flat $src/val needs its labels: ILSVRC's LOC_val_solution.csv or \"FILE LABEL\" lines (VAL_LABELS=FILE)"
+  hint="a flat $src/val needs its labels: ILSVRC's LOC_val_solution.csv or \"FILE LABEL\" lines (VAL_LABELS=FILE)"
+  need_file "$labels" "$hint"
 fi
 
 mkdir -p "$out"
@@ -102,7 +103,8 @@ if [[ $format == lmdb ]]; then
     mv "$val_out.part/$meta.new" "$val_out.part/$meta"
   fi
 else
-  "$PYTHON" - "$train_out" "$val_out.part" <<'PY' || die "could not copy the training set's mean/std with $PYTHON and h5py (install python3-h5py: make deps, or set CNNTRAIN_PYTHON)"
+  hint="install python3-h5py (make deps) or set CNNTRAIN_PYTHON"
+  "$PYTHON" - "$train_out" "$val_out.part" <<'PY' || die "could not copy the training set's mean/std with $PYTHON: $hint"
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as train, h5py.File(sys.argv[2], "r+") as val:
     for name in ("mean", "std"):

@@ -13,6 +13,7 @@ cp -r "$FIX/fashion-mnist" "$FIX/cifar-10-batches-bin" "$FIX/imagenet" "$T/"
 h5check() {
   $PY - "$@" <<'PY' || fail "check of $1"
 import sys, h5py, numpy as np
+WNIDS = ["n01440764", "n01443537", "n01484850"]
 f = h5py.File(sys.argv[1], "r")
 for e in sys.argv[2:]:
     assert eval(e), f"{sys.argv[1]}: {e}"
@@ -42,7 +43,8 @@ touch "$T/fashion-mnist/t10k-labels-idx1-ubyte.gz"
 "${FM[@]}" >/dev/null 2>&1 || fail "prepare_fashion_mnist.sh after a changed input"
 [ "$(mtime "$T/fm/train.h5" "$T/fm/test.h5")" != "$before" ] || fail "a changed input was not converted again"
 echo "ok: Fashion-MNIST from IDX, kept while up to date, converted again after a change"
-expect_exit 2 "$T/nowhere/train-images-idx3-ubyte.gz not found" -- bash data/prepare_fashion_mnist.sh "$T/nowhere" "$T/x"
+expect_exit 2 "$T/nowhere/train-images-idx3-ubyte.gz not found" -- \
+  bash data/prepare_fashion_mnist.sh "$T/nowhere" "$T/x"
 expect_exit 2 "$T/nobuild/cnntrain-data not found; build it with make" -- \
   env BUILD="$T/nobuild" bash data/prepare_fashion_mnist.sh "$T/fashion-mnist" "$T/x"
 
@@ -122,8 +124,8 @@ h5check "$T/h5/train.h5" 'f["images"].shape == (6, 8, 8, 3)' 'list(f["labels"]) 
 h5check "$T/h5/val.h5" 'f["images"].shape == (4, 8, 8, 3)' 'f.attrs["num_classes"] == 3' \
   '(f["images"][:].reshape(4, -1, 3).mean(1).argmax(1) == f["labels"][:]).all()' \
   'sorted(f["labels"]) == [0, 0, 2, 2]' \
-  '(f.attrs["mean"] == h5py.File(sys.argv[1].replace("val", "train"), "r").attrs["mean"]).all()' \
-  '[n.decode() if isinstance(n, bytes) else n for n in f.attrs["class_names"]] == ["n01440764", "n01443537", "n01484850"]'
+  '(f.attrs["mean"] == h5py.File(sys.argv[1][:-len("val.h5")] + "train.h5", "r").attrs["mean"]).all()' \
+  '[n.decode() if isinstance(n, bytes) else n for n in f.attrs["class_names"]] == WNIDS'
 echo "ok: FORMAT=hdf5: every val image's label is its colour's class; class names and stats from train"
 
 # "FILE LABEL" lines (a class name or its index, as Caffe's val.txt), and val/ already in class folders.
