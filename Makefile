@@ -137,18 +137,13 @@ $(MPI_TEST): $(patsubst %.cpp,$(BUILD)/obj/%.o,$(MPI_SRCS)) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(GTEST_LIBS) $(LDLIBS)
 
-# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of docs/data.md.
+# Fashion-MNIST from Debian's dataset-fashion-mnist, converted to the HDF5 schema of docs/data.md by
+# data/prepare_fashion_mnist.sh (data/README.md).
 FMNIST_IDX ?= /usr/share/datasets/fashion-mnist
 data: data/fashion_mnist/train.h5 data/fashion_mnist/test.h5
-data/fashion_mnist/train.h5 data/fashion_mnist/test.h5 &: $(BUILD)/cnntrain-data
-	@mkdir -p data/fashion_mnist
-	$(BUILD)/cnntrain-data convert-idx --images $(FMNIST_IDX)/train-images-idx3-ubyte.gz \
-	  --labels $(FMNIST_IDX)/train-labels-idx1-ubyte.gz --out data/fashion_mnist/train.h5 --overwrite \
-	  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
-	$(BUILD)/cnntrain-data convert-idx --images $(FMNIST_IDX)/t10k-images-idx3-ubyte.gz \
-	  --labels $(FMNIST_IDX)/t10k-labels-idx1-ubyte.gz --out data/fashion_mnist/test.h5 --overwrite \
-	  --stats-from data/fashion_mnist/train.h5 \
-	  --class-names "T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot"
+data/fashion_mnist/train.h5 data/fashion_mnist/test.h5 &: $(BUILD)/cnntrain-data data/prepare_fashion_mnist.sh \
+                                                         data/lib.bash
+	BUILD=$(BUILD) bash data/prepare_fashion_mnist.sh $(FMNIST_IDX) data/fashion_mnist
 
 # Install what is missing, build, prepare Fashion-MNIST and train on CPU with NP ranks.
 RUN_ARGS ?=
