@@ -16,7 +16,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
 
 const int kH = 7, kW = 6, kC = 3;
 const std::vector<float> kMean{120.f, 3.5f, 250.f}, kStd{60.f, 0.7f, 2.f};
-// Normalised values up to ~360: a few float roundings of those.
+// Normalised values up to ~360, computed in float (e.g. as p * (1/std) - mean/std): a few roundings of those
+// from the exact value.
 constexpr Tol kImageTol{1e-6, 1e-6};
 
 // One batch of upload_images' host inputs.
@@ -73,7 +74,6 @@ CNN_SWEEP_CASES(input) {
       const bool eval = !b.aug;
       r.be.upload_images(b, d_x, d_labels, eval ? nullptr : d_ids);
       const std::string tag = " of batch " + std::to_string(b.n);
-      // One rounding apart at most where a compiler does not contract the multiply-add.
       r.output("images" + tag, d_x, static_cast<size_t>(b.n) * kH * kW * kC, kImageTol);
       r.output("labels" + tag, d_labels, b.n);
       if (!eval) {
