@@ -73,6 +73,7 @@ struct DnnlOps::Impl {
   // The blocked activations of the Winograd path: input side [0] and output side [1], shared by all shapes.
   void* blk[2] = {nullptr, nullptr};
   size_t blk_bytes[2] = {0, 0};
+  uint64_t wino_runs = 0;  // DnnlOps::winograd_runs
 
   // A primitive with its scratchpad memory (rebound to the shared scratch buffer at every call).
   struct Prim {
@@ -306,6 +307,7 @@ struct DnnlOps::Impl {
       run(c.x_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.x_blk}});
       run(c.fwd, {{DNNL_ARG_SRC, &c.x_blk}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y_blk}});
       run(c.y_from_blk, {{DNNL_ARG_FROM, &c.y_blk}, {DNNL_ARG_TO, &c.y}});
+      ++wino_runs;
       return;
     }
     if (b) {
@@ -473,6 +475,7 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
     I.run(c.xw_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.xw_blk}});
     I.run(c.dyw_to_blk, {{DNNL_ARG_FROM, &c.dy}, {DNNL_ARG_TO, &c.dyw_blk}});
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.xw_blk}, {DNNL_ARG_DIFF_DST, &c.dyw_blk}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
+    ++I.wino_runs;
   } else if (db) {
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk},
                     {DNNL_ARG_DIFF_BIAS, &c.db_tmp}});
@@ -564,6 +567,8 @@ void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const f
 void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) {
   linear_backward_weight(DType::kF32, m, k, n, x, dy, dw, db);
 }
+
+uint64_t DnnlOps::winograd_runs() const { return p_->wino_runs; }
 
 std::string DnnlOps::conv_impl(const ConvDesc& d, DType t) {
   Impl& I = *p_;

@@ -50,6 +50,10 @@ class DnnlOps {
   void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
   void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw, float* db);
 
+  // Convolutions that ran on the Winograd kernels so far (forward, stride-1 backward-data as a flipped forward,
+  // backward-weights): tests check that the shapes wino_eligible admits take them, and only those.
+  uint64_t winograd_runs() const;
+
   // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
   // the bench.
   std::string conv_impl(const ConvDesc& d, DType t = DType::kF32);

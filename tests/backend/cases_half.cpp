@@ -1,15 +1,17 @@
 // Sweep cases: the 16-bit ops (backend.h, "Reduced precision"), in bf16 and fp16, on inputs in [-1, 1] rounded
 // to the type. The oracle is the reference backend's 16-bit op: the fp32 reference kernel on the widened
-// inputs, rounded once. A backend that also computes in fp32 and rounds once may land one unit in the last
-// place away when the two fp32 results straddle a rounding boundary, so arithmetic outputs get
-// rtol = 2 * the type's unit roundoff (two roundings; the one-rounding rule against the unrounded fp32 result is
-// tests/backend/half_rule_test.cpp). Ops that only move or select values, or compute one product per element,
-// are exact.
+// inputs, rounded once (for the conversion and the loss, whose reference code the fast CPU backend runs
+// itself: the exact value rounded once, tests/backend/oracles.h). A backend that also computes in fp32 and
+// rounds once may land one unit in the last place away when the two results straddle a rounding boundary, so
+// arithmetic outputs get rtol = 2 * the type's unit roundoff (two roundings; the one-rounding rule against the
+// unrounded fp32 result is tests/backend/half_rule_test.cpp). Ops that only move or select values, or compute
+// one product per element, are exact.
 #include <cmath>
 
 #include "kernels/batchnorm.h"
 #include "kernels/pooling.h"
 #include "kernels/rng.h"
+#include "tests/backend/oracles.h"
 #include "tests/backend/sweep.h"
 #include "tests/common/half_test_util.h"
 
@@ -129,6 +131,11 @@ void add_pointwise(DType t) {
       r.output("narrowed", t, d_h, n, kExact);
       r.output("widened", d_back, n, kExact);
       r.output("copied", t, d_copy, n, kExact);
+    }, [=](Run& r) {  // the conversion is the code under test on every host backend: the formats' definitions
+      const auto x = oracle::through16(t, random_vec(n, 1, -70000.f, 70000.f));
+      r.output_host("narrowed", x, kExact);
+      r.output_host("widened", x, kExact);
+      r.output_host("copied", x, kExact);
     }});
     add_case({"relu_forward_16", shape, {"relu_backward_16"}, [=](Run& r) {
       void* d_y = garbage16(r, n, t);
@@ -140,6 +147,11 @@ void add_pointwise(DType t) {
       r.output("dx", t, d_dx, n, kExact);
       r.be.relu_forward_16(t, n, d_y, d_y);  // in place
       r.output("y in place", t, d_y, n, kExact);
+    }});
+    add_case({"relu_backward_16", shape, {}, [=](Run& r) {
+      void* d_dx = garbage16(r, n, t);
+      r.be.relu_backward_16(t, n, up16(r, random_vec(n, 4), t), up16(r, random_vec(n, 5), t), d_dx);
+      r.output("dx", t, d_dx, n, kExact);
     }});
     add_case({"axpy_16", shape, {}, [=](Run& r) {
       void* d_y = const_cast<void*>(up16(r, random_vec(n, 6), t));
@@ -159,6 +171,11 @@ void add_pointwise(DType t) {
       r.output("y", t, d_y, ys, kExact);
       r.output("dx", t, d_dx, xs, kExact);
     }});
+    add_case({"shortcut_pad_backward_16", shape, {}, [=](Run& r) {
+      void* d_dx = garbage16(r, xs, t);  // overwritten, positions skipped by the stride included
+      r.be.shortcut_pad_backward_16(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 19), t), d_dx);
+      r.output("dx", t, d_dx, xs, kExact);
+    }});
   }
   for (size_t per : {size_t{1001}, size_t{7}}) {
     const int n = 4;
@@ -172,6 +189,14 @@ void add_pointwise(DType t) {
       r.be.dropout_backward_16(t, count, 0.3f, up16(r, random_vec(count, 11), t), d_mask, d_dx);
       r.output("mask", d_mask, count);
       r.output("y", t, d_y, count, kExact);
+      r.output("dx", t, d_dx, count, kExact);
+    }});
+    add_case({"dropout_backward_16", tag(t, "n4 x " + std::to_string(per)), {}, [=](Run& r) {
+      std::vector<uint8_t> mask(count);
+      CounterRng rng(14, 3);
+      for (auto& m : mask) m = rng.uniform() >= 0.3f;
+      void* d_dx = garbage16(r, count, t);
+      r.be.dropout_backward_16(t, count, 0.3f, up16(r, random_vec(count, 15), t), r.upload(mask), d_dx);
       r.output("dx", t, d_dx, count, kExact);
     }});
   }
@@ -215,6 +240,11 @@ void add_pooling(DType t) {
       r.output("y", t, d_y, ys, rounded(t, 1e-6));
       r.output("dx", t, d_dx, xs, rounded(t, 1e-6));
     }});
+    add_case({"avgpool_backward_16", shape, {}, [=](Run& r) {
+      void* d_dx = garbage16(r, xs, t);
+      r.be.avgpool_backward_16(t, d, up16(r, random_vec(ys, s + 4), t), d_dx);
+      r.output("dx", t, d_dx, xs, rounded(t, 1e-6));
+    }});
   }
 }
 
@@ -253,6 +283,14 @@ void add_norm_loss(DType t) {
         r.output("running_mean", d_rm, c, kDefault);
         r.output("running_var", d_rv, c, kDefault);
         if (ep.relu) r.output_host("relu_mask", mask_bits(r, d_mask, nx), kExact);
+      }});
+      add_case({"batchnorm_forward_infer_16", eshape, {}, [=](Run& r) {
+        void* d_y = garbage16(r, nx, t);
+        const void* d_z = ep.residual ? up16(r, random_vec(nx, s + 9), t) : nullptr;
+        r.be.batchnorm_forward_infer_16(t, rows, c, up16(r, input(), t), d_z, r.upload(random_vec(c, s + 3)),
+                                        r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 10, 0.f, 100.f)),
+                                        r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
+        r.output("y", t, d_y, nx, rounded(t, 1e-5));
       }});
       add_case({"batchnorm_backward_16", eshape, {}, [=](Run& r) {
         const auto x = input();
@@ -299,6 +337,17 @@ void add_norm_loss(DType t) {
                   r.output_host("loss_sum", {loss}, Tol{0, 1e-5});
                   r.output_host("correct", {static_cast<double>(correct)}, kExact);
                   r.output("dlogits", t, d_dz, static_cast<size_t>(n) * classes, rounded(t, 1e-3));
+                }, [=](Run& r) {
+                  const uint64_t s = 12000 + n * 64 + classes;
+                  std::vector<int32_t> labels(n);
+                  CounterRng rng(s + 1, 1);
+                  for (auto& l : labels) l = static_cast<int32_t>(rng.below(classes));
+                  const oracle::Xent o = oracle::softmax_xent(
+                      n, classes, oracle::through16(t, random_vec(static_cast<size_t>(n) * classes, s, -3.f, 3.f)),
+                      labels, 0.1f, 65536.f / n);
+                  r.output_host("loss_sum", {0.5 + o.loss_sum}, Tol{0, 1e-5});
+                  r.output_host("correct", {2.0 + o.correct}, kExact);
+                  r.output_host("dlogits", oracle::through16(t, o.dlogits), rounded(t, 1e-3));
                 }});
     }
   add_case({"softmax_xent_totals_16", tag(t, "n 1, 33, 70 classes 7, accumulated"), {}, [=](Run& r) {
@@ -316,6 +365,21 @@ void add_norm_loss(DType t) {
     const LossTotals lt = r.download(d_totals, 1)[0];
     r.output_host("loss sum", {lt.loss_sum}, Tol{1e-6, 1e-5});
     r.output_host("correct", {static_cast<double>(lt.correct)}, kExact);
+  }, [=](Run& r) {
+    oracle::Xent total{0.5, 3, {}};
+    for (int n : {1, 33, 70}) {
+      const int classes = 7;
+      const size_t count = static_cast<size_t>(n) * classes;
+      std::vector<int32_t> labels(n);
+      for (int i = 0; i < n; ++i) labels[i] = (i * 5 + n) % classes;
+      const auto z = oracle::through16(t, random_vec(count, 60 + n, -3.f, 3.f));
+      const oracle::Xent o = oracle::softmax_xent(n, classes, z, labels, 0.1f, 65536.f / n);
+      r.output_host("dlogits n " + std::to_string(n), oracle::through16(t, o.dlogits), rounded(t, 1e-3));
+      total.loss_sum += o.loss_sum;
+      total.correct += o.correct;
+    }
+    r.output_host("loss sum", {total.loss_sum}, Tol{1e-6, 1e-5});
+    r.output_host("correct", {static_cast<double>(total.correct)}, kExact);
   }});
 }
 

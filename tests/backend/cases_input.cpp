@@ -1,5 +1,6 @@
 // Sweep cases: the device input path (upload_images: uint8 pixels with crop, flip, normalisation and erasing
 // done where the backend computes) and the layer label of the vendor-library fallback log.
+#include "tests/backend/oracles.h"
 #include "tests/backend/sweep.h"
 
 namespace cnn::sweep {
@@ -13,46 +14,80 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   return v;
 }
 
+const int kH = 7, kW = 6, kC = 3;
+const std::vector<float> kMean{120.f, 3.5f, 250.f}, kStd{60.f, 0.7f, 2.f};
+// Normalised values up to ~360, computed in float (e.g. as p * (1/std) - mean/std): a few roundings of those
+// from the exact value.
+constexpr Tol kImageTol{1e-6, 1e-6};
+
+// One batch of upload_images' host inputs.
+struct Batch {
+  int n;
+  bool eval;
+  std::vector<uint8_t> pixels;
+  std::vector<ImageAug> aug;
+  std::vector<int32_t> labels;
+  std::vector<int64_t> ids;
+  ImageBatch batch() const {
+    ImageBatch b;
+    b.n = n, b.h = kH, b.w = kW, b.c = kC;
+    b.pixels = pixels.data(), b.mean = kMean.data(), b.std = kStd.data(), b.labels = labels.data();
+    b.aug = eval ? nullptr : aug.data();
+    b.ids = eval ? nullptr : ids.data();
+    return b;
+  }
+};
+
+std::vector<Batch> batches() {
+  std::vector<Batch> v;
+  uint64_t seed = 900;
+  for (int n : {5, 3, 9, 2}) {
+    Batch b{n, n == 2, random_bytes(static_cast<size_t>(n) * kH * kW * kC, ++seed), std::vector<ImageAug>(n),
+            std::vector<int32_t>(n), std::vector<int64_t>(n)};
+    for (int i = 0; i < n; ++i) {
+      ImageAug& a = b.aug[i];
+      a.dy = i % 5 - 2;
+      a.dx = 2 - i % 4;
+      a.flip = i % 2;
+      if (i % 3 == 0) a.erase_y = 1, a.erase_x = 2, a.erase_h = 3, a.erase_w = 2;
+      b.labels[i] = 10 * n + i;
+      b.ids[i] = 1000 * n + i;
+    }
+    v.push_back(std::move(b));
+  }
+  return v;
+}
+
 }  // namespace
 
 CNN_SWEEP_CASES(input) {
   // 7x6x3 images; batches of 5, 3 and 9 in a row (the CUDA backend's two staging slots alternate and grow),
-  // every kind of augmentation draw, then an evaluation batch without augmentation or ids.
+  // every kind of augmentation draw, then an evaluation batch without augmentation or ids. The fast CPU
+  // backend runs the reference kernel, so the expected images come from tests/backend/oracles.h.
   add_case({"upload_images", "7x6x3, batches 5, 3, 9, 2", {}, [](Run& r) {
-    const int h = 7, w = 6, c = 3, most = 9;
-    const std::vector<float> mean{120.f, 3.5f, 250.f}, stdev{60.f, 0.7f, 2.f};
-    float* d_x = r.garbage(static_cast<size_t>(most) * h * w * c);
+    const int most = 9;
+    float* d_x = r.garbage(static_cast<size_t>(most) * kH * kW * kC);
     int32_t* d_labels = r.upload(std::vector<int32_t>(most, -1));
     int64_t* d_ids = r.upload(std::vector<int64_t>(most, -1));
-    uint64_t seed = 900;
-    for (int n : {5, 3, 9, 2}) {
-      const bool eval = n == 2;
-      const auto pixels = random_bytes(static_cast<size_t>(n) * h * w * c, ++seed);
-      std::vector<ImageAug> aug(n);
-      std::vector<int32_t> labels(n);
-      std::vector<int64_t> ids(n);
-      for (int i = 0; i < n; ++i) {
-        aug[i].dy = i % 5 - 2;
-        aug[i].dx = 2 - i % 4;
-        aug[i].flip = i % 2;
-        if (i % 3 == 0) aug[i].erase_y = 1, aug[i].erase_x = 2, aug[i].erase_h = 3, aug[i].erase_w = 2;
-        labels[i] = 10 * n + i;
-        ids[i] = 1000 * n + i;
-      }
-      ImageBatch b;
-      b.n = n, b.h = h, b.w = w, b.c = c;
-      b.pixels = pixels.data(), b.mean = mean.data(), b.std = stdev.data(), b.labels = labels.data();
-      b.aug = eval ? nullptr : aug.data();
-      b.ids = eval ? nullptr : ids.data();
+    for (const Batch& in : batches()) {
+      const ImageBatch b = in.batch();
+      const bool eval = !b.aug;
       r.be.upload_images(b, d_x, d_labels, eval ? nullptr : d_ids);
-      const std::string tag = " of batch " + std::to_string(n);
-      // One rounding apart at most where a compiler does not contract the multiply-add.
-      r.output("images" + tag, d_x, static_cast<size_t>(n) * h * w * c, {1e-6, 1e-6});
-      r.output("labels" + tag, d_labels, n);
+      const std::string tag = " of batch " + std::to_string(b.n);
+      r.output("images" + tag, d_x, static_cast<size_t>(b.n) * kH * kW * kC, kImageTol);
+      r.output("labels" + tag, d_labels, b.n);
       if (!eval) {
-        const auto got = r.download(d_ids, n);
+        const auto got = r.download(d_ids, b.n);
         r.output_host("ids" + tag, std::vector<double>(got.begin(), got.end()), kExact);
       }
+    }
+  }, [](Run& r) {
+    for (const Batch& in : batches()) {
+      const ImageBatch b = in.batch();
+      const std::string tag = " of batch " + std::to_string(b.n);
+      r.output_host("images" + tag, oracle::prepare_images(b), kImageTol);
+      r.output_host("labels" + tag, {in.labels.begin(), in.labels.end()}, kExact);
+      if (b.aug) r.output_host("ids" + tag, {in.ids.begin(), in.ids.end()}, kExact);
     }
   }});
   // The label only names the layer in the CUDA backend's fallback log; ops after it compute as before.

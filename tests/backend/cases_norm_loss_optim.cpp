@@ -4,6 +4,7 @@
 #include "kernels/backend.h"
 #include "kernels/batchnorm.h"
 #include "kernels/rng.h"
+#include "tests/backend/oracles.h"
 #include "tests/backend/sweep.h"
 
 namespace cnn::sweep {
@@ -94,14 +95,14 @@ CNN_SWEEP_CASES(norm_loss_optim) {
         for (bool grad : {true, false}) {
           const std::string shape = "n " + std::to_string(n) + " classes " + std::to_string(classes) +
                                     " smoothing " + std::to_string(smooth) + (grad ? "" : " (no dlogits)");
+          const uint64_t s = 500 + n * 64 + classes;
+          auto z = random_vec(static_cast<size_t>(n) * classes, s, -3.f, 3.f);
+          std::vector<int32_t> labels(n);
+          CounterRng rng(s + 1, 1);
+          for (auto& l : labels) l = static_cast<int32_t>(rng.below(classes));
+          labels[0] = 0;  // and a row that is certainly classified correctly
+          z[0] = 10.f;
           add_case({"softmax_xent", shape, {}, [=](Run& r) {
-            const uint64_t s = 500 + n * 64 + classes;
-            auto z = random_vec(static_cast<size_t>(n) * classes, s, -3.f, 3.f);
-            std::vector<int32_t> labels(n);
-            CounterRng rng(s + 1, 1);
-            for (auto& l : labels) l = static_cast<int32_t>(rng.below(classes));
-            labels[0] = 0;  // and a row that is certainly classified correctly
-            z[0] = 10.f;
             float* d_dz = grad ? r.garbage(z.size()) : nullptr;
             double loss = 0.5;
             int64_t correct = 2;  // both accumulate onto what is there
@@ -109,6 +110,12 @@ CNN_SWEEP_CASES(norm_loss_optim) {
             r.output_host("loss_sum", {loss}, Tol{0, 1e-5});
             r.output_host("correct", {static_cast<double>(correct)}, kExact);
             if (grad) r.output("dlogits", d_dz, z.size(), Tol{1e-6, 1e-4});
+          }, [=](Run& r) {
+            const oracle::Xent o =
+                oracle::softmax_xent(n, classes, {z.begin(), z.end()}, labels, smooth, 1.f / n);
+            r.output_host("loss_sum", {0.5 + o.loss_sum}, Tol{0, 1e-5});
+            r.output_host("correct", {2.0 + o.correct}, kExact);
+            if (grad) r.output_host("dlogits", o.dlogits, Tol{1e-6, 1e-4});
           }});
         }
   for (size_t n : {size_t{1}, size_t{5003}, size_t{70001}}) {

@@ -84,11 +84,13 @@ CNN_SWEEP_CASES(observe) {
     timer->mark(-1);  // the gap until the next mark belongs to no phase
     r.be.fill(d_x, n, 2.f);
     timer->mark(0);
+    r.be.fill(d_x, n, 4.f);
     timer->mark(2);  // still running at collect: not charged yet
-    double s[3] = {0, 0, 0};
+    r.be.fill(d_x, n, 5.f);
+    double s[3] = {1000, 1000, 1000};  // collect adds onto these
     timer->collect(s, 3, true);
-    r.output_host("phase 1 > 0, phase 0 >= 0, open phase 2 == 0", {flag(s[1] > 0), flag(s[0] >= 0), flag(s[2] == 0)},
-                  kExact);
+    r.output_host("phases 1 and 0 added their work, open phase 2 nothing",
+                  {flag(s[1] > 1000), flag(s[0] > 1000), flag(s[2] == 1000)}, kExact);
   }});
 
   add_case({"memory_use", "alloc and release 4 MiB", {}, [](Run& r) {

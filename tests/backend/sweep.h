@@ -1,11 +1,14 @@
 // The backend sweep (in the manner of ggml's test-backend-ops): every op of the Backend interface
 // (kernels/backend.h) runs on every available backend over ragged shapes, and each output is compared with
 // the same case run on the reference kernels (CpuKernels::kReference, the oracle) under one rule,
-// |got - ref| <= atol + rtol * |ref|, printing the first mismatches.
+// |got - ref| <= atol + rtol * |ref|, printing the first mismatches. Where the fast CPU backend runs the
+// reference kernel itself (the loss, synchronised batch norm, image preparation, 16-bit conversion), that
+// oracle would compare the CPU targets with their own code: those cases carry an independent oracle instead
+// (Case::oracle, tests/backend/oracles.h), and every target, the CPU ones included, is compared with it.
 //
 // The sweep reads the Backend class out of kernels/backend.h (embedded into the binary at build time) and
-// fails when a virtual op has no case, or when a case names an op the header lacks. So a new op is not done
-// until it has a case here.
+// fails when a virtual op has no case of its own, or when a case names an op the header lacks. So a new op is
+// not done until it has a case here.
 //
 // ADDING A CASE FOR A NEW OP
 //   1. In the tests/backend/cases_*.cpp file of its family (or a new cases_<family>.cpp: the Makefile picks it
@@ -28,9 +31,12 @@
 //      move or select values (relu, pooling's max, masks, copies), kDefault for arithmetic, or a documented
 //      looser Tol for long reductions. Results that come back on the host (a loss sum) go through
 //      r.output_host(). Accumulating outputs (+=) start from random values so the accumulation is checked.
-//   4. A case covers its op; list in `also` the further ops it calls whose results it checks (e.g. the
-//      backward of a forward op run in the same case).
-//   5. Build and run: make test-backends, or build/tests/backend_tests --gtest_filter='*my_op*'.
+//   4. A case covers its op only: `also` names further ops it calls whose results it checks (e.g. the backward
+//      of a forward op run in the same case), for the reader; each of those needs a case of its own.
+//   5. If the fast CPU backend runs the op's reference kernel (kernels/cpu/cpu_backend.cpp calls its *_cpu
+//      function), add the op to kSelfReferenced in sweep_test.cpp and give each case an `oracle`: the same
+//      outputs, same names and order, computed from the op's definition (tests/backend/oracles.h).
+//   6. Build and run: make test-backends, or build/tests/backend_tests --gtest_filter='*my_op*'.
 #pragma once
 #include <functional>
 #include <memory>
@@ -99,10 +105,17 @@ class Run {
 };
 
 struct Case {
+  Case(std::string op, std::string shape, std::vector<std::string> also, std::function<void(Run&)> body,
+       std::function<void(Run&)> oracle = nullptr)
+      : op(std::move(op)), shape(std::move(shape)), also(std::move(also)), body(std::move(body)),
+        oracle(std::move(oracle)) {}
   std::string op;                 // the Backend op under test, as named in kernels/backend.h
   std::string shape;              // what distinguishes this case (printed with mismatches)
-  std::vector<std::string> also;  // further ops whose results the case checks
+  std::vector<std::string> also;  // further ops whose results the case checks (not counted as their cases)
   std::function<void(Run&)> body;
+  // When set, the expected outputs: run instead of the body on the reference backend, it records the body's
+  // outputs (same names, same order) computed independently of the kernels (tests/backend/oracles.h).
+  std::function<void(Run&)> oracle;
 };
 
 void add_case(Case c);

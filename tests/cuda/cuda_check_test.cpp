@@ -22,7 +22,22 @@ TEST(CudaCheckDeathTest, LaunchErrorInsideTheBackend) {
                "cudaErrorInvalidConfiguration.*kernels/cuda/cuda_backend.cu:[0-9]+");
 }
 
-TEST(CudaCheckDeathTest, SuccessPasses) { CUDA_CHECK(cudaSuccess); }
+// A successful call returns normally with the call made exactly once (a macro that re-evaluated its argument
+// to report it would repeat launches and allocations), and the macro is one statement (if/else without braces).
+TEST(CudaCheck, SuccessMakesTheCallOnceAndReturns) {
+  int calls = 0;
+  auto call = [&calls] {
+    ++calls;
+    return cudaSuccess;
+  };
+  if (calls == 0)
+    CUDA_CHECK(call());
+  else
+    ADD_FAILURE() << "unreachable";
+  EXPECT_EQ(calls, 1);
+  CUDA_CHECK(call());
+  EXPECT_EQ(calls, 2);
+}
 
 }  // namespace
 }  // namespace cnn::emu

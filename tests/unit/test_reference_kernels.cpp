@@ -1,7 +1,7 @@
 // The reference kernels are the oracle of the backend sweep (tests/backend/): here they are checked on their
 // own, against straightforward double-precision loops of the semantics kernels/*.h document (batch norm,
-// dropout's keyed masks, average pooling, the residual element-wise ops, sum of squares, the option-A
-// shortcut, AdamW, convolution, ReLU, softmax cross-entropy). Their gradients are checked by finite
+// dropout's keyed masks from the hash's specification, average pooling, the residual element-wise ops, sum of
+// squares, the option-A shortcut, AdamW, convolution, ReLU, softmax cross-entropy). Their gradients are checked by finite
 // differences in tests/backend/layer_grad_test.cpp.
 #include <algorithm>
 #include <cmath>
@@ -75,32 +75,87 @@ TEST(ReferenceKernels, BatchNormTrainInferBackward) {
     }
 }
 
-TEST(ReferenceKernels, DropoutMasksAreTheReferenceHash) {
+// Dropout's keep bits from their specification (kernels/dropout.h), written here without kernels/rng.h: the
+// SplitMix64 finaliser, anchored to the generator's published first outputs, then the documented composition.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool spec_keep(uint64_t key, int64_t id, uint64_t j, float p) {
+  const uint64_t sample_key = splitmix64(splitmix64(splitmix64(splitmix64(key) ^ static_cast<uint64_t>(id))));
+  const uint64_t bits = splitmix64(sample_key ^ splitmix64(j));
+  return static_cast<double>(bits >> 40) / 16777216.0 >= p;  // top 24 bits as a fraction of 1
+}
+
+TEST(ReferenceKernels, DropoutSpecificationAnchors) {
+  // SplitMix64 seeded with 0 (Steele, Lea and Flood 2014) starts 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4,
+  // 0x06c45d188009454f: its state advances by the golden gamma before each finalisation.
+  EXPECT_EQ(splitmix64(0), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(splitmix64(0x9e3779b97f4a7c15ull), 0x6e789e6aa1b965f4ull);
+  EXPECT_EQ(splitmix64(2 * 0x9e3779b97f4a7c15ull), 0x06c45d188009454full);
+  // The first 64 keep bits (bit j = element j) of three (key, id, p), computed from the specification apart
+  // from this file (a Python transcription of it).
+  struct Known {
+    uint64_t key;
+    int64_t id;
+    float p;
+    uint64_t bits;
+  };
+  for (const Known& k : {Known{0x5eed, 7, 0.3f, 0x9ebd357e8fbe5e2aull},
+                         Known{0x5eed, 123456789, 0.3f, 0x6afbeff7fee7eedbull},
+                         Known{1, 0, 0.5f, 0x17625595f6812bbfull}}) {
+    std::vector<float> x(64, 1.f), y(64);
+    std::vector<uint8_t> mask(64);
+    dropout_forward_cpu(1, 64, x.data(), k.p, k.key, &k.id, y.data(), mask.data());
+    uint64_t got = 0, spec = 0;
+    for (uint64_t j = 0; j < 64; ++j) {
+      got |= static_cast<uint64_t>(mask[j]) << j;
+      spec |= static_cast<uint64_t>(spec_keep(k.key, k.id, j, k.p)) << j;
+    }
+    EXPECT_EQ(got, k.bits) << "key " << k.key << " id " << k.id;
+    EXPECT_EQ(spec, k.bits) << "the specification's transcription here";
+  }
+}
+
+TEST(ReferenceKernels, DropoutMasksFollowTheSpecification) {
   const int n = 5;
   const size_t per = 1001;
   const float p = 0.3f;
   const uint64_t key = 0x5eed;
   auto x = random_vec(n * per, 11), dy = random_vec(n * per, 12);
   std::vector<int64_t> ids = {7, 123456789, 0, 42, 99};
-  std::vector<float> y(x.size()), dx(x.size());
+  std::vector<double> y(x.size()), dx(x.size());
   std::vector<uint8_t> mask(x.size());
   size_t kept = 0;
   for (int s = 0; s < n; ++s)
     for (size_t j = 0; j < per; ++j) {
       const size_t i = s * per + j;
-      mask[i] = uniform01(mix64(hash_key(key, static_cast<uint64_t>(ids[s])) ^ mix64(j))) >= p;
-      y[i] = mask[i] ? x[i] * (1.0f / (1.0f - p)) : 0.f;
-      dx[i] = mask[i] ? dy[i] * (1.0f / (1.0f - p)) : 0.f;
+      mask[i] = spec_keep(key, ids[s], j, p);
+      y[i] = mask[i] ? x[i] / (1.0 - p) : 0.0;
+      dx[i] = mask[i] ? dy[i] / (1.0 - p) : 0.0;
       kept += mask[i];
     }
+  // Binomial(5005, 0.7): the fraction kept within 4.5 standard deviations (0.029).
   EXPECT_NEAR(static_cast<double>(kept) / x.size(), 1 - p, 0.03);
   std::vector<float> got_y(x.size()), got_dx(x.size());
   std::vector<uint8_t> got_mask(x.size());
   dropout_forward_cpu(n, per, x.data(), p, key, ids.data(), got_y.data(), got_mask.data());
   dropout_backward_cpu(x.size(), p, dy.data(), got_mask.data(), got_dx.data());
   EXPECT_EQ(got_mask, mask);
-  EXPECT_TRUE(all_close(got_y, y, 0, 0, "dropout y"));
-  EXPECT_TRUE(all_close(got_dx, dx, 0, 0, "dropout dx"));
+  // One float rounding of x * (1 / (1 - p)) apart from the exact quotient.
+  EXPECT_TRUE(all_close(got_y, y, 0, 2e-7, "dropout y"));
+  EXPECT_TRUE(all_close(got_dx, dx, 0, 2e-7, "dropout dx"));
+  // A sample's mask moves with its id: reversed in the batch, the rows come back reversed.
+  std::vector<int64_t> rev(ids.rbegin(), ids.rend());
+  std::vector<uint8_t> rev_mask(x.size());
+  dropout_forward_cpu(n, per, x.data(), p, key, rev.data(), got_y.data(), rev_mask.data());
+  for (int s = 0; s < n; ++s)
+    EXPECT_TRUE(std::equal(rev_mask.begin() + (n - 1 - s) * per, rev_mask.begin() + (n - s) * per,
+                           mask.begin() + s * per))
+        << "sample id " << ids[s];
 }
 
 TEST(ReferenceKernels, AvgPoolIncludingGlobal) {

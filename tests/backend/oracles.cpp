@@ -1,0 +1,176 @@
+#include "tests/backend/oracles.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cnn::sweep::oracle {
+
+namespace {
+
+// Exponent and fraction widths of a 16-bit format.
+struct Format {
+  int exp_bits, frac_bits;
+  int bias() const { return (1 << (exp_bits - 1)) - 1; }
+  uint16_t inf() const { return static_cast<uint16_t>(((1 << exp_bits) - 1) << frac_bits); }
+};
+
+Format format(DType t) { return t == DType::kF16 ? Format{5, 10} : Format{8, 7}; }
+
+// The magnitudes of the patterns 0 .. inf-1 (every finite non-negative value, increasing with the pattern),
+// and one more entry: the next power of two past the largest, where rounding would land without overflow.
+const std::vector<double>& magnitudes(DType t) {
+  static std::vector<double> table[3];
+  std::vector<double>& v = table[static_cast<int>(t)];
+  if (v.empty()) {
+    const Format f = format(t);
+    for (uint16_t p = 0; p < f.inf(); ++p) v.push_back(decode16(t, p));
+    v.push_back(std::ldexp(1.0, (1 << f.exp_bits) - 1 - f.bias()));
+  }
+  return v;
+}
+
+}  // namespace
+
+double decode16(DType t, uint16_t bits) {
+  const Format f = format(t);
+  const int e = (bits >> f.frac_bits) & ((1 << f.exp_bits) - 1);
+  const int frac = bits & ((1 << f.frac_bits) - 1);
+  const double sign = bits >> 15 ? -1.0 : 1.0;
+  if (e == (1 << f.exp_bits) - 1) return frac ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  // Subnormal: 0.frac * 2^(1 - bias); normal: 1.frac * 2^(e - bias).
+  if (e == 0) return sign * std::ldexp(frac, 1 - f.bias() - f.frac_bits);
+  return sign * std::ldexp((1 << f.frac_bits) + frac, e - f.bias() - f.frac_bits);
+}
+
+uint16_t round16(DType t, double v) {
+  const Format f = format(t);
+  if (std::isnan(v)) return static_cast<uint16_t>(f.inf() | 1u << (f.frac_bits - 1));
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const double a = std::fabs(v);
+  const std::vector<double>& m = magnitudes(t);
+  // The last pattern whose magnitude is <= a, and the one after it (inf past the largest finite).
+  const size_t below = static_cast<size_t>(std::upper_bound(m.begin(), m.end(), a) - m.begin()) - 1;
+  if (below + 1 >= m.size()) return sign | f.inf();
+  const double lo = m[below], hi = m[below + 1];
+  size_t pick = below;
+  if (a - lo > hi - a || (a - lo == hi - a && below % 2 == 1)) pick = below + 1;
+  return static_cast<uint16_t>(sign | pick);
+}
+
+std::vector<double> through16(DType t, const std::vector<double>& x) {
+  std::vector<double> v(x.size());
+  for (size_t i = 0; i < x.size(); ++i) v[i] = decode16(t, round16(t, x[i]));
+  return v;
+}
+
+std::vector<double> through16(DType t, const std::vector<float>& x) {
+  return through16(t, std::vector<double>(x.begin(), x.end()));
+}
+
+Xent softmax_xent(int n, int classes, const std::vector<double>& logits, const std::vector<int32_t>& labels,
+                  double eps, double scale) {
+  Xent out;
+  out.dlogits.resize(static_cast<size_t>(n) * classes);
+  for (int i = 0; i < n; ++i) {
+    const double* z = &logits[static_cast<size_t>(i) * classes];
+    const int arg = static_cast<int>(std::max_element(z, z + classes) - z);  // the first largest
+    const double top = z[arg];
+    double sum = 0;
+    for (int j = 0; j < classes; ++j) sum += std::exp(z[j] - top);
+    const double log_norm = top + std::log(sum);  // log sum_j exp(z_j)
+    for (int j = 0; j < classes; ++j) {
+      const double q = eps / classes + (j == labels[i] ? 1.0 - eps : 0.0);
+      const double log_p = z[j] - log_norm;
+      out.loss_sum -= q * log_p;
+      out.dlogits[static_cast<size_t>(i) * classes + j] = scale * (std::exp(log_p) - q);
+    }
+    out.correct += arg == labels[i];
+  }
+  return out;
+}
+
+std::vector<double> batchnorm_stats(int rows, int c, const std::vector<float>& x) {
+  std::vector<double> s(2 * static_cast<size_t>(c) + 1, 0.0);
+  for (size_t i = 0; i < static_cast<size_t>(rows) * c; ++i) {
+    s[i % c] += x[i];
+    s[c + i % c] += static_cast<double>(x[i]) * x[i];
+  }
+  s[2 * c] = rows;
+  return s;
+}
+
+BnForward batchnorm_forward_from_stats(int rows, int c, const std::vector<float>& x, const std::vector<double>& stats,
+                                       const std::vector<float>& gamma, const std::vector<float>& beta, double eps,
+                                       double momentum, const std::vector<float>& running_mean,
+                                       const std::vector<float>& running_var) {
+  BnForward o;
+  const double count = stats[2 * c];
+  for (int j = 0; j < c; ++j) {
+    const double mean = stats[j] / count;
+    const double var = std::max(stats[c + j] / count - mean * mean, 0.0);  // biased
+    o.mean.push_back(mean);
+    o.invstd.push_back(1.0 / std::sqrt(var + eps));
+    o.running_mean.push_back((1 - momentum) * running_mean[j] + momentum * mean);
+    o.running_var.push_back((1 - momentum) * running_var[j] + momentum * var * count / (count - 1));
+  }
+  for (size_t i = 0; i < static_cast<size_t>(rows) * c; ++i) {
+    const size_t j = i % c;
+    o.y.push_back(gamma[j] * (x[i] - o.mean[j]) * o.invstd[j] + beta[j]);
+  }
+  return o;
+}
+
+std::vector<double> batchnorm_backward_sums(int rows, int c, const std::vector<float>& x, const std::vector<float>& dy,
+                                            const std::vector<float>& mean, const std::vector<float>& invstd) {
+  std::vector<double> s(2 * static_cast<size_t>(c) + 1, 0.0);
+  for (size_t i = 0; i < static_cast<size_t>(rows) * c; ++i) {
+    const size_t j = i % c;
+    s[j] += dy[i];
+    s[c + j] += static_cast<double>(dy[i]) * (static_cast<double>(x[i]) - mean[j]) * invstd[j];
+  }
+  s[2 * c] = rows;
+  return s;
+}
+
+BnBackward batchnorm_backward_from_sums(int rows, int c, const std::vector<float>& x, const std::vector<float>& dy,
+                                        const std::vector<float>& gamma, const std::vector<float>& mean,
+                                        const std::vector<float>& invstd, const std::vector<double>& local,
+                                        const std::vector<double>& global, const std::vector<float>& dgamma,
+                                        const std::vector<float>& dbeta) {
+  BnBackward o;
+  for (int j = 0; j < c; ++j) {
+    o.dgamma.push_back(dgamma[j] + local[c + j]);
+    o.dbeta.push_back(dbeta[j] + local[j]);
+  }
+  const double count = global[2 * c];
+  for (size_t i = 0; i < static_cast<size_t>(rows) * c; ++i) {
+    const size_t j = i % c;
+    const double xhat = (static_cast<double>(x[i]) - mean[j]) * invstd[j];
+    o.dx.push_back(static_cast<double>(gamma[j]) * invstd[j] *
+                   (dy[i] - global[j] / count - xhat * global[c + j] / count));
+  }
+  return o;
+}
+
+std::vector<double> prepare_images(const ImageBatch& b) {
+  std::vector<double> out;
+  for (int i = 0; i < b.n; ++i) {
+    const ImageAug a = b.aug ? b.aug[i] : ImageAug{};
+    for (int y = 0; y < b.h; ++y)
+      for (int x = 0; x < b.w; ++x) {
+        const int sy = y + a.dy, sx = (a.flip ? b.w - 1 - x : x) + a.dx;
+        const bool erased = a.erase_h > 0 && y >= a.erase_y && y < a.erase_y + a.erase_h && x >= a.erase_x &&
+                            x < a.erase_x + a.erase_w;
+        for (int ch = 0; ch < b.c; ++ch) {
+          double v = 0;  // outside the image
+          if (sy >= 0 && sy < b.h && sx >= 0 && sx < b.w)
+            v = b.pixels[((static_cast<size_t>(i) * b.h + sy) * b.w + sx) * b.c + ch];
+          out.push_back(erased ? 0.0 : (v - b.mean[ch]) / b.std[ch]);
+        }
+      }
+  }
+  return out;
+}
+
+}  // namespace cnn::sweep::oracle

@@ -1,0 +1,95 @@
+// The fast CPU backend's Winograd F(4x4, 3x3) convolutions (kernels/cpu/dnnl_ops.cpp, wino_eligible) run where
+// they should and nowhere else: fp32 3x3 stride-1 "same" convolutions without bias whose channel counts are
+// multiples of 16 from 64 up, unless CNNTRAIN_WINOGRAD=0. Counted by DnnlOps::winograd_runs(), which the
+// Winograd branches increment when they execute (the sweep checks the values they compute).
+#include <dnnl.h>
+
+#include <cstdlib>
+
+#include "kernels/cpu/dnnl_ops.h"
+#include "tests/common/test_util.h"
+
+namespace cnn {
+namespace {
+
+using test::random_vec;
+
+ConvDesc conv(int c, int k, int r, int stride, int pad) {
+  ConvDesc d;
+  d.n = 2, d.h = 9, d.w = 10, d.c = c, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad;
+  return d;
+}
+
+// Winograd runs of each pass of one convolution: forward, backward-data, backward-weights.
+struct Runs {
+  uint64_t fwd, bwd_data, bwd_w;
+  bool operator==(const Runs& o) const { return fwd == o.fwd && bwd_data == o.bwd_data && bwd_w == o.bwd_w; }
+};
+
+Runs passes_on_winograd(DnnlOps& ops, const ConvDesc& d, bool bias) {
+  const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+  const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
+  const auto x = random_vec(nx, 1), w = random_vec(nw, 2), b = random_vec(d.k, 3), dy = random_vec(ny, 4);
+  std::vector<float> y(ny), dx(nx), dw(nw, 0.f), db(d.k, 0.f);
+  Runs r{};
+  uint64_t before = ops.winograd_runs();
+  ops.conv_forward(d, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
+  r.fwd = ops.winograd_runs() - before;
+  before = ops.winograd_runs();
+  ops.conv_backward_data(d, dy.data(), w.data(), dx.data());
+  r.bwd_data = ops.winograd_runs() - before;
+  before = ops.winograd_runs();
+  ops.conv_backward_filter(d, x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr);
+  r.bwd_w = ops.winograd_runs() - before;
+  return r;
+}
+
+std::string str(const Runs& r) {
+  return std::to_string(r.fwd) + "/" + std::to_string(r.bwd_data) + "/" + std::to_string(r.bwd_w);
+}
+
+bool cpu_has_winograd() {
+  return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
+TEST(Winograd, RunsOnTheEligibleShapesOnly) {
+  if (!cpu_has_winograd())
+    GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
+  struct Case {
+    const char* what;
+    ConvDesc d;
+    bool bias;
+    Runs want;
+  };
+  const Case cases[] = {
+      {"64->64 3x3 same", conv(64, 64, 3, 1, 1), false, {1, 1, 1}},
+      {"64->80 3x3 same", conv(64, 80, 3, 1, 1), false, {1, 1, 1}},
+      // The bias keeps forward and backward-weights direct; backward-data is a forward without one.
+      {"64->64 3x3 same, bias", conv(64, 64, 3, 1, 1), true, {0, 1, 0}},
+      {"32->32 3x3 same (under 64 channels)", conv(32, 32, 3, 1, 1), false, {0, 0, 0}},
+      {"64->72 3x3 same (72 not a multiple of 16)", conv(64, 72, 3, 1, 1), false, {0, 0, 0}},
+      {"64->64 3x3 stride 2", conv(64, 64, 3, 2, 1), false, {0, 0, 0}},
+      {"64->64 5x5 same", conv(64, 64, 5, 1, 2), false, {0, 0, 0}},
+      {"64->64 3x3 unpadded", conv(64, 64, 3, 1, 0), false, {0, 0, 0}},
+  };
+  DnnlOps ops(1);
+  for (const Case& c : cases) {
+    const Runs got = passes_on_winograd(ops, c.d, c.bias);
+    EXPECT_TRUE(got == c.want) << c.what << ": Winograd runs fwd/bwd-data/bwd-weights " << str(got) << ", want "
+                               << str(c.want);
+  }
+}
+
+TEST(Winograd, OffWithTheEnvironmentSwitch) {
+  if (!cpu_has_winograd())
+    GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
+  setenv("CNNTRAIN_WINOGRAD", "0", 1);
+  DnnlOps ops(1);  // reads the switch when created
+  unsetenv("CNNTRAIN_WINOGRAD");
+  const Runs got = passes_on_winograd(ops, conv(64, 64, 3, 1, 1), false);
+  EXPECT_TRUE(got == (Runs{0, 0, 0})) << "CNNTRAIN_WINOGRAD=0: Winograd runs " << str(got);
+}
+
+}  // namespace
+}  // namespace cnn
