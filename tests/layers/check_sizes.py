@@ -6,7 +6,7 @@ body over 80 lines. Usage:
 
 PATHs are source files (.cpp .cc .h .cu .cuh; others are ignored). Prints one line per violation,
 `path: N lines (limit 600)` or `path:LINE: function NAME: N lines (limit 80)`, and exits 1 when there is
-one that FILE does not excuse. FILE lists excused paths, one `path  reason` per line (# starts a comment).
+one that FILE does not excuse. FILE lists excused paths, one `path  reason` per line (lines starting with # are comments).
 
 A function is a brace block opened at namespace or class scope after a parameter list: free functions,
 member functions defined in or out of their class, constructors with initializer lists, and the bodies of
@@ -167,8 +167,8 @@ def read_exceptions(path):
         return excused
     with open(path, encoding="utf-8") as f:
         for raw in f:
-            line = raw.split("#", 1)[0].strip()
-            if line:
+            line = raw.strip()
+            if line and not line.startswith("#"):
                 parts = line.split(None, 1)
                 if len(parts) < 2:
                     sys.exit(f"check_sizes: {path}: '{line}' has no reason; write `path  reason`")
