@@ -187,7 +187,7 @@ void Trainer::log_start() {
   }
   log_.info("train: %s (%lld samples, %dx%dx%d, %d classes)%s%s", s_.train->path().c_str(), (long long)ti.count,
             ti.height, ti.width, ti.channels, ti.num_classes, s_.test ? ", test: " : "",
-            s_.test ? cfg_.data_test.c_str() : "");
+            s_.test ? cfg_.data.test.c_str() : "");
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
             net_.flops_per_sample() / 1e6, net_.summary().c_str());
   const std::vector<std::string> env = result_env_switches();
@@ -202,7 +202,7 @@ void Trainer::log_start() {
   Json j;
   j.add("event", "start").add("world_size", world_size()).add("nodes", num_nodes()).add("device", cfg_.device)
       .add("model", cfg_.model).add("params", static_cast<int64_t>(net_.num_params()))
-      .add("global_batch", static_cast<int64_t>(cfg_.batch)).add("train_samples", static_cast<int64_t>(ti.count))
+      .add("global_batch", static_cast<int64_t>(cfg_.train.batch)).add("train_samples", static_cast<int64_t>(ti.count))
       .add("seed", static_cast<int64_t>(cfg_.seed)).add("threads", cfg_.threads)
       .add("precision", cfg_.precision)
       .add("activation_bytes_per_sample", static_cast<int64_t>(net_.activation_bytes_per_sample()))
@@ -216,10 +216,10 @@ Cursor Trainer::plan() {
   const DatasetInfo& ti = s_.train->info();
   buf_ = alloc_step_buffers(be_, net_, s_.local_batch);
   input_ = std::make_unique<InputPath>(be_, buf_, ti);
-  sampler_ = std::make_unique<Sampler>(ti.count, cfg_.batch, cfg_.seed);
+  sampler_ = std::make_unique<Sampler>(ti.count, cfg_.train.batch, cfg_.seed);
   spe_ = sampler_->steps_per_epoch();
-  total_ = spe_ * cfg_.epochs;
-  if (cfg_.max_steps > 0) total_ = std::min(total_, cfg_.max_steps);
+  total_ = spe_ * cfg_.train.epochs;
+  if (cfg_.train.max_steps > 0) total_ = std::min(total_, cfg_.train.max_steps);
   sched_ = make_lr_schedule(cfg_, spe_, total_);
   opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_);
@@ -227,18 +227,18 @@ Cursor Trainer::plan() {
   comm_ = make_collectives(cfg_, s_);
   if (comm_) {
     GradSyncOptions go;
-    go.bucket_bytes = static_cast<size_t>(cfg_.comm_bucket_mb * 1048576.0);
-    go.overlap = cfg_.comm_overlap;
-    go.wire = cfg_.comm_grad_dtype == "bf16"   ? GradWire::kBF16
-              : cfg_.comm_grad_dtype == "fp16" ? GradWire::kF16
+    go.bucket_bytes = static_cast<size_t>(cfg_.comm.bucket_mb * 1048576.0);
+    go.overlap = cfg_.comm.overlap;
+    go.wire = cfg_.comm.grad_dtype == "bf16"   ? GradWire::kBF16
+              : cfg_.comm.grad_dtype == "fp16" ? GradWire::kF16
                                                : GradWire::kF32;
     sync_ = comm_->make_grad_sync(net_.grads(), net_.num_params(), go);
     log_.info("gradient sync: %s; summed in %s%s; %zu bucket%s of up to %.3g MiB, %s; collective timeout %.0f s",
-              comm_->describe().c_str(), cfg_.comm_grad_dtype.c_str(),
+              comm_->describe().c_str(), cfg_.comm.grad_dtype.c_str(),
               go.wire == GradWire::kF32 ? "" : " (rounded from the fp32 gradient, widened back after the sum)",
-              sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s", cfg_.comm_bucket_mb,
-              cfg_.comm_overlap ? "started during backward" : "started after backward (--comm.overlap false)",
-              cfg_.comm_timeout_s);
+              sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s", cfg_.comm.bucket_mb,
+              cfg_.comm.overlap ? "started during backward" : "started after backward (--comm.overlap false)",
+              cfg_.comm.timeout_s);
   }
   sc_ = make_step_config(cfg_);
   sc_.ids = buf_.ids;
@@ -249,10 +249,10 @@ Cursor Trainer::plan() {
   sc_.nonfinite = guard_.get();
   sc_.timing = &obs_->timing();
   sc_.scaler = scaler_.get();
-  sc_.count_only_applied = cfg_.optimizer == "adamw" && cfg_.on_nonfinite == "skip";
+  sc_.count_only_applied = cfg_.train.optimizer == "adamw" && cfg_.train.on_nonfinite == "skip";
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
-            "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.batch, world_size(),
-            s_.local_batch, (long long)(ti.count - spe_ * cfg_.batch));
+            "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.train.batch, world_size(),
+            s_.local_batch, (long long)(ti.count - spe_ * cfg_.train.batch));
   if (start.step > 0) {
     // Readers of metrics.jsonl drop what an earlier process logged after this step (it is repeated).
     Json j;
@@ -262,8 +262,8 @@ Cursor Trainer::plan() {
   if (start.step >= total_)
     log_.info("nothing left to train: the checkpoint is at step %lld of %lld", (long long)start.step,
               (long long)total_);
-  if (cfg_.stop_at_step > 0 && cfg_.stop_at_step < total_) {
-    stop_at_ = cfg_.stop_at_step;
+  if (cfg_.train.stop_at_step > 0 && cfg_.train.stop_at_step < total_) {
+    stop_at_ = cfg_.train.stop_at_step;
     if (stop_at_ <= start.step)
       log_.info("--train.stop_at_step %lld: the run is already at step %lld; stopping without training",
                 (long long)stop_at_, (long long)start.step);
@@ -327,7 +327,7 @@ int Trainer::settle_nonfinite(bool all) {
       log_.event(j);
       continue;
     }
-    if (cfg_.on_nonfinite == "stop") return stop_on_nonfinite(r);
+    if (cfg_.train.on_nonfinite == "stop") return stop_on_nonfinite(r);
     ++iv_.skipped;
     ++skipped_total_;
     log_.warn("%s; its update was skipped on every rank (--train.on_nonfinite skip; %lld step%s skipped so far)",
@@ -364,8 +364,8 @@ void Trainer::log_interval(const BatchPos& b, int64_t step) {
   iv_.compute_s = std::max(0.0, wall - iv_.data_s - iv_.stats.comm_s);
   double sums[2] = {iv_.loss_sum, static_cast<double>(iv_.correct)};
   allreduce_sum(sums, 2);
-  const double samples = static_cast<double>(iv_.steps) * cfg_.batch;
-  const double counted = static_cast<double>(iv_.counted) * cfg_.batch;
+  const double samples = static_cast<double>(iv_.steps) * cfg_.train.batch;
+  const double counted = static_cast<double>(iv_.counted) * cfg_.train.batch;
   const double loss = sums[0] / counted, tacc = sums[1] / counted, lr = sched_.at(step);
   const LossScalerState& ls = scaler_->state();
   log_.info("epoch %lld step %lld/%lld (global %lld) loss %.4f train-acc %.2f%% lr %.5f %.0f samples/s "
@@ -397,8 +397,8 @@ EvalResult Trainer::evaluate() {
   std::vector<int32_t> lab;
   double loss = 0;
   int64_t correct = 0;
-  for (int64_t i = begin; i < end; i += cfg_.eval_batch) {
-    int n = static_cast<int>(std::min<int64_t>(cfg_.eval_batch, end - i));
+  for (int64_t i = begin; i < end; i += cfg_.eval.batch) {
+    int n = static_cast<int>(std::min<int64_t>(cfg_.eval.batch, end - i));
     ids.resize(n);
     for (int j = 0; j < n; ++j) ids[j] = i + j;
     raw.resize(n * info.sample_bytes());
@@ -456,15 +456,15 @@ int Trainer::stop_at_step(const Cursor& next) {
 }
 
 bool Trainer::checkpoint_due(const Cursor& next) {
-  bool due = cfg_.ckpt_every_steps > 0 && next.step % cfg_.ckpt_every_steps == 0;
-  if (cfg_.ckpt_every_seconds > 0) {
+  bool due = cfg_.checkpoint.every_steps > 0 && next.step % cfg_.checkpoint.every_steps == 0;
+  if (cfg_.checkpoint.every_seconds > 0) {
     // Clocks differ between nodes: rank 0 decides and everyone follows.
-    int d = since(t_ckpt_) >= cfg_.ckpt_every_seconds ? 1 : 0;
+    int d = since(t_ckpt_) >= cfg_.checkpoint.every_seconds ? 1 : 0;
     broadcast(&d, sizeof d, 0);
     due = due || d;
   }
   // The end-of-run checkpoint (finish) covers the last step, stop_at_step its own.
-  return due && (next.step < total_ || !cfg_.ckpt_at_end) && next.step != stop_at_;
+  return due && (next.step < total_ || !cfg_.checkpoint.at_end) && next.step != stop_at_;
 }
 
 void Trainer::save_checkpoint(const Cursor& next) {
@@ -475,7 +475,7 @@ void Trainer::save_checkpoint(const Cursor& next) {
 
 int Trainer::finish() {
   obs_->finish();
-  if (cfg_.ckpt_at_end && total_ > 0 && ckpt_->last_step() != total_) ckpt_->save({total_, total_ / spe_, total_ % spe_});
+  if (cfg_.checkpoint.at_end && total_ > 0 && ckpt_->last_step() != total_) ckpt_->save({total_, total_ / spe_, total_ % spe_});
   const double wall = since(t_start_);
   if (have_eval_)
     log_.info("completed %lld steps in %.1f s; final test accuracy %.2f%%", (long long)total_, wall,
@@ -497,7 +497,7 @@ int Trainer::run() {
   log_start();
   const Cursor start = plan();
   obs_->begin(run_dir_, start.step, total_, spe_);
-  Loader loader(*s_.train, *sampler_, world_rank(), world_size(), cfg_.data_prefetch, start.epoch,
+  Loader loader(*s_.train, *sampler_, world_rank(), world_size(), cfg_.data.prefetch, start.epoch,
                 start.step_in_epoch, std::max<int64_t>(0, total_ - start.step), make_augment_config(cfg_),
                 input_->loader_output());
   t_ckpt_ = Clock::now();
@@ -510,7 +510,7 @@ int Trainer::run() {
   for (int64_t step = start.step; step < total_; ++step) {
     const BatchPos pos{b->epoch, b->step};
     const bool epoch_end = pos.step == spe_ - 1 || step == total_ - 1;
-    const bool eval_due = epoch_end && s_.test && ((pos.epoch + 1) % cfg_.eval_every_epochs == 0 || step == total_ - 1);
+    const bool eval_due = epoch_end && s_.test && ((pos.epoch + 1) % cfg_.eval.every_epochs == 0 || step == total_ - 1);
     // Not before an evaluation: it uses the same input buffers.
     bool uploaded_next = false;
     train_one_step(step, [&] {
@@ -522,7 +522,7 @@ int Trainer::run() {
     if (int rc = settle_nonfinite(false)) return rc;
     obs_->after_step(step + 1, last_loss_);
     obs_->maybe_histograms(step + 1);
-    const bool log = (step + 1) % cfg_.log_every_steps == 0 || epoch_end;
+    const bool log = (step + 1) % cfg_.log.every_steps == 0 || epoch_end;
     const Cursor next{step + 1, (step + 1) / spe_, (step + 1) % spe_};
     const int sig = agreed_stop_signal();
     const bool ckpt = !sig && checkpoint_due(next);
@@ -548,7 +548,7 @@ int Trainer::run() {
 }  // namespace
 
 int run_training(const Config& cfg) {
-  set_collective_timeout(cfg.comm_timeout_s);
+  set_collective_timeout(cfg.comm.timeout_s);
   Setup s;
   int code = 0;
   std::string msg;
