@@ -10,17 +10,6 @@ namespace cnn::sweep {
 
 namespace {
 
-// Channel j's values are offset by 5j: large means expose one-pass variance formulas.
-std::vector<float> bn_input(int rows, int c, uint64_t seed) {
-  auto x = random_vec(static_cast<size_t>(rows) * c, seed);
-  for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * static_cast<float>(i % c);
-  return x;
-}
-
-}  // namespace
-
-namespace {
-
 // The batch-norm cases of one shape and epilogue.
 void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
   const float eps = 1e-5f, momentum = 0.1f;

@@ -8,18 +8,11 @@ namespace cnn::sweep {
 
 namespace {
 
-// Channel j's values are offset by 5j: large means expose cancellation in the one-pass variance.
-std::vector<float> sync_input(int rows, int c, uint64_t seed) {
-  auto x = random_vec(static_cast<size_t>(rows) * c, seed);
-  for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * static_cast<float>(i % c);
-  return x;
-}
-
 // This rank's statistics plus another rank's (rows + 2 rows of other data): what the allreduce returns.
 std::vector<double> global_stats(int rows, int c, uint64_t s) {
   std::vector<double> mine(2 * c + 1), other(2 * c + 1);
-  batchnorm_stats_cpu(rows, c, sync_input(rows, c, s).data(), mine.data());
-  batchnorm_stats_cpu(rows + 2, c, sync_input(rows + 2, c, s + 50).data(), other.data());
+  batchnorm_stats_cpu(rows, c, bn_input(rows, c, s).data(), mine.data());
+  batchnorm_stats_cpu(rows + 2, c, bn_input(rows + 2, c, s + 50).data(), other.data());
   for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
   return mine;
 }
@@ -40,7 +33,7 @@ CNN_SWEEP_CASES(sync) {
       const uint64_t s = 3000 + rows * 100 + c;
       add_case({"batchnorm_stats", shape, {}, [=](Run& r) {
         double* d_stats = r.upload(std::vector<double>(ns, -1.0));
-        r.be.batchnorm_stats(rows, c, r.upload(sync_input(rows, c, s)), d_stats);
+        r.be.batchnorm_stats(rows, c, r.upload(bn_input(rows, c, s)), d_stats);
         // Double sums of up to 700 floats of size 1-250: only the summation order differs.
         output_doubles(r, "stats", d_stats, ns, Tol{1e-9, 1e-12});
       }});
@@ -49,7 +42,7 @@ CNN_SWEEP_CASES(sync) {
         float *d_mean = r.garbage(c), *d_invstd = r.garbage(c);
         float* d_rm = r.upload(random_vec(c, s + 1));
         float* d_rv = r.upload(random_vec(c, s + 2, 0.5f, 2.f));
-        r.be.batchnorm_forward_from_stats(rows, c, r.upload(sync_input(rows, c, s)), r.upload(global_stats(rows, c, s)),
+        r.be.batchnorm_forward_from_stats(rows, c, r.upload(bn_input(rows, c, s)), r.upload(global_stats(rows, c, s)),
                                           r.upload(random_vec(c, s + 3)), r.upload(random_vec(c, s + 4)), eps,
                                           momentum, d_y, d_mean, d_invstd, d_rm, d_rv);
         r.output("y", d_y, nx, kDefault);
@@ -60,7 +53,7 @@ CNN_SWEEP_CASES(sync) {
       }});
       add_case({"batchnorm_backward_sums", shape, {"batchnorm_backward_from_sums"}, [=](Run& r) {
         // The saved statistics of the reference's forward pass over both ranks' data.
-        const auto x = sync_input(rows, c, s);
+        const auto x = bn_input(rows, c, s);
         const auto stats = global_stats(rows, c, s);
         const auto gamma = random_vec(c, s + 3);
         std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
