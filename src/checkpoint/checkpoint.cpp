@@ -1,4 +1,5 @@
-// MPI-IO code: includes mpi.h through parallel HDF5's hdf5.h.
+// What the checkpoint writer and reader share (src/checkpoint/parallel_h5.h), and the checkpoint files of a
+// directory: names, listing, pruning. MPI-IO code: includes mpi.h through parallel HDF5's hdf5.h.
 #include "src/checkpoint/checkpoint.h"
 
 #include <dirent.h>
