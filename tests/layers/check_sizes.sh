@@ -11,6 +11,8 @@ check=$here/check_sizes.py
 
 if [[ ${1:-} != --self-test ]]; then
   cd "$here/../.."
+  git rev-parse --git-dir >/dev/null 2>&1 ||
+    { echo "check_sizes: $(pwd) is not a git checkout; the sources to check are the ones git tracks" >&2; exit 1; }
   mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
                          '*.cpp' '*.cc' '*.h' '*.cu' '*.cuh' | sort -u)
   python3 tests/layers/check_sizes.py --exceptions tests/layers/size_exceptions.txt "${files[@]}"
