@@ -104,28 +104,33 @@ DatasetInfo convert_lmdb_to_hdf5(const std::string& lmdb_path, const std::string
   return info;
 }
 
-ImageFolderResult convert_image_folder(const std::string& root, const std::string& out,
-                                       const ImageFolderOptions& opt) {
+namespace {
+
+void check_folder_options(const ImageFolderOptions& opt) {
   if (opt.format != "lmdb" && opt.format != "hdf5")
     raise(kExitUsage, "image folder output format '%s': use lmdb or hdf5", opt.format.c_str());
   if (opt.on_bad_image != "fail" && opt.on_bad_image != "skip")
     raise(kExitUsage, "on_bad_image '%s': use fail or skip", opt.on_bad_image.c_str());
   if (opt.channels != 1 && opt.channels != 3) raise(kExitUsage, "channels must be 1 or 3, not %d", opt.channels);
   if ((opt.height > 0) != (opt.width > 0)) raise(kExitUsage, "give both height and width for the resize, or neither");
+}
+
+struct FolderImage {
+  std::string rel;  // class/file
+  int32_t label;
+};
+
+// The images of root/<class>/, classes and files in name order (a class's label is its index), then shuffled
+// when asked.
+std::vector<FolderImage> list_image_folder(const std::string& root, const ImageFolderOptions& opt,
+                                           std::vector<std::string>& classes) {
   std::error_code ec;
   if (!fs::is_directory(root, ec))
     raise(kExitData, "%s is not a directory; give a folder holding one subfolder of images per class", root.c_str());
-
-  ImageFolderResult res;
-  std::vector<std::string> classes;
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory()) classes.push_back(e.path().filename().string());
   std::sort(classes.begin(), classes.end());
-  struct Item {
-    std::string rel;
-    int32_t label;
-  };
-  std::vector<Item> items;
+  std::vector<FolderImage> items;
   for (size_t c = 0; c < classes.size(); ++c) {
     std::vector<std::string> files;
     for (const auto& e : fs::directory_iterator(fs::path(root) / classes[c]))
@@ -137,10 +142,43 @@ ImageFolderResult convert_image_folder(const std::string& root, const std::strin
     raise(kExitData, "%s holds no class_name/*.jpg|*.jpeg|*.png images; expected one subfolder per class",
           root.c_str());
   if (opt.shuffle) std::shuffle(items.begin(), items.end(), std::mt19937_64(opt.seed));
+  return items;
+}
 
+// Per-channel mean and standard deviation of the stored pixels.
+struct ChannelStats {
+  explicit ChannelStats(int channels) : sum(channels, 0.0), sq(channels, 0.0) {}
+  void add(const uint8_t* px, int h, int w) {
+    const size_t c = sum.size(), n = static_cast<size_t>(h) * w * c;
+    for (size_t p = 0; p < n; ++p) {
+      sum[p % c] += px[p];
+      sq[p % c] += static_cast<double>(px[p]) * px[p];
+    }
+    pixels += static_cast<double>(h) * w;
+  }
+  // Nothing when no pixel was added: encoded records keep their own sizes, and the reader computes mean/std
+  // from a sample at open.
+  void store(DatasetInfo& info) const {
+    if (pixels == 0) return;
+    for (size_t c = 0; c < sum.size(); ++c) {
+      const double m = sum[c] / pixels, var = sq[c] / pixels - m * m;
+      info.mean.push_back(static_cast<float>(m));
+      info.std.push_back(static_cast<float>(var > 1e-6 ? std::sqrt(var) : 1.0));
+    }
+  }
+  std::vector<double> sum, sq;
+  double pixels = 0;
+};
+
+}  // namespace
+
+ImageFolderResult convert_image_folder(const std::string& root, const std::string& out,
+                                       const ImageFolderOptions& opt) {
+  check_folder_options(opt);
+  ImageFolderResult res;
   DatasetInfo& info = res.info;
-  info.num_classes = static_cast<int>(classes.size());
-  info.class_names = classes;
+  const std::vector<FolderImage> items = list_image_folder(root, opt, info.class_names);
+  info.num_classes = static_cast<int>(info.class_names.size());
   info.channels = opt.channels;
   info.height = opt.height;
   info.width = opt.width;
@@ -150,19 +188,18 @@ ImageFolderResult convert_image_folder(const std::string& root, const std::strin
   fit.width = opt.width;
 
   const bool to_lmdb = opt.format == "lmdb";
+  const bool fixed = !(to_lmdb && opt.encoded);  // raw records and HDF5 need one common size
   std::unique_ptr<LmdbWriter> writer;
   if (to_lmdb) writer.reset(new LmdbWriter(out, opt.overwrite));
   std::vector<uint8_t> all;  // HDF5 output
   std::vector<int32_t> labels;
-  std::vector<double> sum(opt.channels, 0.0), sq(opt.channels, 0.0);
-  double pixels = 0;
+  ChannelStats stats(opt.channels);
   Image img;
   std::vector<uint8_t> fitted;
-  for (const Item& it : items) {
+  for (const FolderImage& it : items) {
     const std::string path = (fs::path(root) / it.rel).string();
     const std::string file = read_file(path);
     std::string why = decode_image(reinterpret_cast<const uint8_t*>(file.data()), file.size(), opt.channels, &img);
-    const bool fixed = !(to_lmdb && opt.encoded);  // raw records and HDF5 need one common size
     if (why.empty() && fixed && info.height == 0) info.height = img.height, info.width = img.width;
     if (why.empty() && fixed && opt.height == 0 && (img.height != info.height || img.width != info.width))
       why = strprintf("it is %dx%d but earlier images are %dx%d; give a target size to resize", img.height,
@@ -180,33 +217,20 @@ ImageFolderResult convert_image_folder(const std::string& root, const std::strin
       apply_transform(fit, img, 0, 0, fitted.data());
       px = fitted.data(), h = opt.height, w = opt.width;
     }
-    const size_t n = static_cast<size_t>(h) * w * opt.channels;
-    if (!(to_lmdb && opt.encoded)) {
-      for (size_t p = 0; p < n; ++p) {
-        sum[p % opt.channels] += px[p];
-        sq[p % opt.channels] += static_cast<double>(px[p]) * px[p];
-      }
-      pixels += static_cast<double>(h) * w;
-    }
+    if (fixed) stats.add(px, h, w);
     const int64_t index = static_cast<int64_t>(labels.size());
     if (to_lmdb) {
       Datum d = opt.encoded ? make_encoded_datum(file, it.label) : make_raw_datum(px, h, w, opt.channels, it.label);
       writer->put(lmdb_record_key(index, it.rel), serialize_datum(d));
     } else {
-      all.insert(all.end(), px, px + n);
+      all.insert(all.end(), px, px + static_cast<size_t>(h) * w * opt.channels);
     }
     labels.push_back(it.label);
   }
   if (labels.empty()) raise(kExitData, "%s: every image was unreadable (%lld skipped)", root.c_str(),
                             static_cast<long long>(res.skipped));
   info.count = static_cast<int64_t>(labels.size());
-  // Encoded records keep their own sizes; the reader computes mean/std from a sample at open.
-  if (pixels > 0)
-    for (int c = 0; c < opt.channels; ++c) {
-      const double m = sum[c] / pixels, var = sq[c] / pixels - m * m;
-      info.mean.push_back(static_cast<float>(m));
-      info.std.push_back(static_cast<float>(var > 1e-6 ? std::sqrt(var) : 1.0));
-    }
+  stats.store(info);
   if (to_lmdb) {
     writer->finish();
     write_lmdb_meta(lmdb_meta_path(out), meta_from(info));

@@ -196,7 +196,7 @@ std::string encode_jpeg(const uint8_t* hwc, int h, int w, int c, int quality) {
   ci.image_width = w;
   ci.image_height = h;
   ci.input_components = c;
-  ci.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  ci.in_color_space = c == 1 ? JCS_GRAYSCALE : c == 4 ? JCS_CMYK : JCS_RGB;
   jpeg_set_defaults(&ci);
   jpeg_set_quality(&ci, quality, TRUE);
   jpeg_start_compress(&ci, TRUE);

@@ -29,6 +29,8 @@ std::string decode_image(const uint8_t* p, size_t n, int channels, Image* out,
 // Reads only the header: size and stored channel count (1 or 3).
 std::string probe_image(const uint8_t* p, size_t n, int* height, int* width, int* channels);
 
+// c: 1 gray, 3 RGB, 4 CMYK (libjpeg marks it with the Adobe marker, so the values read back as inverted ink,
+// as in Photoshop's files).
 std::string encode_jpeg(const uint8_t* hwc, int h, int w, int c, int quality = 90);
 std::string encode_png(const uint8_t* hwc, int h, int w, int c);
 

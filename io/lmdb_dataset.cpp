@@ -93,6 +93,73 @@ void LmdbDataset::bad_at_open(const std::string& key, const std::string& why) {
                  printable(key).c_str(), why.c_str());
 }
 
+namespace {
+
+// The record's channels and size (encoded images probed, not decoded), or what makes it unusable.
+std::string record_shape(const DatumHeader& h, int want_channels, int* c, int* ih, int* iw) {
+  if (h.encoded) {
+    if (h.data_bytes == 0) return "encoded record without image bytes";
+    std::string why = probe_image(h.data, h.data_bytes, ih, iw, c);
+    if (!why.empty()) return "encoded image: " + why;
+    if (want_channels) *c = want_channels;
+    return "";
+  }
+  std::string why = check_raw_datum(h);
+  if (!why.empty()) return why;
+  *c = h.channels, *ih = h.height, *iw = h.width;
+  if (want_channels && *c != want_channels)
+    return strprintf("raw record has %d channels but %d were asked for; raw records are not converted", *c,
+                     want_channels);
+  return "";
+}
+
+}  // namespace
+
+void LmdbDataset::index_record(const std::string& key, const uint8_t* val, size_t len, FirstShape& first,
+                               int64_t& max_label) {
+  DatumHeader h;
+  std::string why = scan_datum(val, len, &h);
+  if (!why.empty()) return bad_at_open(key, "the value is not a Caffe Datum (" + why + ")");
+  int c, ih, iw;
+  why = record_shape(h, opt_.channels, &c, &ih, &iw);
+  if (!why.empty()) return bad_at_open(key, why);
+  any_encoded_ = any_encoded_ || h.encoded;
+  if (first.known && c != first.c)
+    return bad_at_open(key, strprintf("record has %d channels but the first record has %d; set the channels "
+                                      "option to convert encoded images", c, first.c));
+  if (first.known && (ih != first.h || iw != first.w)) mixed_sizes_ = true;
+  if (first.known && opt_.transform.height <= 0 && !h.encoded && (ih != first.h || iw != first.w))
+    return bad_at_open(key, strprintf("record is %dx%dx%d (CxHxW) but the first record is %dx%dx%d; %s", c, ih, iw,
+                                      first.c, first.h, first.w, kSizeHint));
+  if (!first.known) first = {c, ih, iw, true};
+  if (h.label < 0 || (opt_.num_classes > 0 && h.label >= opt_.num_classes))
+    return bad_at_open(key, strprintf("label %d is outside [0, %d)", h.label,
+                                      opt_.num_classes > 0 ? opt_.num_classes : INT32_MAX));
+  keys_ += key;
+  key_end_.push_back(keys_.size());
+  labels_.push_back(h.label);
+  max_label = std::max<int64_t>(max_label, h.label);
+}
+
+void LmdbDataset::drop_labels_beyond_classes() {
+  std::string keys;
+  std::vector<uint64_t> ends;
+  std::vector<int32_t> labels;
+  for (size_t i = 0; i < labels_.size(); ++i) {
+    if (labels_[i] >= info_.num_classes) {
+      bad_at_open(key(i), strprintf("label %d is outside [0, %d) (num_classes from %s)", labels_[i],
+                                    info_.num_classes, env_->meta_path().c_str()));
+      continue;
+    }
+    keys += key(i);
+    ends.push_back(keys.size());
+    labels.push_back(labels_[i]);
+  }
+  keys_.swap(keys), key_end_.swap(ends), labels_.swap(labels);
+  if (labels_.empty()) raise(kExitData, "LMDB %s: no record has a label below num_classes %d (from %s)",
+                             path_.c_str(), info_.num_classes, env_->meta_path().c_str());
+}
+
 void LmdbDataset::build_index() {
   const uint64_t entries = env_->entries();
   if (entries == 0)
@@ -100,67 +167,13 @@ void LmdbDataset::build_index() {
   LmdbMeta meta;
   const bool have_meta = read_lmdb_meta(env_->meta_path(), &meta);
   const bool target = opt_.transform.height > 0;
-  int first_c = 0, first_h = 0, first_w = 0;
-  bool have_shape = false;
+  FirstShape first;
   int64_t max_label = -1;
   key_end_.reserve(entries);
   labels_.reserve(entries);
-
   LmdbReadEnv::Txn txn(*env_);
   txn.for_each([&](const std::string& key, const uint8_t* val, size_t len) {
-    DatumHeader h;
-    std::string why = scan_datum(val, len, &h);
-    if (!why.empty()) {
-      bad_at_open(key, "the value is not a Caffe Datum (" + why + ")");
-      return true;
-    }
-    int c, ih, iw;
-    if (h.encoded) {
-      if (h.data_bytes == 0) {
-        bad_at_open(key, "encoded record without image bytes");
-        return true;
-      }
-      why = probe_image(h.data, h.data_bytes, &ih, &iw, &c);
-      if (!why.empty()) {
-        bad_at_open(key, "encoded image: " + why);
-        return true;
-      }
-      if (opt_.channels) c = opt_.channels;
-      any_encoded_ = true;
-    } else {
-      why = check_raw_datum(h);
-      if (!why.empty()) {
-        bad_at_open(key, why);
-        return true;
-      }
-      c = h.channels, ih = h.height, iw = h.width;
-      if (opt_.channels && c != opt_.channels) {
-        bad_at_open(key, strprintf("raw record has %d channels but %d were asked for; raw records are not "
-                                   "converted", c, opt_.channels));
-        return true;
-      }
-    }
-    if (have_shape && c != first_c) {
-      bad_at_open(key, strprintf("record has %d channels but the first record has %d; set the channels "
-                                 "option to convert encoded images", c, first_c));
-      return true;
-    }
-    if (have_shape && (ih != first_h || iw != first_w)) mixed_sizes_ = true;
-    if (have_shape && !target && !h.encoded && (ih != first_h || iw != first_w)) {
-      bad_at_open(key, strprintf("record is %dx%dx%d (CxHxW) but the first record is %dx%dx%d; %s", c, ih, iw,
-                                 first_c, first_h, first_w, kSizeHint));
-      return true;
-    }
-    if (!have_shape) first_c = c, first_h = ih, first_w = iw, have_shape = true;
-    if (h.label < 0 || (opt_.num_classes > 0 && h.label >= opt_.num_classes)) {
-      bad_at_open(key, strprintf("label %d is outside [0, %d)", h.label,
-                                 opt_.num_classes > 0 ? opt_.num_classes : INT32_MAX));
-      return true;
-    }
-    keys_ += key;
-    key_end_.push_back(keys_.size());
-    labels_.push_back(h.label);
-    max_label = std::max<int64_t>(max_label, h.label);
+    index_record(key, val, len, first, max_label);
     return true;
   });
   if (labels_.empty())
@@ -171,32 +184,15 @@ void LmdbDataset::build_index() {
   info_.num_classes = opt_.num_classes > 0        ? opt_.num_classes
                       : have_meta && meta.num_classes > 0 ? meta.num_classes
                                                           : static_cast<int>(max_label + 1);
-  if (max_label >= info_.num_classes) {  // only a sidecar's num_classes can be exceeded here
-    std::string keys;
-    std::vector<uint64_t> ends;
-    std::vector<int32_t> labels;
-    for (size_t i = 0; i < labels_.size(); ++i) {
-      if (labels_[i] >= info_.num_classes) {
-        bad_at_open(key(i), strprintf("label %d is outside [0, %d) (num_classes from %s)", labels_[i],
-                                      info_.num_classes, env_->meta_path().c_str()));
-        continue;
-      }
-      keys += key(i);
-      ends.push_back(keys.size());
-      labels.push_back(labels_[i]);
-    }
-    keys_.swap(keys), key_end_.swap(ends), labels_.swap(labels);
-    if (labels_.empty()) raise(kExitData, "LMDB %s: no record has a label below num_classes %d (from %s)",
-                               path_.c_str(), info_.num_classes, env_->meta_path().c_str());
-  }
+  if (max_label >= info_.num_classes) drop_labels_beyond_classes();  // only a sidecar's num_classes can be exceeded
   keys_.shrink_to_fit();
   key_end_.shrink_to_fit();
   labels_.shrink_to_fit();
 
   info_.count = static_cast<int64_t>(labels_.size());
-  info_.channels = first_c;
-  info_.height = target ? opt_.transform.height : first_h;
-  info_.width = target ? opt_.transform.width : first_w;
+  info_.channels = first.c;
+  info_.height = target ? opt_.transform.height : first.h;
+  info_.width = target ? opt_.transform.width : first.w;
   fixed_size_ = !target;
   opt_.transform.height = info_.height;
   opt_.transform.width = info_.width;

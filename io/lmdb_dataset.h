@@ -71,7 +71,17 @@ class LmdbDataset : public Dataset {
   int64_t skipped_at_read() const { return skipped_read_; }
 
  private:
+  // The shape of the first usable record, which the others must match.
+  struct FirstShape {
+    int c = 0, h = 0, w = 0;
+    bool known = false;
+  };
   void build_index();
+  // Adds the record to the index, or skips it (bad_at_open) when it is not usable.
+  void index_record(const std::string& key, const uint8_t* val, size_t len, FirstShape& first,
+                    int64_t& max_label);
+  // Drops the records whose label is num_classes or more (num_classes from the sidecar file).
+  void drop_labels_beyond_classes();
   void compute_stats(int samples);
   // Decodes record `id` (bytes `val`) into out (info_ shape); "" or what is wrong with it.
   std::string decode_record(int64_t id, const uint8_t* val, size_t len, uint8_t* out) const;

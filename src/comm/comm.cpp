@@ -175,24 +175,35 @@ void set_max_count_per_call(size_t n) { g_max_count = n ? std::min<size_t>(n, IN
 
 size_t mpi_piece_elems(size_t elem_bytes) { return std::min(g_max_count, (size_t{1} << 30) / elem_bytes); }
 
+void for_each_mpi_piece(size_t n, size_t elem_bytes, const std::string& what, const char* unit,
+                        const std::function<void(size_t first, int count, const std::string& name)>& post) {
+  const size_t piece = mpi_piece_elems(elem_bytes);
+  for (size_t done = 0; done < n; done += piece) {
+    const size_t len = std::min(n - done, piece);
+    post(done, static_cast<int>(len),
+         len < n ? strprintf("%s (%s %zu..%zu)", what.c_str(), unit, done, done + len - 1) : what);
+  }
+}
+
+void mpi_allreduce_in_place(void* data, size_t n, MPI_Datatype type, size_t elem_bytes, MPI_Op op,
+                            const std::string& what) {
+  if (g_size == 1 || n == 0) return;
+  auto* bytes = static_cast<char*>(data);
+  for_each_mpi_piece(n, elem_bytes, what, "elements", [&](size_t first, int count, const std::string& name) {
+    run_collective(name, [&](MPI_Request* r) {
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bytes + first * elem_bytes, count, type, op, MPI_COMM_WORLD, r));
+    });
+  });
+}
+
 namespace {
 
 const char* op_name(MPI_Op op) { return op == MPI_SUM ? "sum" : op == MPI_MAX ? "max" : "min"; }
 
-// In place over the ranks, in pieces of at most mpi_piece_elems() (one watchdog-timed collective each).
 template <class T>
 void allreduce_in_place(T* data, size_t n, MPI_Datatype type, MPI_Op op, const char* what) {
-  if (g_size == 1 || n == 0) return;
-  const size_t piece = mpi_piece_elems(sizeof(T));
-  for (size_t done = 0; done < n;) {
-    const size_t len = std::min(n - done, piece);
-    std::string name = strprintf("MPI allreduce (%s) of %s", op_name(op), count_of(n, what).c_str());
-    if (len < n) name += strprintf(" (elements %zu..%zu)", done, done + len - 1);
-    run_collective(name, [&](MPI_Request* r) {
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), type, op, MPI_COMM_WORLD, r));
-    });
-    done += len;
-  }
+  mpi_allreduce_in_place(data, n, type, sizeof(T), op,
+                         strprintf("MPI allreduce (%s) of %s", op_name(op), count_of(n, what).c_str()));
 }
 
 }  // namespace
@@ -216,16 +227,12 @@ void allreduce_min(int* data, size_t n) { allreduce_in_place(data, n, MPI_INT, M
 void broadcast(void* data, size_t bytes, int root) {
   if (g_size == 1 || bytes == 0) return;
   auto* p = static_cast<char*>(data);
-  const size_t piece = mpi_piece_elems(1);
-  for (size_t done = 0; done < bytes;) {
-    const size_t len = std::min(bytes - done, piece);
-    std::string name = strprintf("MPI broadcast of %s from rank %d", count_of(bytes, "byte").c_str(), root);
-    if (len < bytes) name += strprintf(" (bytes %zu..%zu)", done, done + len - 1);
-    run_collective(name, [&](MPI_Request* r) {
-      MPI_CHECK(MPI_Ibcast(p + done, static_cast<int>(len), MPI_BYTE, root, MPI_COMM_WORLD, r));
-    });
-    done += len;
-  }
+  for_each_mpi_piece(bytes, 1, strprintf("MPI broadcast of %s from rank %d", count_of(bytes, "byte").c_str(), root),
+                     "bytes", [&](size_t first, int count, const std::string& name) {
+                       run_collective(name, [&](MPI_Request* r) {
+                         MPI_CHECK(MPI_Ibcast(p + first, count, MPI_BYTE, root, MPI_COMM_WORLD, r));
+                       });
+                     });
 }
 
 void allgather(const uint64_t* mine, size_t n, uint64_t* out) {

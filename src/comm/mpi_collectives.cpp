@@ -1,7 +1,5 @@
 // Collectives over host memory through MPI: the CPU backend's gradient averaging and synchronised batch norm.
-#include <algorithm>
 #include <chrono>
-#include <climits>
 
 #include "src/base/half_bits.h"
 #include "src/base/error.h"
@@ -12,20 +10,6 @@
 namespace cnn {
 
 namespace {
-
-template <class T>
-void allreduce_now(T* data, size_t n, MPI_Datatype type, const std::string& what) {
-  if (world_size() == 1 || n == 0) return;
-  const size_t piece = mpi_piece_elems(sizeof(T));
-  for (size_t done = 0; done < n; done += piece) {
-    const size_t len = std::min(n - done, piece);
-    run_collective(len < n ? strprintf("%s (elements %zu..%zu)", what.c_str(), done, done + len - 1) : what,
-                   [&](MPI_Request* r) {
-                     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), type, MPI_SUM,
-                                              MPI_COMM_WORLD, r));
-                   });
-  }
-}
 
 class MpiGradSync final : public GradSync {
  public:
@@ -50,15 +34,11 @@ class MpiGradSync final : public GradSync {
       type = MPI_UINT16_T;
       op = mpi_16bit_op(bf16, Mpi16Op::kSum);
     }
-    const size_t piece = mpi_piece_elems(elem);
-    for (size_t done = 0; done < n; done += piece) {
-      const size_t len = std::min(n - done, piece);
-      PendingCollective p =
-          begin_collective(len < n ? strprintf("%s (elements %zu..%zu)", what.c_str(), done, done + len - 1) : what);
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + done * elem, static_cast<int>(len), type, op, MPI_COMM_WORLD,
-                               &p.req));
+    for_each_mpi_piece(n, elem, what, "elements", [&](size_t first, int count, const std::string& name) {
+      PendingCollective p = begin_collective(name);
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + first * elem, count, type, op, MPI_COMM_WORLD, &p.req));
       pending_.push_back(p);
-    }
+    });
   }
   // Without an MPI progress thread, non-blocking collectives move only inside MPI calls: poke them.
   void progress() override { test_collectives(pending_); }
@@ -84,10 +64,10 @@ class MpiCollectives final : public Collectives {
  public:
   std::string describe() const override { return "MPI on host memory (non-blocking allreduce per bucket)"; }
   void allreduce_sum(float* data, size_t n, const std::string& what) override {
-    allreduce_now(data, n, MPI_FLOAT, what);
+    mpi_allreduce_in_place(data, n, MPI_FLOAT, sizeof(float), MPI_SUM, what);
   }
   void allreduce_sum(double* data, size_t n, const std::string& what) override {
-    allreduce_now(data, n, MPI_DOUBLE, what);
+    mpi_allreduce_in_place(data, n, MPI_DOUBLE, sizeof(double), MPI_SUM, what);
   }
   std::unique_ptr<GradSync> make_grad_sync(float* grads, size_t n, const GradSyncOptions& o) override {
     return std::make_unique<MpiGradSync>(this, grads, n, o);

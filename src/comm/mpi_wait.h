@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,14 @@ namespace cnn {
 // Elements of elem_bytes each that one MPI call may carry: max_count_per_call() (MPI counts are ints) and
 // 1 GiB (implementations have had overflows in their byte arithmetic near 2 GiB). Longer transfers are split.
 size_t mpi_piece_elems(size_t elem_bytes);
+// Splits a transfer of n elements into pieces of at most mpi_piece_elems(elem_bytes) and calls
+// post(first, count, name) for each in order; name is `what`, with "(UNIT first..last)" appended when there
+// is more than one piece (the watchdog then names the piece that stalled).
+void for_each_mpi_piece(size_t n, size_t elem_bytes, const std::string& what, const char* unit,
+                        const std::function<void(size_t first, int count, const std::string& name)>& post);
+// Sums (op) n elements in place over MPI_COMM_WORLD, piece by piece, each piece one watchdog-timed collective.
+void mpi_allreduce_in_place(void* data, size_t n, MPI_Datatype type, size_t elem_bytes, MPI_Op op,
+                            const std::string& what);
 
 // Reductions of 16-bit floats carried as MPI_UINT16_T (bf16 when `bf16`, else IEEE binary16): each combination
 // widens both operands to float, combines them in float and rounds to nearest even. Commutative; created on

@@ -64,18 +64,41 @@ std::string fmt_real(double x) {
   return std::string(buf, r.ptr);
 }
 
+// Where an option's value lives in a Config: a member of it, or a member of one of its section structs.
 template <class T>
-Opt int_opt(const char* name, T Config::*field, long long lo, long long hi, const char* help) {
-  return {name, help, [=](Config& c, const std::string& v) { c.*field = static_cast<T>(to_int(name, v, lo, hi)); },
-          [=](const Config& c) { return std::to_string(c.*field); }};
+struct Field {
+  std::function<T&(Config&)> ref;
+  std::function<const T&(const Config&)> get;
+};
+
+template <class T>
+Field<T> field(T Config::*member) {
+  return {[=](Config& c) -> T& { return c.*member; }, [=](const Config& c) -> const T& { return c.*member; }};
 }
 
-Opt real_opt(const char* name, double Config::*field, double lo, double hi, bool lo_open, const char* help) {
-  return {name, help, [=](Config& c, const std::string& v) { c.*field = to_real(name, v, lo, hi, lo_open); },
-          [=](const Config& c) { return fmt_real(c.*field); }};
+template <class S, class T>
+Field<T> field(S Config::*section, T S::*member) {
+  return {[=](Config& c) -> T& { return (c.*section).*member; },
+          [=](const Config& c) -> const T& { return (c.*section).*member; }};
 }
 
-Opt str_opt(const char* name, std::string Config::*field, std::vector<std::string> choices, const char* help) {
+Opt invocation(Opt o) {
+  o.invocation = true;
+  return o;
+}
+
+template <class T>
+Opt int_opt(const char* name, Field<T> f, long long lo, long long hi, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { f.ref(c) = static_cast<T>(to_int(name, v, lo, hi)); },
+          [=](const Config& c) { return std::to_string(f.get(c)); }};
+}
+
+Opt real_opt(const char* name, Field<double> f, double lo, double hi, bool lo_open, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { f.ref(c) = to_real(name, v, lo, hi, lo_open); },
+          [=](const Config& c) { return fmt_real(f.get(c)); }};
+}
+
+Opt str_opt(const char* name, Field<std::string> f, std::vector<std::string> choices, const char* help) {
   return {name, help,
           [=](Config& c, const std::string& v) {
             if (!choices.empty()) {
@@ -87,202 +110,293 @@ Opt str_opt(const char* name, std::string Config::*field, std::vector<std::strin
               }
               if (!ok) bad(name, v, "choose one of: " + all);
             }
-            c.*field = v;
+            f.ref(c) = v;
           },
-          [=](const Config& c) { return c.*field; }, choices};
+          [=](const Config& c) { return f.get(c); }, choices};
 }
 
-Opt bool_opt(const char* name, bool Config::*field, const char* help) {
+Opt bool_opt(const char* name, Field<bool> f, const char* help) {
   return {name, help,
           [=](Config& c, const std::string& v) {
-            if (v == "true" || v == "1" || v == "yes" || v == "on") c.*field = true;
-            else if (v == "false" || v == "0" || v == "no" || v == "off") c.*field = false;
+            if (v == "true" || v == "1" || v == "yes" || v == "on") f.ref(c) = true;
+            else if (v == "false" || v == "0" || v == "no" || v == "off") f.ref(c) = false;
             else bad(name, v, "expected true or false");
           },
-          [=](const Config& c) { return std::string(c.*field ? "true" : "false"); }};
+          [=](const Config& c) { return std::string(f.get(c) ? "true" : "false"); }};
 }
 
+// The options without a section: what runs, on what, where its run directory is, how it resumes.
+std::vector<Opt> general_options() {
+  return {
+      {"model", "network from the model zoo (" + [] {
+         std::string s;
+         for (const auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
+         return s;
+       }() + ")",
+       [](Config& c, const std::string& x) {
+         if (!is_model(x)) bad("model", x, "unknown model; see --help for the list");
+         c.model = x;
+       },
+       [](const Config& c) { return c.model; }},
+      str_opt("device", field(&Config::device), {"cpu", "cuda", "emu"},
+              "cpu, cuda (one GPU per rank) or emu (CUDA kernels on the SIMT emulator)"),
+      int_opt("threads", field(&Config::threads), 1, 1024, "CPU threads per rank for the compute kernels"),
+      {"seed", "seed of initialisation, data order and augmentation",
+       [](Config& c, const std::string& x) {
+         c.seed = static_cast<uint64_t>(to_int("seed", x, 0, (1LL << 62)));
+       },
+       [](const Config& c) { return std::to_string(c.seed); }},
+      str_opt("precision", field(&Config::precision), {"fp32", "bf16", "fp16"},
+              "activations, their gradients and the weights convolution/linear read in fp32, bf16 or fp16; "
+              "master weights, gradients and optimizer state stay fp32 (docs/mixed_precision.md)"),
+      bool_opt("deterministic", field(&Config::deterministic),
+               "CUDA: reproducible algorithms only, no cross-block atomics in reductions (slower)"),
+      invocation(str_opt("run-dir", field(&Config::run_dir), {}, "run directory, one run each (default "
+                         "runs/<model>-<date>-<time>; docs/run_directory.md)")),
+      invocation(str_opt("resume", field(&Config::resume), {},
+                         "none, auto (newest checkpoint of the run directory that verifies) or a checkpoint path")),
+  };
+}
+
+// [data]: the datasets and how they are read (docs/data.md).
+std::vector<Opt> data_options() {
+  const auto in = [](auto member) { return field(&Config::data, member); };
+  return {
+      str_opt("data.train", in(&DataSection::train), {}, "training set file (HDF5 or LMDB; docs/data.md)"),
+      str_opt("data.test", in(&DataSection::test), {}, "test set file, evaluated after every epoch"),
+      str_opt("data.format", in(&DataSection::format), {"auto", "hdf5", "lmdb"}, "dataset format"),
+      str_opt("data.on_bad_sample", in(&DataSection::on_bad_sample), {"fail", "skip"},
+              "LMDB: a record that is not a valid Datum/image fails the run or is skipped (counted)"),
+      {"data.image_size", "LMDB: decode/resize images to HxW (training: random-resized crop + flip; "
+       "test: resize + center crop); empty keeps the stored size; an HDF5 set must already have it",
+       [](Config& c, const std::string& x) {
+         int h = 0, w = 0;
+         char tail = 0;
+         if (!x.empty() && (std::sscanf(x.c_str(), "%dx%d%c", &h, &w, &tail) != 2 || h < 1 || w < 1 ||
+                            h > 65536 || w > 65536))
+           bad("data.image_size", x, "expected HxW, e.g. 224x224, or empty");
+         c.data.image_size = x;
+       },
+       [](const Config& c) { return c.data.image_size; }},
+      int_opt("data.read_threads", in(&DataSection::read_threads), 1, 256,
+              "LMDB: threads decoding encoded images within one batch read"),
+      int_opt("data.prefetch", in(&DataSection::prefetch), 1, 64, "batches the loader prepares ahead"),
+      int_opt("data.cache_mb", in(&DataSection::cache_mb), 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"),
+      // A path on this cluster's nodes, not part of what the run is.
+      invocation(str_opt("data.stage_dir", in(&DataSection::stage_dir), {},
+                         "node-local directory: one rank per node copies the datasets there before training and "
+                         "all ranks read the copies (docs/data.md)")),
+      {"data.synthetic", "NxHxWxC:CLASSES, e.g. 12800x224x224x3:1000: train on N generated images "
+       "(throughput measurements without a dataset; replaces data.train, no test set)",
+       [](Config& c, const std::string& x) {
+         if (!x.empty()) parse_synthetic_spec(x);
+         c.data.synthetic = x;
+       },
+       [](const Config& c) { return c.data.synthetic; }},
+  };
+}
+
+// [conv], [cudnn], [gpu]: the CUDA backend (docs/gpu.md).
+std::vector<Opt> conv_options() {
+  const auto in = [](auto member) { return field(&Config::conv, member); };
+  return {
+      str_opt("conv.impl", in(&ConvSection::impl), {"auto", "cudnn", "custom"},
+              "CUDA convolutions, batch norm and linear layers: auto (cuDNN/cuBLASLt on a GPU, custom "
+              "kernels under emu), cudnn, or custom (the project's kernels)"),
+  };
+}
+
+std::vector<Opt> cudnn_options() {
+  const auto in = [](auto member) { return field(&Config::cudnn, member); };
+  return {
+      int_opt("cudnn.workspace_mb", in(&CudnnSection::workspace_mb), 0, 1 << 20,
+              "cap of one cuDNN/cuBLASLt workspace from the device arena (MiB)"),
+      str_opt("cudnn.algo", in(&CudnnSection::algo), {"heuristic", "search"},
+              "cuDNN algorithm choice per shape: heuristic, or search (timed, on the first step)"),
+  };
+}
+
+std::vector<Opt> gpu_options() {
+  const auto in = [](auto member) { return field(&Config::gpu, member); };
+  return {
+      bool_opt("gpu.tf32", in(&GpuSection::tf32),
+               "CUDA: TF32 tensor cores for fp32 convolutions and matmuls on Ampere and newer"),
+      bool_opt("gpu.share", in(&GpuSection::share),
+               "allow more ranks than visible GPUs on a node (ranks share GPUs round-robin and sum through "
+               "MPI on host copies: NCCL needs one GPU per rank)"),
+  };
+}
+
+// [train]: the optimizer, its schedule and the steps.
+std::vector<Opt> train_options() {
+  const auto in = [](auto member) { return field(&Config::train, member); };
+  return {
+      int_opt("train.batch", in(&TrainSection::batch), 1, 1LL << 30,
+              "global batch size (split evenly across ranks; must be divisible by their number)"),
+      int_opt("train.epochs", in(&TrainSection::epochs), 1, 1 << 24, "epochs to train"),
+      int_opt("train.max_steps", in(&TrainSection::max_steps), 0, 1LL << 40,
+              "length of training in optimizer steps, if shorter than train.epochs (0: no limit); the "
+              "learning-rate schedule ends there"),
+      invocation(int_opt("train.stop_at_step", in(&TrainSection::stop_at_step), 0, 1LL << 40,
+                         "stop after this step with a checkpoint, the schedule unchanged; --resume auto continues "
+                         "exactly (0: off)")),
+      real_opt("train.lr", in(&TrainSection::lr), 0, 1e6, true, "peak learning rate"),
+      real_opt("train.min_lr", in(&TrainSection::min_lr), 0, 1e6, false, "learning rate at the end of cosine decay"),
+      str_opt("train.optimizer", in(&TrainSection::optimizer), {"sgd", "adamw"},
+              "sgd (momentum, nesterov) or adamw (decoupled weight decay)"),
+      real_opt("train.momentum", in(&TrainSection::momentum), 0, 0.999999, false, "SGD momentum"),
+      bool_opt("train.nesterov", in(&TrainSection::nesterov), "Nesterov momentum"),
+      real_opt("train.weight_decay", in(&TrainSection::weight_decay), 0, 1, false,
+               "weight decay: L2 for sgd, decoupled for adamw (weights only unless train.decay_bn_bias)"),
+      real_opt("train.label_smoothing", in(&TrainSection::label_smoothing), 0, 0.999, false, "label smoothing"),
+      str_opt("train.schedule", in(&TrainSection::schedule), {"cosine", "constant", "step", "multistep"},
+              "learning-rate schedule after warmup"),
+      real_opt("train.warmup_epochs", in(&TrainSection::warmup_epochs), 0, 1e6, false,
+               "linear warmup from 0 to train.lr over this many epochs"),
+      {"train.milestones", "multistep: epochs at which the lr is multiplied by train.gamma, e.g. 80,120",
+       [](Config& c, const std::string& x) {
+         parse_milestones(x);
+         c.train.milestones = x;
+       },
+       [](const Config& c) { return c.train.milestones; }},
+      real_opt("train.gamma", in(&TrainSection::gamma), 0, 1, true, "step/multistep: lr decay factor"),
+      real_opt("train.step_epochs", in(&TrainSection::step_epochs), 0, 1e6, true,
+               "step: multiply the lr by train.gamma every this many epochs"),
+      real_opt("train.beta1", in(&TrainSection::beta1), 0, 0.999999, false, "adamw: first-moment decay"),
+      real_opt("train.beta2", in(&TrainSection::beta2), 0, 0.999999999, false, "adamw: second-moment decay"),
+      real_opt("train.adam_eps", in(&TrainSection::adam_eps), 0, 1, true, "adamw: denominator epsilon"),
+      bool_opt("train.decay_bn_bias", in(&TrainSection::decay_bn_bias),
+               "apply weight decay to biases and batch-norm scales/shifts too"),
+      int_opt("train.accum_steps", in(&TrainSection::accum_steps), 1, 1 << 20,
+              "gradient accumulation: micro-batches of batch/(ranks*accum_steps) per optimizer step"),
+      real_opt("train.clip_norm", in(&TrainSection::clip_norm), 0, 1e12, false,
+               "clip the gradient's global L2 norm to this (0: off)"),
+      str_opt("train.on_nonfinite", in(&TrainSection::on_nonfinite), {"stop", "skip"},
+              "a NaN/inf gradient stops the run (exit 5) or skips that step's update on every rank"),
+  };
+}
+
+// [checkpoint] (docs/checkpoints.md).
+std::vector<Opt> checkpoint_options() {
+  const auto in = [](auto member) { return field(&Config::checkpoint, member); };
+  return {
+      int_opt("checkpoint.every_steps", in(&CheckpointSection::every_steps), 0, 1LL << 40,
+              "write a checkpoint every N steps (0: off)"),
+      real_opt("checkpoint.every_seconds", in(&CheckpointSection::every_seconds), 0, 1e9, false,
+               "write a checkpoint when this many seconds passed since the last one (0: off)"),
+      int_opt("checkpoint.keep", in(&CheckpointSection::keep), 1, 1 << 20, "committed checkpoints to keep"),
+      bool_opt("checkpoint.at_end", in(&CheckpointSection::at_end), "write a checkpoint when training ends"),
+  };
+}
+
+// [bn]: batch normalisation.
+std::vector<Opt> bn_options() {
+  const auto in = [](auto member) { return field(&Config::bn, member); };
+  return {
+      real_opt("bn.momentum", in(&BnSection::momentum), 0, 1, false,
+               "batch norm: running = (1-momentum) running + momentum batch"),
+      real_opt("bn.eps", in(&BnSection::eps), 0, 1, true, "batch norm: variance epsilon"),
+      bool_opt("bn.sync", in(&BnSection::sync),
+               "synchronised batch norm: statistics over the global batch, summed across ranks in forward "
+               "and backward (N ranks then compute what one rank computes with the whole batch)"),
+      int_opt("bn.group_size", in(&BnSection::group_size), 0, 1 << 20,
+              "batch norm: training statistics over groups of this many samples (0: the rank's whole "
+              "micro-batch); a fixed group makes results independent of the rank count"),
+  };
+}
+
+// [comm]: the sums across ranks (docs/gpu_clusters.md).
+std::vector<Opt> comm_options() {
+  const auto in = [](auto member) { return field(&Config::comm, member); };
+  return {
+      real_opt("comm.bucket_mb", in(&CommSection::bucket_mb), 0, 1 << 20, true,
+               "gradient allreduce bucket size (MiB); each bucket starts as soon as backward has made it"),
+      bool_opt("comm.overlap", in(&CommSection::overlap),
+               "start gradient buckets during backward (false: all after backward, for measuring)"),
+      str_opt("comm.grad_dtype", in(&CommSection::grad_dtype), {"fp32", "bf16", "fp16"},
+              "type the gradient is summed in across ranks: fp32, or bf16/fp16 (half the bytes; every "
+              "addition rounds to 16 bits: docs/mixed_precision.md)"),
+      real_opt("comm.timeout_s", in(&CommSection::timeout_s), 0, 1e7, true,
+               "collective deadline: a rank that waits longer reports the ranks that did not arrive and "
+               "aborts the job"),
+      str_opt("comm.backend", in(&CommSection::backend), {"auto", "nccl", "mpi"},
+              "gradient/batch-norm sums: auto (MPI for cpu, NCCL for cuda/emu unless GPUs are shared), "
+              "nccl, or mpi (device runs: through host copies)"),
+  };
+}
+
+// [augment], [eval].
+std::vector<Opt> augment_options() {
+  const auto in = [](auto member) { return field(&Config::augment, member); };
+  return {
+      int_opt("augment.crop_pad", in(&AugmentSection::crop_pad), 0, 1 << 12,
+              "random crop from the image zero-padded by this many pixels (0: off)"),
+      bool_opt("augment.flip", in(&AugmentSection::flip), "random horizontal flip"),
+      real_opt("augment.erase_p", in(&AugmentSection::erase_p), 0, 1, false,
+               "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"),
+  };
+}
+
+std::vector<Opt> eval_options() {
+  const auto in = [](auto member) { return field(&Config::eval, member); };
+  return {
+      int_opt("eval.batch", in(&EvalSection::batch), 1, 1 << 20, "samples per rank per evaluation step"),
+      int_opt("eval.every_epochs", in(&EvalSection::every_epochs), 1, 1 << 24, "evaluate every N epochs"),
+  };
+}
+
+// [log]: progress, TensorBoard and live monitoring (docs/observability.md).
+std::vector<Opt> log_options() {
+  const auto in = [](auto member) { return field(&Config::log, member); };
+  return {
+      int_opt("log.every_steps", in(&LogSection::every_steps), 1, 1 << 30, "progress line every N steps"),
+      bool_opt("log.tensorboard", in(&LogSection::tensorboard),
+               "write TensorBoard event files to RUN_DIR/tensorboard"),
+      int_opt("log.histograms_every", in(&LogSection::histograms_every), 0, 1LL << 40,
+              "TensorBoard histograms of weights and gradients every N steps (0: off)"),
+      real_opt("log.straggler_pct", in(&LogSection::straggler_pct), 0, 1e6, false,
+               "name a rank whose busy time per step is this many percent above the median (0: off)"),
+      str_opt("log.progress", in(&LogSection::progress), {"auto", "bar", "lines"},
+              "auto: an updating status line when stdout is a terminal; bar: always; lines: never"),
+      int_opt("log.prometheus_port", in(&LogSection::prometheus_port), 0, 65535,
+              "rank 0 serves Prometheus metrics at http://ADDR:PORT/metrics (0: off)"),
+      {"log.prometheus_addr", "address the Prometheus endpoint listens on (numeric IPv4/IPv6; 0.0.0.0: all)",
+       [](Config& c, const std::string& x) {
+         unsigned char buf[sizeof(in6_addr)];
+         if (inet_pton(AF_INET, x.c_str(), buf) != 1 && inet_pton(AF_INET6, x.c_str(), buf) != 1)
+           bad("log.prometheus_addr", x, "expected a numeric IPv4 or IPv6 address, e.g. 127.0.0.1 or ::");
+         c.log.prometheus_addr = x;
+       },
+       [](const Config& c) { return c.log.prometheus_addr; }},
+      str_opt("log.prometheus_file", in(&LogSection::prometheus_file), {},
+              "each node's first rank writes its node's Prometheus metrics to this file for "
+              "node_exporter's textfile collector (%h: host name; empty: off)"),
+      real_opt("log.gpu_stats_s", in(&LogSection::gpu_stats_s), 0, 86400, false,
+               "sample each rank's GPU through NVML every this many seconds (0: off)"),
+  };
+}
+
+// [amp]: fp16 loss scaling (docs/mixed_precision.md).
+std::vector<Opt> amp_options() {
+  const auto in = [](auto member) { return field(&Config::amp, member); };
+  return {
+      real_opt("amp.init_scale", in(&AmpSection::init_scale), 0, 3e38, true,
+               "fp16: initial dynamic loss scale (halved on inf/NaN gradients, the step skipped)"),
+      int_opt("amp.growth_interval", in(&AmpSection::growth_interval), 1, 1LL << 40,
+              "fp16: double the loss scale after this many consecutive finite steps"),
+  };
+}
+
+// Every option, one table per INI section (the part of the name before the dot), in the order --help lists them.
 const std::vector<Opt>& options() {
   static const std::vector<Opt> opts = [] {
     std::vector<Opt> v;
-    v.push_back({"model", "network from the model zoo (" + [] {
-                   std::string s;
-                   for (const auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
-                   return s;
-                 }() + ")",
-                 [](Config& c, const std::string& x) {
-                   if (!is_model(x)) bad("model", x, "unknown model; see --help for the list");
-                   c.model = x;
-                 },
-                 [](const Config& c) { return c.model; }});
-    v.push_back(str_opt("device", &Config::device, {"cpu", "cuda", "emu"},
-                        "cpu, cuda (one GPU per rank) or emu (CUDA kernels on the SIMT emulator)"));
-    v.push_back(int_opt("threads", &Config::threads, 1, 1024, "CPU threads per rank for the compute kernels"));
-    v.push_back({"seed", "seed of initialisation, data order and augmentation",
-                 [](Config& c, const std::string& x) {
-                   c.seed = static_cast<uint64_t>(to_int("seed", x, 0, (1LL << 62)));
-                 },
-                 [](const Config& c) { return std::to_string(c.seed); }});
-    v.push_back(str_opt("run-dir", &Config::run_dir, {}, "run directory, one run each (default "
-                        "runs/<model>-<date>-<time>; docs/run_directory.md)"));
-    v.back().invocation = true;
-    v.push_back(str_opt("data.train", &Config::data_train, {}, "training set file (HDF5 or LMDB; docs/data.md)"));
-    v.push_back(str_opt("data.test", &Config::data_test, {}, "test set file, evaluated after every epoch"));
-    v.push_back(str_opt("data.format", &Config::data_format, {"auto", "hdf5", "lmdb"}, "dataset format"));
-    v.push_back(str_opt("data.on_bad_sample", &Config::data_on_bad_sample, {"fail", "skip"},
-                        "LMDB: a record that is not a valid Datum/image fails the run or is skipped (counted)"));
-    v.push_back({"data.image_size", "LMDB: decode/resize images to HxW (training: random-resized crop + flip; "
-                 "test: resize + center crop); empty keeps the stored size; an HDF5 set must already have it",
-                 [](Config& c, const std::string& x) {
-                   int h = 0, w = 0;
-                   char tail = 0;
-                   if (!x.empty() && (std::sscanf(x.c_str(), "%dx%d%c", &h, &w, &tail) != 2 || h < 1 || w < 1 ||
-                                      h > 65536 || w > 65536))
-                     bad("data.image_size", x, "expected HxW, e.g. 224x224, or empty");
-                   c.data_image_size = x;
-                 },
-                 [](const Config& c) { return c.data_image_size; }});
-    v.push_back(int_opt("data.read_threads", &Config::data_read_threads, 1, 256,
-                        "LMDB: threads decoding encoded images within one batch read"));
-    v.push_back(int_opt("data.prefetch", &Config::data_prefetch, 1, 64, "batches the loader prepares ahead"));
-    v.push_back(int_opt("data.cache_mb", &Config::data_cache_mb, 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"));
-    v.push_back(str_opt("data.stage_dir", &Config::data_stage_dir, {},
-                        "node-local directory: one rank per node copies the datasets there before training and "
-                        "all ranks read the copies (docs/data.md)"));
-    v.back().invocation = true;  // a path on this cluster's nodes, not part of what the run is
-    v.push_back({"data.synthetic", "NxHxWxC:CLASSES, e.g. 12800x224x224x3:1000: train on N generated images "
-                 "(throughput measurements without a dataset; replaces data.train, no test set)",
-                 [](Config& c, const std::string& x) {
-                   if (!x.empty()) parse_synthetic_spec(x);
-                   c.data_synthetic = x;
-                 },
-                 [](const Config& c) { return c.data_synthetic; }});
-    v.push_back(str_opt("conv.impl", &Config::conv_impl, {"auto", "cudnn", "custom"},
-                        "CUDA convolutions, batch norm and linear layers: auto (cuDNN/cuBLASLt on a GPU, custom "
-                        "kernels under emu), cudnn, or custom (the project's kernels)"));
-    v.push_back(int_opt("cudnn.workspace_mb", &Config::cudnn_workspace_mb, 0, 1 << 20,
-                        "cap of one cuDNN/cuBLASLt workspace from the device arena (MiB)"));
-    v.push_back(str_opt("cudnn.algo", &Config::cudnn_algo, {"heuristic", "search"},
-                        "cuDNN algorithm choice per shape: heuristic, or search (timed, on the first step)"));
-    v.push_back(bool_opt("deterministic", &Config::deterministic,
-                         "CUDA: reproducible algorithms only, no cross-block atomics in reductions (slower)"));
-    v.push_back(bool_opt("gpu.tf32", &Config::gpu_tf32,
-                         "CUDA: TF32 tensor cores for fp32 convolutions and matmuls on Ampere and newer"));
-    v.push_back(int_opt("train.batch", &Config::batch, 1, 1LL << 30,
-                        "global batch size (split evenly across ranks; must be divisible by their number)"));
-    v.push_back(int_opt("train.epochs", &Config::epochs, 1, 1 << 24, "epochs to train"));
-    v.push_back(int_opt("train.max_steps", &Config::max_steps, 0, 1LL << 40,
-                        "length of training in optimizer steps, if shorter than train.epochs (0: no limit); the "
-                        "learning-rate schedule ends there"));
-    v.push_back(int_opt("train.stop_at_step", &Config::stop_at_step, 0, 1LL << 40,
-                        "stop after this step with a checkpoint, the schedule unchanged; --resume auto continues "
-                        "exactly (0: off)"));
-    v.back().invocation = true;
-    v.push_back(real_opt("train.lr", &Config::lr, 0, 1e6, true, "peak learning rate"));
-    v.push_back(real_opt("train.min_lr", &Config::min_lr, 0, 1e6, false, "learning rate at the end of cosine decay"));
-    v.push_back(str_opt("train.optimizer", &Config::optimizer, {"sgd", "adamw"},
-                        "sgd (momentum, nesterov) or adamw (decoupled weight decay)"));
-    v.push_back(real_opt("train.momentum", &Config::momentum, 0, 0.999999, false, "SGD momentum"));
-    v.push_back(bool_opt("train.nesterov", &Config::nesterov, "Nesterov momentum"));
-    v.push_back(real_opt("train.weight_decay", &Config::weight_decay, 0, 1, false,
-                         "weight decay: L2 for sgd, decoupled for adamw (weights only unless train.decay_bn_bias)"));
-    v.push_back(real_opt("train.label_smoothing", &Config::label_smoothing, 0, 0.999, false, "label smoothing"));
-    v.push_back(str_opt("train.schedule", &Config::schedule, {"cosine", "constant", "step", "multistep"},
-                        "learning-rate schedule after warmup"));
-    v.push_back(real_opt("train.warmup_epochs", &Config::warmup_epochs, 0, 1e6, false,
-                         "linear warmup from 0 to train.lr over this many epochs"));
-    v.push_back(int_opt("checkpoint.every_steps", &Config::ckpt_every_steps, 0, 1LL << 40,
-                        "write a checkpoint every N steps (0: off)"));
-    v.push_back(real_opt("checkpoint.every_seconds", &Config::ckpt_every_seconds, 0, 1e9, false,
-                         "write a checkpoint when this many seconds passed since the last one (0: off)"));
-    v.push_back(int_opt("checkpoint.keep", &Config::ckpt_keep, 1, 1 << 20, "committed checkpoints to keep"));
-    v.push_back(bool_opt("checkpoint.at_end", &Config::ckpt_at_end, "write a checkpoint when training ends"));
-    v.push_back(str_opt("resume", &Config::resume, {},
-                        "none, auto (newest checkpoint of the run directory that verifies) or a checkpoint path"));
-    v.back().invocation = true;
-    v.push_back({"train.milestones", "multistep: epochs at which the lr is multiplied by train.gamma, e.g. 80,120",
-                 [](Config& c, const std::string& x) {
-                   parse_milestones(x);
-                   c.milestones = x;
-                 },
-                 [](const Config& c) { return c.milestones; }});
-    v.push_back(real_opt("train.gamma", &Config::gamma, 0, 1, true, "step/multistep: lr decay factor"));
-    v.push_back(real_opt("train.step_epochs", &Config::step_epochs, 0, 1e6, true,
-                         "step: multiply the lr by train.gamma every this many epochs"));
-    v.push_back(real_opt("train.beta1", &Config::beta1, 0, 0.999999, false, "adamw: first-moment decay"));
-    v.push_back(real_opt("train.beta2", &Config::beta2, 0, 0.999999999, false, "adamw: second-moment decay"));
-    v.push_back(real_opt("train.adam_eps", &Config::adam_eps, 0, 1, true, "adamw: denominator epsilon"));
-    v.push_back(bool_opt("train.decay_bn_bias", &Config::decay_bn_bias,
-                         "apply weight decay to biases and batch-norm scales/shifts too"));
-    v.push_back(int_opt("train.accum_steps", &Config::accum_steps, 1, 1 << 20,
-                        "gradient accumulation: micro-batches of batch/(ranks*accum_steps) per optimizer step"));
-    v.push_back(real_opt("train.clip_norm", &Config::clip_norm, 0, 1e12, false,
-                         "clip the gradient's global L2 norm to this (0: off)"));
-    v.push_back(real_opt("bn.momentum", &Config::bn_momentum, 0, 1, false,
-                         "batch norm: running = (1-momentum) running + momentum batch"));
-    v.push_back(real_opt("bn.eps", &Config::bn_eps, 0, 1, true, "batch norm: variance epsilon"));
-    v.push_back(bool_opt("bn.sync", &Config::bn_sync,
-                         "synchronised batch norm: statistics over the global batch, summed across ranks in forward "
-                         "and backward (N ranks then compute what one rank computes with the whole batch)"));
-    v.push_back(real_opt("comm.bucket_mb", &Config::comm_bucket_mb, 0, 1 << 20, true,
-                         "gradient allreduce bucket size (MiB); each bucket starts as soon as backward has made it"));
-    v.push_back(bool_opt("comm.overlap", &Config::comm_overlap,
-                         "start gradient buckets during backward (false: all after backward, for measuring)"));
-    v.push_back(str_opt("comm.grad_dtype", &Config::comm_grad_dtype, {"fp32", "bf16", "fp16"},
-                        "type the gradient is summed in across ranks: fp32, or bf16/fp16 (half the bytes; every "
-                        "addition rounds to 16 bits: docs/mixed_precision.md)"));
-    v.push_back(real_opt("comm.timeout_s", &Config::comm_timeout_s, 0, 1e7, true,
-                         "collective deadline: a rank that waits longer reports the ranks that did not arrive and "
-                         "aborts the job"));
-    v.push_back(str_opt("comm.backend", &Config::comm_backend, {"auto", "nccl", "mpi"},
-                        "gradient/batch-norm sums: auto (MPI for cpu, NCCL for cuda/emu unless GPUs are shared), "
-                        "nccl, or mpi (device runs: through host copies)"));
-    v.push_back(bool_opt("gpu.share", &Config::gpu_share,
-                         "allow more ranks than visible GPUs on a node (ranks share GPUs round-robin and sum through "
-                         "MPI on host copies: NCCL needs one GPU per rank)"));
-    v.push_back(int_opt("bn.group_size", &Config::bn_group, 0, 1 << 20,
-                        "batch norm: training statistics over groups of this many samples (0: the rank's whole "
-                        "micro-batch); a fixed group makes results independent of the rank count"));
-    v.push_back(int_opt("augment.crop_pad", &Config::augment_crop_pad, 0, 1 << 12,
-                        "random crop from the image zero-padded by this many pixels (0: off)"));
-    v.push_back(bool_opt("augment.flip", &Config::augment_flip, "random horizontal flip"));
-    v.push_back(real_opt("augment.erase_p", &Config::augment_erase_p, 0, 1, false,
-                         "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"));
-    v.push_back(int_opt("eval.batch", &Config::eval_batch, 1, 1 << 20, "samples per rank per evaluation step"));
-    v.push_back(int_opt("eval.every_epochs", &Config::eval_every_epochs, 1, 1 << 24, "evaluate every N epochs"));
-    v.push_back(int_opt("log.every_steps", &Config::log_every_steps, 1, 1 << 30, "progress line every N steps"));
-    v.push_back(str_opt("train.on_nonfinite", &Config::on_nonfinite, {"stop", "skip"},
-                        "a NaN/inf gradient stops the run (exit 5) or skips that step's update on every rank"));
-    v.push_back(bool_opt("log.tensorboard", &Config::log_tensorboard,
-                         "write TensorBoard event files to RUN_DIR/tensorboard"));
-    v.push_back(int_opt("log.histograms_every", &Config::log_histograms_every, 0, 1LL << 40,
-                        "TensorBoard histograms of weights and gradients every N steps (0: off)"));
-    v.push_back(real_opt("log.straggler_pct", &Config::log_straggler_pct, 0, 1e6, false,
-                         "name a rank whose busy time per step is this many percent above the median (0: off)"));
-    v.push_back(str_opt("log.progress", &Config::log_progress, {"auto", "bar", "lines"},
-                        "auto: an updating status line when stdout is a terminal; bar: always; lines: never"));
-    v.push_back(int_opt("log.prometheus_port", &Config::log_prometheus_port, 0, 65535,
-                        "rank 0 serves Prometheus metrics at http://ADDR:PORT/metrics (0: off)"));
-    v.push_back({"log.prometheus_addr", "address the Prometheus endpoint listens on (numeric IPv4/IPv6; 0.0.0.0: all)",
-                 [](Config& c, const std::string& x) {
-                   unsigned char buf[sizeof(in6_addr)];
-                   if (inet_pton(AF_INET, x.c_str(), buf) != 1 && inet_pton(AF_INET6, x.c_str(), buf) != 1)
-                     bad("log.prometheus_addr", x, "expected a numeric IPv4 or IPv6 address, e.g. 127.0.0.1 or ::");
-                   c.log_prometheus_addr = x;
-                 },
-                 [](const Config& c) { return c.log_prometheus_addr; }});
-    v.push_back(str_opt("log.prometheus_file", &Config::log_prometheus_file, {},
-                        "each node's first rank writes its node's Prometheus metrics to this file for "
-                        "node_exporter's textfile collector (%h: host name; empty: off)"));
-    v.push_back(real_opt("log.gpu_stats_s", &Config::log_gpu_stats_s, 0, 86400, false,
-                         "sample each rank's GPU through NVML every this many seconds (0: off)"));
-    v.push_back(str_opt("precision", &Config::precision, {"fp32", "bf16", "fp16"},
-                        "activations, their gradients and the weights convolution/linear read in fp32, bf16 or fp16; "
-                        "master weights, gradients and optimizer state stay fp32 (docs/mixed_precision.md)"));
-    v.push_back(real_opt("amp.init_scale", &Config::amp_init_scale, 0, 3e38, true,
-                         "fp16: initial dynamic loss scale (halved on inf/NaN gradients, the step skipped)"));
-    v.push_back(int_opt("amp.growth_interval", &Config::amp_growth_interval, 1, 1LL << 40,
-                        "fp16: double the loss scale after this many consecutive finite steps"));
+    for (auto table : {general_options, data_options, conv_options, cudnn_options, gpu_options, train_options,
+                       checkpoint_options, bn_options, comm_options, augment_options, eval_options, log_options,
+                       amp_options}) {
+      std::vector<Opt> t = table();
+      v.insert(v.end(), t.begin(), t.end());
+    }
     return v;
   }();
   return opts;
@@ -307,23 +421,23 @@ std::string help_text(const po::options_description& generic) {
 
 // Options that contradict each other (the data options are checked by parse_config, after --print-config).
 void check_combinations(const Config& cfg) {
-  if (!cfg.data_train.empty() && !cfg.data_synthetic.empty())
+  if (!cfg.data.train.empty() && !cfg.data.synthetic.empty())
     raise(kExitUsage, "options --data.train and --data.synthetic exclude each other; give one");
-  if (cfg.schedule == "multistep" && cfg.milestones.empty())
+  if (cfg.train.schedule == "multistep" && cfg.train.milestones.empty())
     raise(kExitUsage, "option --train.schedule multistep needs --train.milestones (epochs, e.g. 80,120)");
-  if (cfg.batch % cfg.accum_steps != 0)
+  if (cfg.train.batch % cfg.train.accum_steps != 0)
     raise(kExitUsage, "option --train.accum_steps: the global batch %lld is not divisible by %d micro-batches",
-          (long long)cfg.batch, cfg.accum_steps);
-  if (cfg.min_lr > cfg.lr)
-    raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.min_lr, cfg.lr);
-  if (cfg.bn_sync && cfg.bn_group > 0)
+          (long long)cfg.train.batch, cfg.train.accum_steps);
+  if (cfg.train.min_lr > cfg.train.lr)
+    raise(kExitUsage, "option --train.min_lr (%g) is larger than --train.lr (%g)", cfg.train.min_lr, cfg.train.lr);
+  if (cfg.bn.sync && cfg.bn.group_size > 0)
     raise(kExitUsage, "options --bn.sync and --bn.group_size exclude each other: synchronised batch norm uses the "
           "whole global batch, ghost batch norm fixed groups of it");
-  if (cfg.bn_sync && cfg.precision != "fp32")
+  if (cfg.bn.sync && cfg.precision != "fp32")
     raise(kExitUsage, "options --bn.sync and --precision %s exclude each other: synchronised batch norm runs on fp32 "
           "activations only; use --precision fp32, or drop --bn.sync (docs/mixed_precision.md)",
           cfg.precision.c_str());
-  if (cfg.comm_backend == "nccl" && cfg.device == "cpu")
+  if (cfg.comm.backend == "nccl" && cfg.device == "cpu")
     raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
   if (cfg.resume.empty())
     raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
@@ -386,7 +500,7 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   check_combinations(cfg);
   // Before the data check: printing the configuration needs no data.
   if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg, true)};
-  if (cfg.data_train.empty() && cfg.data_synthetic.empty())
+  if (cfg.data.train.empty() && cfg.data.synthetic.empty())
     raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST), "
           "or --data.synthetic for generated images");
   return {};

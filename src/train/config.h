@@ -8,31 +8,32 @@
 
 namespace cnn {
 
-struct Config {
-  std::string config_file;
-  std::string program = "cnntrain";  // argv[0], for the commands messages suggest
-  std::string model = "fmnist_cnn";
-  std::string device = "cpu";
-  int threads = 1;
-  uint64_t seed = 42;
-  std::string run_dir;
+// One struct per INI section, its members named as the options are: --train.batch is cfg.train.batch.
+struct DataSection {  // [data] (docs/data.md)
+  std::string train, test, format = "auto";
+  int prefetch = 4;
+  std::string on_bad_sample = "fail";
+  std::string image_size;  // "HxW" or empty: as stored
+  int read_threads = 1;
+  int cache_mb = 256;
+  std::string stage_dir;  // empty: read the datasets where they are
+  std::string synthetic;  // "NxHxWxC:classes": generated images instead of data.train (benchmarks)
+};
 
-  std::string data_train, data_test, data_format = "auto";
-  int data_prefetch = 4;
-  std::string data_on_bad_sample = "fail";
-  std::string data_image_size;  // "HxW" or empty: as stored
-  int data_read_threads = 1;
-  int data_cache_mb = 256;
-  std::string data_stage_dir;  // empty: read the datasets where they are
-  std::string data_synthetic;  // "NxHxWxC:classes": generated images instead of data.train (benchmarks)
+// The CUDA backend (docs/gpu.md).
+struct ConvSection {  // [conv]
+  std::string impl = "auto";  // auto | cudnn | custom
+};
+struct CudnnSection {  // [cudnn]
+  int workspace_mb = 512;
+  std::string algo = "heuristic";  // heuristic | search
+};
+struct GpuSection {  // [gpu]
+  bool tf32 = true;
+  bool share = false;
+};
 
-  // CUDA backend (docs/gpu.md).
-  std::string conv_impl = "auto";  // auto | cudnn | custom
-  int cudnn_workspace_mb = 512;
-  std::string cudnn_algo = "heuristic";  // heuristic | search
-  bool deterministic = false;
-  bool gpu_tf32 = true;
-
+struct TrainSection {  // [train] (docs/options.md)
   int64_t batch = 128;  // global
   int epochs = 10;
   int64_t max_steps = 0;  // 0: no limit; the length of training, and so the schedule's horizon
@@ -42,7 +43,6 @@ struct Config {
   bool nesterov = false;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
-  // Training-recipe options (docs/options.md).
   std::string milestones;  // multistep: epochs, comma separated, e.g. "80,120"
   double gamma = 0.1;      // step/multistep decay factor
   double step_epochs = 30;  // step: decay every this many epochs
@@ -50,46 +50,88 @@ struct Config {
   bool decay_bn_bias = false;  // weight decay also on biases and batch-norm scales/shifts
   int accum_steps = 1;         // micro-batches per optimizer step
   double clip_norm = 0.0;      // 0: no clipping
-  int bn_group = 0;
-  double bn_momentum = 0.1, bn_eps = 1e-5;
-  bool bn_sync = false;  // batch-norm statistics over the global batch (all ranks)
-  // Data-parallel communication (docs/gpu_clusters.md).
-  double comm_bucket_mb = 25;
-  bool comm_overlap = true;
-  std::string comm_grad_dtype = "fp32";  // the type gradients are summed in across ranks
-  double comm_timeout_s = 600;
-  std::string comm_backend = "auto";  // auto | nccl | mpi
-  bool gpu_share = false;
-  int augment_crop_pad = 0;  // random crop of the original size from the image zero-padded by this much
-  bool augment_flip = false;
-  double augment_erase_p = 0.0;
-
-  int64_t ckpt_every_steps = 0;  // 0: off
-  double ckpt_every_seconds = 0;  // 0: off
-  int ckpt_keep = 3;
-  bool ckpt_at_end = true;
-  std::string resume = "none";  // none | auto | PATH
-
-  // Mixed precision (docs/mixed_precision.md): activation storage type, and fp16's dynamic loss scaling.
-  std::string precision = "fp32";  // fp32 | bf16 | fp16
-  double amp_init_scale = 65536;
-  int64_t amp_growth_interval = 2000;
-
-  int eval_batch = 256;  // per rank
-  int eval_every_epochs = 1;
-  int log_every_steps = 50;
-  // Observability (docs/observability.md).
   std::string on_nonfinite = "stop";  // stop | skip
-  bool log_tensorboard = true;
-  int64_t log_histograms_every = 0;  // 0: off
-  double log_straggler_pct = 10;     // 0: off
-  std::string log_progress = "auto";  // auto | bar | lines
-  // Live monitoring (docs/observability.md): Prometheus endpoint on rank 0 (port 0: off), per-node textfile
-  // ("": off; %h: the host name), NVML sampling period of the GPU figures (0: off).
-  int log_prometheus_port = 0;
-  std::string log_prometheus_addr = "0.0.0.0";
-  std::string log_prometheus_file;
-  double log_gpu_stats_s = 1;
+};
+
+struct CheckpointSection {  // [checkpoint] (docs/checkpoints.md)
+  int64_t every_steps = 0;  // 0: off
+  double every_seconds = 0;  // 0: off
+  int keep = 3;
+  bool at_end = true;
+};
+
+struct BnSection {  // [bn]
+  double momentum = 0.1, eps = 1e-5;
+  bool sync = false;  // statistics over the global batch (all ranks)
+  int group_size = 0;
+};
+
+// Data-parallel communication (docs/gpu_clusters.md).
+struct CommSection {  // [comm]
+  double bucket_mb = 25;
+  bool overlap = true;
+  std::string grad_dtype = "fp32";  // the type gradients are summed in across ranks
+  double timeout_s = 600;
+  std::string backend = "auto";  // auto | nccl | mpi
+};
+
+struct AugmentSection {  // [augment]
+  int crop_pad = 0;  // random crop of the original size from the image zero-padded by this much
+  bool flip = false;
+  double erase_p = 0.0;
+};
+
+struct EvalSection {  // [eval]
+  int batch = 256;  // per rank
+  int every_epochs = 1;
+};
+
+// Observability (docs/observability.md).
+struct LogSection {  // [log]
+  int every_steps = 50;
+  bool tensorboard = true;
+  int64_t histograms_every = 0;  // 0: off
+  double straggler_pct = 10;     // 0: off
+  std::string progress = "auto";  // auto | bar | lines
+  // Live monitoring: Prometheus endpoint on rank 0 (port 0: off), per-node textfile ("": off; %h: the host
+  // name), NVML sampling period of the GPU figures (0: off).
+  int prometheus_port = 0;
+  std::string prometheus_addr = "0.0.0.0";
+  std::string prometheus_file;
+  double gpu_stats_s = 1;
+};
+
+// Mixed precision (docs/mixed_precision.md): fp16's dynamic loss scaling.
+struct AmpSection {  // [amp]
+  double init_scale = 65536;
+  int64_t growth_interval = 2000;
+};
+
+struct Config {
+  std::string config_file;
+  std::string program = "cnntrain";  // argv[0], for the commands messages suggest
+  // The options without a section.
+  std::string model = "fmnist_cnn";
+  std::string device = "cpu";
+  int threads = 1;
+  uint64_t seed = 42;
+  std::string run_dir;
+  std::string resume = "none";  // none | auto | PATH
+  bool deterministic = false;
+  std::string precision = "fp32";  // activation storage: fp32 | bf16 | fp16
+
+  DataSection data;
+  ConvSection conv;
+  CudnnSection cudnn;
+  GpuSection gpu;
+  TrainSection train;
+  CheckpointSection checkpoint;
+  BnSection bn;
+  CommSection comm;
+  AugmentSection augment;
+  EvalSection eval;
+  LogSection log;
+  AmpSection amp;
 };
 
 // kGpuInfo: run the GPU preflight (src/train/gpu_info.h) instead of training.

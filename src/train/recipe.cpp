@@ -11,45 +11,45 @@ namespace cnn {
 
 ModelOptions make_model_options(const Config& cfg) {
   ModelOptions mo;
-  mo.bn.momentum = static_cast<float>(cfg.bn_momentum);
-  mo.bn.eps = static_cast<float>(cfg.bn_eps);
-  mo.bn.group = cfg.bn_group;
-  mo.bn.sync = cfg.bn_sync;
+  mo.bn.momentum = static_cast<float>(cfg.bn.momentum);
+  mo.bn.eps = static_cast<float>(cfg.bn.eps);
+  mo.bn.group = cfg.bn.group_size;
+  mo.bn.sync = cfg.bn.sync;
   return mo;
 }
 
 OptimizerConfig make_optimizer_config(const Config& cfg) {
   OptimizerConfig oc;
-  oc.kind = cfg.optimizer;
-  oc.momentum = cfg.momentum;
-  oc.weight_decay = cfg.weight_decay;
-  oc.nesterov = cfg.nesterov;
-  oc.decay_bn_bias = cfg.decay_bn_bias;
-  oc.beta1 = cfg.beta1;
-  oc.beta2 = cfg.beta2;
-  oc.eps = cfg.adam_eps;
+  oc.kind = cfg.train.optimizer;
+  oc.momentum = cfg.train.momentum;
+  oc.weight_decay = cfg.train.weight_decay;
+  oc.nesterov = cfg.train.nesterov;
+  oc.decay_bn_bias = cfg.train.decay_bn_bias;
+  oc.beta1 = cfg.train.beta1;
+  oc.beta2 = cfg.train.beta2;
+  oc.eps = cfg.train.adam_eps;
   return oc;
 }
 
 LrSchedule make_lr_schedule(const Config& cfg, int64_t spe, int64_t total_steps) {
   LrSchedule s;
-  s.kind = cfg.schedule;
-  s.peak = cfg.lr;
-  s.min_lr = cfg.min_lr;
-  s.warmup_steps = static_cast<int64_t>(std::llround(cfg.warmup_epochs * spe));
+  s.kind = cfg.train.schedule;
+  s.peak = cfg.train.lr;
+  s.min_lr = cfg.train.min_lr;
+  s.warmup_steps = static_cast<int64_t>(std::llround(cfg.train.warmup_epochs * spe));
   s.total_steps = total_steps;
-  s.gamma = cfg.gamma;
-  s.step_size = std::max<int64_t>(1, std::llround(cfg.step_epochs * spe));
-  for (double m : parse_milestones(cfg.milestones)) s.milestones.push_back(std::llround(m * spe));
+  s.gamma = cfg.train.gamma;
+  s.step_size = std::max<int64_t>(1, std::llround(cfg.train.step_epochs * spe));
+  for (double m : parse_milestones(cfg.train.milestones)) s.milestones.push_back(std::llround(m * spe));
   return s;
 }
 
 StepConfig make_step_config(const Config& cfg) {
   StepConfig sc;
-  sc.global_batch = cfg.batch;
-  sc.label_smoothing = static_cast<float>(cfg.label_smoothing);
-  sc.accum_steps = cfg.accum_steps;
-  sc.clip_norm = cfg.clip_norm;
+  sc.global_batch = cfg.train.batch;
+  sc.label_smoothing = static_cast<float>(cfg.train.label_smoothing);
+  sc.accum_steps = cfg.train.accum_steps;
+  sc.clip_norm = cfg.train.clip_norm;
   sc.seed = cfg.seed;
   return sc;
 }
@@ -63,16 +63,16 @@ DType activation_dtype(const Config& cfg) {
 LossScalerConfig make_loss_scaler_config(const Config& cfg) {
   LossScalerConfig c;
   c.enabled = activation_dtype(cfg) == DType::kF16;
-  c.init_scale = static_cast<float>(cfg.amp_init_scale);
-  c.growth_interval = cfg.amp_growth_interval;
+  c.init_scale = static_cast<float>(cfg.amp.init_scale);
+  c.growth_interval = cfg.amp.growth_interval;
   return c;
 }
 
 AugmentConfig make_augment_config(const Config& cfg) {
   AugmentConfig a;
-  a.crop_pad = cfg.augment_crop_pad;
-  a.flip = cfg.augment_flip;
-  a.erase_p = static_cast<float>(cfg.augment_erase_p);
+  a.crop_pad = cfg.augment.crop_pad;
+  a.flip = cfg.augment.flip;
+  a.erase_p = static_cast<float>(cfg.augment.erase_p);
   a.seed = cfg.seed;
   return a;
 }

@@ -56,8 +56,8 @@ void RunCheckpoints::save(const Cursor& next) {
   m.step = next.step;
   m.epoch = next.epoch;
   m.step_in_epoch = next.step_in_epoch;
-  m.global_batch = cfg_.batch;
-  m.samples_seen = next.step * cfg_.batch;
+  m.global_batch = cfg_.train.batch;
+  m.samples_seen = next.step * cfg_.train.batch;
   m.seed = cfg_.seed;
   m.world_size = world_size();
   m.precision = cfg_.precision;
@@ -65,9 +65,9 @@ void RunCheckpoints::save(const Cursor& next) {
   m.loss_scale_growth = scaler_.state().growth_tracker;
   m.skipped_steps = scaler_.state().skipped_steps;
   // Updates applied: AdamW counts them (a skipped step, fp16 overflow or --train.on_nonfinite skip, is not one).
-  m.optimizer_steps = cfg_.optimizer == "adamw" ? opt_.steps() : next.step - m.skipped_steps;
+  m.optimizer_steps = cfg_.train.optimizer == "adamw" ? opt_.steps() : next.step - m.skipped_steps;
   m.model = cfg_.model;
-  m.optimizer = cfg_.optimizer;
+  m.optimizer = cfg_.train.optimizer;
   m.config = config_to_ini(cfg_);
   m.version = version_string();
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
@@ -84,7 +84,7 @@ void RunCheckpoints::save(const Cursor& next) {
   }
   last_step_ = next.step;
   std::vector<std::string> pruned;
-  if (world_rank() == 0) pruned = prune_checkpoints(dir_, cfg_.ckpt_keep, next.step);
+  if (world_rank() == 0) pruned = prune_checkpoints(dir_, cfg_.checkpoint.keep, next.step);
   log_.info("checkpoint %s: %.1f MB in %.2f s (%.0f MB/s)%s", path.c_str(), st.bytes / 1e6, st.seconds,
             st.bytes / 1e6 / std::max(st.seconds, 1e-9),
             pruned.empty() ? "" : strprintf(", removed %zu old", pruned.size()).c_str());
@@ -140,7 +140,7 @@ Cursor RunCheckpoints::resume() {
       CollectiveSection section("checkpoint read of " + path);
       return read_checkpoint(path, views, m, err, &layout_mismatch);
     }();
-    if (ok && m.global_batch != cfg_.batch) {
+    if (ok && m.global_batch != cfg_.train.batch) {
       // Same verdict everywhere; a different batch changes the global batch sequence, so no exact continuation.
       agree_or_exit(kExitCheckpoint, strprintf("checkpoint '%s' was written with global batch %lld; resume with "
                     "--train.batch %lld (the rank count may differ)", path.c_str(), (long long)m.global_batch,

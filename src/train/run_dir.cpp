@@ -115,8 +115,8 @@ RunIdentity run_identity(const Config& cfg, const Net& net) {
     }
   id.graph = strprintf("%016llx", (unsigned long long)h);
   id.params = static_cast<int64_t>(net.num_params());
-  id.data = cfg.data_synthetic.empty() ? cfg.data_train : "synthetic:" + cfg.data_synthetic;
-  id.global_batch = cfg.batch;
+  id.data = cfg.data.synthetic.empty() ? cfg.data.train : "synthetic:" + cfg.data.synthetic;
+  id.global_batch = cfg.train.batch;
   id.seed = cfg.seed;
   return id;
 }
@@ -165,10 +165,10 @@ std::vector<std::string> check_run_dir(const std::string& dir, const Config& cfg
   CheckpointMeta m;
   std::string err;
   if (!ckpts.empty() && read_checkpoint_meta(ckpts.front(), m, err) && !m.optimizer.empty() &&
-      m.optimizer != cfg.optimizer)
+      m.optimizer != cfg.train.optimizer)
     raise(kExitCheckpoint, "--resume %s: the checkpoints in '%s' hold %s state, but this run uses "
           "--train.optimizer %s: continue with --train.optimizer %s, or start this run in a new --run-dir; nothing "
-          "in it was changed", cfg.resume.c_str(), dir.c_str(), m.optimizer.c_str(), cfg.optimizer.c_str(),
+          "in it was changed", cfg.resume.c_str(), dir.c_str(), m.optimizer.c_str(), cfg.train.optimizer.c_str(),
           m.optimizer.c_str());
   std::vector<std::string> warnings;
   if (!old.data.empty() && old.data != id.data)

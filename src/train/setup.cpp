@@ -27,23 +27,23 @@ namespace cnn {
 namespace {
 
 std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, bool train) {
-  if (cfg.data_format == "hdf5" || (cfg.data_format == "auto" && !looks_like_lmdb(path))) {
+  if (cfg.data.format == "hdf5" || (cfg.data.format == "auto" && !looks_like_lmdb(path))) {
     Hdf5ReadOptions o;
-    o.chunk_cache_mb = static_cast<size_t>(cfg.data_cache_mb);
+    o.chunk_cache_mb = static_cast<size_t>(cfg.data.cache_mb);
     std::unique_ptr<Dataset> ds = open_hdf5_dataset(path, o);
     const DatasetInfo& i = ds->info();
     // HDF5 sets are read as stored; an ignored size would train another model than the one asked for.
-    if (!cfg.data_image_size.empty() && cfg.data_image_size != strprintf("%dx%d", i.height, i.width))
+    if (!cfg.data.image_size.empty() && cfg.data.image_size != strprintf("%dx%d", i.height, i.width))
       raise(kExitUsage, "option --data.image_size %s: the HDF5 set '%s' holds %dx%d images, and only LMDB sets are "
             "resized; drop the option, or convert the set to LMDB (cnntrain-data convert-hdf5-lmdb) and resize that",
-            cfg.data_image_size.c_str(), path.c_str(), i.height, i.width);
+            cfg.data.image_size.c_str(), path.c_str(), i.height, i.width);
     return ds;
   }
   LmdbOptions o;
-  o.on_bad_sample = cfg.data_on_bad_sample;
-  o.read_threads = cfg.data_read_threads;
-  if (!cfg.data_image_size.empty()) {
-    std::sscanf(cfg.data_image_size.c_str(), "%dx%d", &o.transform.height, &o.transform.width);
+  o.on_bad_sample = cfg.data.on_bad_sample;
+  o.read_threads = cfg.data.read_threads;
+  if (!cfg.data.image_size.empty()) {
+    std::sscanf(cfg.data.image_size.c_str(), "%dx%d", &o.transform.height, &o.transform.width);
     o.transform.mode = train ? ResizeMode::kRandomResizedCrop : ResizeMode::kCenterCrop;
     o.transform.seed = cfg.seed;
   }
@@ -52,8 +52,8 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
 
 // --data.stage_dir: the node-local copy (io/stage.h), made before any rank of the node opens the dataset.
 std::string staged_path(const Config& cfg, const std::string& path, const char* tag) {
-  if (cfg.data_stage_dir.empty() || path.empty()) return path;
-  const StageResult r = stage_for_node(path, cfg.data_stage_dir, tag);
+  if (cfg.data.stage_dir.empty() || path.empty()) return path;
+  const StageResult r = stage_for_node(path, cfg.data.stage_dir, tag);
   if (r.copied) {
     std::printf("staged %s to %s on %s: %.1f MiB in %.1f s, size and CRC-32 verified\n", path.c_str(),
                 r.path.c_str(), host_name().c_str(), r.bytes / 1048576.0, r.seconds);
@@ -64,11 +64,11 @@ std::string staged_path(const Config& cfg, const std::string& path, const char* 
 
 GpuOptions make_gpu_options(const Config& cfg) {
   GpuOptions o;
-  o.conv_impl = parse_conv_impl(cfg.conv_impl);
-  o.workspace_bytes = static_cast<size_t>(cfg.cudnn_workspace_mb) << 20;
-  o.algo_search = cfg.cudnn_algo == "search";
+  o.conv_impl = parse_conv_impl(cfg.conv.impl);
+  o.workspace_bytes = static_cast<size_t>(cfg.cudnn.workspace_mb) << 20;
+  o.algo_search = cfg.cudnn.algo == "search";
   o.deterministic = cfg.deterministic;
-  o.tf32 = cfg.gpu_tf32;
+  o.tf32 = cfg.gpu.tf32;
   return o;
 }
 
@@ -89,7 +89,7 @@ std::unique_ptr<Backend> make_backend(const Config& cfg, BindingRow& row) {
 #ifdef CNN_WITH_CUDA
   if (cfg.device == "cuda") {
     row.binding = choose_device(local_rank(), node_ranks(), load_cuda_device_count(),
-                                std::getenv("CUDA_VISIBLE_DEVICES"), cfg.gpu_share, host_name());
+                                std::getenv("CUDA_VISIBLE_DEVICES"), cfg.gpu.share, host_name());
     const DeviceInfo info = load_cuda_device_info(row.binding.device);
     row.name = info.name;
     row.pci_bus_id = info.pci_bus_id;
@@ -124,46 +124,46 @@ Setup local_setup(const Config& cfg) {
             "saves memory but not time)", cfg.precision.c_str(), why.c_str());
   }
   const int world = world_size();
-  if (cfg.batch % world != 0)
+  if (cfg.train.batch % world != 0)
     raise(kExitUsage, "option --train.batch: the global batch %lld is not divisible by the %d ranks; choose a "
-          "multiple of %d", (long long)cfg.batch, world, world);
-  s.local_batch = static_cast<int>(cfg.batch / world);
-  if (s.local_batch % cfg.accum_steps != 0)
+          "multiple of %d", (long long)cfg.train.batch, world, world);
+  s.local_batch = static_cast<int>(cfg.train.batch / world);
+  if (s.local_batch % cfg.train.accum_steps != 0)
     raise(kExitUsage, "option --train.accum_steps: the per-rank batch %d (%lld / %d ranks) is not divisible by %d "
-          "micro-batches", s.local_batch, (long long)cfg.batch, world, cfg.accum_steps);
-  const int micro = s.local_batch / cfg.accum_steps;
-  if (cfg.bn_group > 0 && micro % cfg.bn_group != 0)
+          "micro-batches", s.local_batch, (long long)cfg.train.batch, world, cfg.train.accum_steps);
+  const int micro = s.local_batch / cfg.train.accum_steps;
+  if (cfg.bn.group_size > 0 && micro % cfg.bn.group_size != 0)
     raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
-          micro, cfg.bn_group);
-  s.train = cfg.data_synthetic.empty() ? open_data(cfg, staged_path(cfg, cfg.data_train, "train"), true)
-                                       : make_synthetic_dataset(parse_synthetic_spec(cfg.data_synthetic), cfg.seed);
+          micro, cfg.bn.group_size);
+  s.train = cfg.data.synthetic.empty() ? open_data(cfg, staged_path(cfg, cfg.data.train, "train"), true)
+                                       : make_synthetic_dataset(parse_synthetic_spec(cfg.data.synthetic), cfg.seed);
   const DatasetInfo& ti = s.train->info();
-  if (ti.count < cfg.batch)
+  if (ti.count < cfg.train.batch)
     raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
-          "--train.batch", s.train->path().c_str(), (long long)ti.count, (long long)cfg.batch);
-  if (!cfg.data_test.empty()) {
-    s.test = open_data(cfg, staged_path(cfg, cfg.data_test, "test"), false);
+          "--train.batch", s.train->path().c_str(), (long long)ti.count, (long long)cfg.train.batch);
+  if (!cfg.data.test.empty()) {
+    s.test = open_data(cfg, staged_path(cfg, cfg.data.test, "test"), false);
     const DatasetInfo& e = s.test->info();
     if (e.height != ti.height || e.width != ti.width || e.channels != ti.channels)
       raise(kExitData, "test set '%s' has %dx%dx%d images but the training set '%s' has %dx%dx%d",
-            cfg.data_test.c_str(), e.height, e.width, e.channels, s.train->path().c_str(), ti.height, ti.width,
+            cfg.data.test.c_str(), e.height, e.width, e.channels, s.train->path().c_str(), ti.height, ti.width,
             ti.channels);
     if (e.num_classes > ti.num_classes)
-      raise(kExitData, "test set '%s' has %d classes but the training set has %d", cfg.data_test.c_str(),
+      raise(kExitData, "test set '%s' has %d classes but the training set has %d", cfg.data.test.c_str(),
             e.num_classes, ti.num_classes);
   }
   s.be = make_backend(cfg, s.binding);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
   s.net->set_dtype(activation_dtype(cfg));
   build_model(cfg.model, *s.net, make_model_options(cfg));
-  s.net->build(std::max(s.local_batch / cfg.accum_steps, cfg.eval_batch), cfg.seed);
+  s.net->build(std::max(s.local_batch / cfg.train.accum_steps, cfg.eval.batch), cfg.seed);
   return s;
 }
 
 std::unique_ptr<Collectives> make_collectives(const Config& cfg, Setup& s) {
   if (world_size() == 1) return nullptr;
   const bool shared = allreduce_max(s.binding.binding.shared ? 1 : 0) != 0;
-  std::string backend = cfg.comm_backend;
+  std::string backend = cfg.comm.backend;
   if (backend == "auto") backend = cfg.device == "cpu" || shared ? "mpi" : "nccl";
   if (backend == "mpi") return cfg.device == "cpu" ? make_mpi_collectives() : make_host_staged_collectives(*s.be);
   if (cfg.device == "emu") return make_emu_collectives(*s.be);

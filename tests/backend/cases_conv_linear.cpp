@@ -56,8 +56,10 @@ std::string describe(const LinearCase& c) {
 
 }  // namespace
 
-CNN_SWEEP_CASES(conv_linear) {
-  uint64_t seed = 100;
+namespace {
+
+// Each case draws its inputs from seeds of its own: `seed` advances by 10 per case.
+void add_conv_cases(uint64_t& seed) {
   for (const ConvDesc& d : kConvCases) {
     for (bool bias : {true, false}) {
       const std::string shape = describe(d) + (bias ? " bias" : "");
@@ -86,6 +88,9 @@ CNN_SWEEP_CASES(conv_linear) {
       r.output("dx", d_dx, in_size(d), kReduction);
     }});
   }
+}
+
+void add_param_version_cases(uint64_t& seed) {
   // Parameter versions: under a new version the backend must use the parameters' new values (the fast CPU
   // backend keeps each filter re-laid out for oneDNN until the version changes). Versions from a range of
   // their own, apart from the ones nets draw.
@@ -110,6 +115,9 @@ CNN_SWEEP_CASES(conv_linear) {
       r.output("dx", d_dx, in_size(d), kReduction);
     }});
   }
+}
+
+void add_linear_cases(uint64_t& seed) {
   for (const LinearCase& c : kLinearCases) {
     const size_t xs = static_cast<size_t>(c.m) * c.k, ws = static_cast<size_t>(c.n) * c.k,
                  ys = static_cast<size_t>(c.m) * c.n;
@@ -138,6 +146,15 @@ CNN_SWEEP_CASES(conv_linear) {
       r.output("dx", d_dx, xs, kReduction);
     }});
   }
+}
+
+}  // namespace
+
+CNN_SWEEP_CASES(conv_linear) {
+  uint64_t seed = 100;
+  add_conv_cases(seed);
+  add_param_version_cases(seed);
+  add_linear_cases(seed);
 }
 
 }  // namespace cnn::sweep

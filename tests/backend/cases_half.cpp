@@ -248,7 +248,7 @@ void add_pooling(DType t) {
   }
 }
 
-void add_norm_loss(DType t) {
+void add_batchnorm(DType t) {
   const float eps = 1e-5f, momentum = 0.1f;
   for (int rows : {2, 37, 1100}) {
     const int c = 45;
@@ -320,6 +320,9 @@ void add_norm_loss(DType t) {
       }});
     }
   }
+}
+
+void add_softmax_xent(DType t) {
   for (int n : {1, 300})
     for (int classes : {10, 45}) {
       add_case({"softmax_xent_16", tag(t, "n " + std::to_string(n) + " classes " + std::to_string(classes)), {},
@@ -390,7 +393,8 @@ CNN_SWEEP_CASES(half) {
     add_conv_linear(t);
     add_pointwise(t);
     add_pooling(t);
-    add_norm_loss(t);
+    add_batchnorm(t);
+    add_softmax_xent(t);
   }
 }
 

@@ -11,83 +11,74 @@ namespace cnn::sweep {
 
 namespace {
 
-// Channel j's values are offset by 5j: large means expose one-pass variance formulas.
-std::vector<float> bn_input(int rows, int c, uint64_t seed) {
-  auto x = random_vec(static_cast<size_t>(rows) * c, seed);
-  for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * static_cast<float>(i % c);
-  return x;
+// The batch-norm cases of one shape and epilogue.
+void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
+  const float eps = 1e-5f, momentum = 0.1f;
+  const std::string shape = "rows " + std::to_string(rows) + " c " + std::to_string(c) + ep.name();
+  const size_t nx = static_cast<size_t>(rows) * c;
+  const uint64_t s = 1000 + rows * 100 + c;
+  add_case({"batchnorm_forward_train", shape, {}, [=](Run& r) {
+    float* d_y = r.garbage(nx);
+    float *d_mean = r.garbage(c), *d_invstd = r.garbage(c);
+    float* d_rm = r.upload(random_vec(c, s + 1));
+    float* d_rv = r.upload(random_vec(c, s + 2, 0.5f, 2.f));
+    uint32_t* d_mask = r.upload(std::vector<uint32_t>(relu_mask_words(nx), 0x5a5a5a5au));
+    const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
+    r.be.batchnorm_forward_train(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
+                                 r.upload(random_vec(c, s + 4)), eps, momentum, ep.relu, d_y, d_mask, d_mean,
+                                 d_invstd, d_rm, d_rv);
+    // One row: the variance is 0 and invstd = 1/sqrt(eps) ~ 316, which scales every rounding error.
+    const Tol t = rows == 1 ? Tol{1e-3, 1e-4} : kDefault;
+    // y = x*scale + shift in float with x up to ~230 (the channel offsets) and std ~0.3: scale*x and
+    // shift are ~750, whose ulp (6e-5) bounds y's rounding whatever computes the statistics (the fast
+    // CPU kernel's one-pass shifted sums land a last bit apart from the reference's two passes).
+    r.output("y", d_y, nx, Tol{rows == 1 ? 1e-3 : 1e-4, 1e-4});
+    r.output("save_mean", d_mean, c, kDefault);
+    r.output("save_invstd", d_invstd, c, t);
+    r.output("running_mean", d_rm, c, kDefault);
+    r.output("running_var", d_rv, c, kDefault);
+    if (ep.relu) r.output_host("relu_mask", mask_bits(r, d_mask, nx), kExact);
+  }});
+  add_case({"batchnorm_forward_infer", shape, {}, [=](Run& r) {
+    float* d_y = r.garbage(nx);
+    const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
+    r.be.batchnorm_forward_infer(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
+                                 r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 1)),
+                                 r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
+    r.output("y", d_y, nx, kDefault);
+  }});
+  for (bool with_dx : {true, false})
+    add_case({"batchnorm_backward", shape + (with_dx ? "" : " no dx"), {}, [=](Run& r) {
+      // The saved statistics and ReLU mask of the reference forward pass, so the backward pass is tested
+      // on its own.
+      const auto x = bn_input(rows, c, s);
+      const auto gamma = random_vec(c, s + 3), z = random_vec(nx, s + 8);
+      std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
+      std::vector<uint32_t> mask(relu_mask_words(nx));
+      batchnorm_forward_train_cpu(rows, c, x.data(), ep.residual ? z.data() : nullptr, gamma.data(),
+                                  random_vec(c, s + 4).data(), eps, momentum, ep.relu, y.data(), mask.data(),
+                                  mean.data(), invstd.data(), rm.data(), rv.data());
+      float* d_dx = with_dx ? r.garbage(nx) : nullptr;
+      float* d_dz = ep.residual ? r.garbage(nx) : nullptr;
+      float* d_dgamma = r.upload(random_vec(c, s + 5));  // accumulated onto
+      float* d_dbeta = r.upload(random_vec(c, s + 6));
+      const float *d_x = r.upload(x), *d_gamma = r.upload(gamma);
+      // As in training, a forward pass of this shape first: cuDNN's backward takes that pass's epsilon
+      // (kernels/cudnn_batchnorm.h), so on a GPU the vendor path is the one compared, not the fallback.
+      r.be.batchnorm_forward_train(rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false, r.garbage(nx),
+                                   r.upload(std::vector<uint32_t>(relu_mask_words(nx))), r.garbage(c), r.garbage(c),
+                                   r.upload(rm), r.upload(rv));
+      r.be.batchnorm_backward(rows, c, d_x, ep.relu ? r.upload(mask) : nullptr, r.upload(random_vec(nx, s + 7)),
+                              d_gamma, r.upload(mean), r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
+      // Sums over up to 1100 rows of values of order 1: the absolute error grows with the reduction.
+      if (with_dx) r.output("dx", d_dx, nx, Tol{1e-4, 1e-3});
+      if (ep.residual) r.output("dresidual", d_dz, nx, kExact);  // dy masked: values move, no arithmetic
+      r.output("dgamma", d_dgamma, c, Tol{1e-4, 1e-4});
+      r.output("dbeta", d_dbeta, c, Tol{1e-4, 1e-4});
+    }});
 }
 
-}  // namespace
-
-CNN_SWEEP_CASES(norm_loss_optim) {
-  const float eps = 1e-5f, momentum = 0.1f;
-  for (int rows : {1, 2, 37, 1100})
-    for (int c : {3, 45})
-      for (const BnEpilogue ep : kBnEpilogues) {
-        const std::string shape = "rows " + std::to_string(rows) + " c " + std::to_string(c) + ep.name();
-        const size_t nx = static_cast<size_t>(rows) * c;
-        const uint64_t s = 1000 + rows * 100 + c;
-        add_case({"batchnorm_forward_train", shape, {}, [=](Run& r) {
-          float* d_y = r.garbage(nx);
-          float *d_mean = r.garbage(c), *d_invstd = r.garbage(c);
-          float* d_rm = r.upload(random_vec(c, s + 1));
-          float* d_rv = r.upload(random_vec(c, s + 2, 0.5f, 2.f));
-          uint32_t* d_mask = r.upload(std::vector<uint32_t>(relu_mask_words(nx), 0x5a5a5a5au));
-          const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
-          r.be.batchnorm_forward_train(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
-                                       r.upload(random_vec(c, s + 4)), eps, momentum, ep.relu, d_y, d_mask, d_mean,
-                                       d_invstd, d_rm, d_rv);
-          // One row: the variance is 0 and invstd = 1/sqrt(eps) ~ 316, which scales every rounding error.
-          const Tol t = rows == 1 ? Tol{1e-3, 1e-4} : kDefault;
-          // y = x*scale + shift in float with x up to ~230 (the channel offsets) and std ~0.3: scale*x and
-          // shift are ~750, whose ulp (6e-5) bounds y's rounding whatever computes the statistics (the fast
-          // CPU kernel's one-pass shifted sums land a last bit apart from the reference's two passes).
-          r.output("y", d_y, nx, Tol{rows == 1 ? 1e-3 : 1e-4, 1e-4});
-          r.output("save_mean", d_mean, c, kDefault);
-          r.output("save_invstd", d_invstd, c, t);
-          r.output("running_mean", d_rm, c, kDefault);
-          r.output("running_var", d_rv, c, kDefault);
-          if (ep.relu) r.output_host("relu_mask", mask_bits(r, d_mask, nx), kExact);
-        }});
-        add_case({"batchnorm_forward_infer", shape, {}, [=](Run& r) {
-          float* d_y = r.garbage(nx);
-          const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
-          r.be.batchnorm_forward_infer(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
-                                       r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 1)),
-                                       r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
-          r.output("y", d_y, nx, kDefault);
-        }});
-        for (bool with_dx : {true, false})
-          add_case({"batchnorm_backward", shape + (with_dx ? "" : " no dx"), {}, [=](Run& r) {
-            // The saved statistics and ReLU mask of the reference forward pass, so the backward pass is tested
-            // on its own.
-            const auto x = bn_input(rows, c, s);
-            const auto gamma = random_vec(c, s + 3), z = random_vec(nx, s + 8);
-            std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
-            std::vector<uint32_t> mask(relu_mask_words(nx));
-            batchnorm_forward_train_cpu(rows, c, x.data(), ep.residual ? z.data() : nullptr, gamma.data(),
-                                        random_vec(c, s + 4).data(), eps, momentum, ep.relu, y.data(), mask.data(),
-                                        mean.data(), invstd.data(), rm.data(), rv.data());
-            float* d_dx = with_dx ? r.garbage(nx) : nullptr;
-            float* d_dz = ep.residual ? r.garbage(nx) : nullptr;
-            float* d_dgamma = r.upload(random_vec(c, s + 5));  // accumulated onto
-            float* d_dbeta = r.upload(random_vec(c, s + 6));
-            const float *d_x = r.upload(x), *d_gamma = r.upload(gamma);
-            // As in training, a forward pass of this shape first: cuDNN's backward takes that pass's epsilon
-            // (kernels/cuda/vendor/cudnn_batchnorm.h), so on a GPU the vendor path is the one compared, not the fallback.
-            r.be.batchnorm_forward_train(rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false, r.garbage(nx),
-                                         r.upload(std::vector<uint32_t>(relu_mask_words(nx))), r.garbage(c), r.garbage(c),
-                                         r.upload(rm), r.upload(rv));
-            r.be.batchnorm_backward(rows, c, d_x, ep.relu ? r.upload(mask) : nullptr, r.upload(random_vec(nx, s + 7)),
-                                    d_gamma, r.upload(mean), r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
-            // Sums over up to 1100 rows of values of order 1: the absolute error grows with the reduction.
-            if (with_dx) r.output("dx", d_dx, nx, Tol{1e-4, 1e-3});
-            if (ep.residual) r.output("dresidual", d_dz, nx, kExact);  // dy masked: values move, no arithmetic
-            r.output("dgamma", d_dgamma, c, Tol{1e-4, 1e-4});
-            r.output("dbeta", d_dbeta, c, Tol{1e-4, 1e-4});
-          }});
-      }
+void add_softmax_xent_cases() {
   // 300 rows: more than the CUDA grid's warps, so warps loop over rows.
   for (int n : {1, 37, 300})
     for (int classes : {3, 10, 45})
@@ -118,6 +109,9 @@ CNN_SWEEP_CASES(norm_loss_optim) {
             if (grad) r.output_host("dlogits", o.dlogits, Tol{1e-6, 1e-4});
           }});
         }
+}
+
+void add_optimizer_cases() {
   for (size_t n : {size_t{1}, size_t{5003}, size_t{70001}}) {
     for (bool nesterov : {false, true})
       add_case({"sgd_update", "n=" + std::to_string(n) + (nesterov ? " nesterov" : ""), {}, [=](Run& r) {
@@ -142,6 +136,16 @@ CNN_SWEEP_CASES(norm_loss_optim) {
       r.output("v", d_v, n, Tol{1e-7, 1e-5});
     }});
   }
+}
+
+}  // namespace
+
+CNN_SWEEP_CASES(norm_loss_optim) {
+  for (int rows : {1, 2, 37, 1100})
+    for (int c : {3, 45})
+      for (const BnEpilogue ep : kBnEpilogues) add_batchnorm_cases(rows, c, ep);
+  add_softmax_xent_cases();
+  add_optimizer_cases();
 }
 
 }  // namespace cnn::sweep

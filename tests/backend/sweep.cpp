@@ -25,6 +25,12 @@ std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n) {
   return bits;
 }
 
+std::vector<float> bn_input(int rows, int c, uint64_t seed) {
+  auto x = random_vec(static_cast<size_t>(rows) * c, seed);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * static_cast<float>(i % c);
+  return x;
+}
+
 void Run::output(const std::string& name, const float* d, size_t n, Tol tol) {
   auto h = download(d, n);
   outputs.push_back({name, std::vector<double>(h.begin(), h.end()), tol});

@@ -133,6 +133,10 @@ using test::random_vec;
 // the last word are unspecified).
 std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n);
 
+// Batch-norm input, rows x c: channel j's values are offset by 5j, large means that expose cancellation in
+// one-pass variance formulas.
+std::vector<float> bn_input(int rows, int c, uint64_t seed);
+
 // The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone.
 struct BnEpilogue {
   bool residual, relu;

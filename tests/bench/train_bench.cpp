@@ -280,12 +280,16 @@ void print_layers(const std::string& name, int threads, int batch, int reps, con
   std::printf("%-12s %-34s %9.3f ms per step (layers run one at a time)\n", "total", "", 1e3 * total);
 }
 
-int main_impl(int argc, char** argv) {
-  std::string models = "resnet20,lenet5,resnet50", threads_s = "2", torch_threads = "1,2",
+struct BenchArgs {
+  std::string models = "resnet20,lenet5,resnet50", threads = "2", torch_threads = "1,2",
               script = "tests/bench/torch_bench.py";
   int batch = 0, reps = 5;
   double seconds = 2;
   bool layers = true, ops = true, convs = true, bn = true, cpu_clock = false;
+};
+
+// False (after the usage line) on an unknown argument.
+bool parse_args(int argc, char** argv, BenchArgs& o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -295,95 +299,60 @@ int main_impl(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--models") models = val();
-    else if (a == "--threads") threads_s = val();
-    else if (a == "--torch-threads") torch_threads = val();
-    else if (a == "--batch") batch = std::stoi(val());
-    else if (a == "--reps") reps = std::stoi(val());
-    else if (a == "--seconds") seconds = std::stod(val());
-    else if (a == "--torch") script = val();
-    else if (a == "--no-layers") layers = false;
-    else if (a == "--no-ops") ops = false;
-    else if (a == "--no-convs") convs = false;
-    else if (a == "--no-bn") bn = false;
-    else if (a == "--ops-cpu-clock") cpu_clock = true;
+    if (a == "--models") o.models = val();
+    else if (a == "--threads") o.threads = val();
+    else if (a == "--torch-threads") o.torch_threads = val();
+    else if (a == "--batch") o.batch = std::stoi(val());
+    else if (a == "--reps") o.reps = std::stoi(val());
+    else if (a == "--seconds") o.seconds = std::stod(val());
+    else if (a == "--torch") o.script = val();
+    else if (a == "--no-layers") o.layers = false;
+    else if (a == "--no-ops") o.ops = false;
+    else if (a == "--no-convs") o.convs = false;
+    else if (a == "--no-bn") o.bn = false;
+    else if (a == "--ops-cpu-clock") o.cpu_clock = true;
     else {
       std::fprintf(stderr, "usage: train_bench [--models a,b] [--batch N] [--threads 2] [--torch-threads 1,2] "
                    "[--reps N] [--seconds S] [--torch SCRIPT|none] [--no-layers] [--no-ops] [--no-convs] "
                    "[--no-bn] [--ops-cpu-clock]\n");
-      return 2;
+      return false;
     }
   }
-  std::vector<int> threads;
-  for (const auto& t : split(threads_s)) threads.push_back(std::stoi(t));
-  int max_t = *std::max_element(threads.begin(), threads.end());
-  for (const auto& t : split(torch_threads)) max_t = std::max(max_t, std::stoi(t));
+  return true;
+}
 
-  const Peak peak = measure_peak(max_t);
-  std::printf("FP32 peak (FMA micro-benchmark, %s): %.1f GFLOP/s per core alone; %d threads at once: %.1f GFLOP/s "
-              "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
-  const char* wait = std::getenv("OMP_WAIT_POLICY");
-  std::printf("OMP_WAIT_POLICY=%s; load average at start: %s\n", wait ? wait : "(unset)", load_average().c_str());
-  TorchPeer torch(script);
-  if (torch.ok())
-    std::printf("PyTorch %s via %s, measured alternately with cnntrain (its fastest of memory formats "
-                "contiguous/channels_last x threads %s)\n", torch.version().c_str(), script.c_str(),
-                torch_threads.c_str());
-
-  std::vector<Result> results;
-  for (const std::string& name : split(models)) {
-    ModelSpec spec;
-    bool found = false;
-    for (const auto& m : known_models())
-      if (m.name == name) spec = m, found = true;
-    if (!found) {
-      std::fprintf(stderr, "train_bench: unknown benchmark model '%s'\n", name.c_str());
-      return 2;
+// `reps` timed runs of `steps` training steps on the rig, each followed by PyTorch's run of the same model.
+Result measure_model(Rig& rig, const ModelSpec& spec, int b, int t, int steps, const BenchArgs& o,
+                     TorchPeer& torch) {
+  const uint64_t a0 = allocation_count();
+  rig.steps(steps);
+  Result r;
+  r.spec = spec;
+  r.batch = b;
+  r.threads = t;
+  r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
+  r.flops_per_image = rig.train_flops();
+  std::vector<double> ours, theirs, ratios;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    auto t0 = Clock::now();
+    rig.steps(steps);
+    ours.push_back(static_cast<double>(b) * steps / since(t0));
+    const TorchPeer::Run th = torch.run(spec.name, o.torch_threads, b, steps);
+    if (th.images_per_s > 0) {
+      r.torch_setting = th;
+      theirs.push_back(th.images_per_s);
+      ratios.push_back(ours.back() / th.images_per_s);
     }
-    if (!spec.build && !is_model(name)) {
-      std::printf("(%s: not in the model zoo of this build; skipped)\n", name.c_str());
-      continue;
-    }
-    const int b = batch > 0 ? batch : spec.batch;
-    for (int t : threads) {
-      Rig rig(spec, t, b);
-      rig.steps(1);
-      auto t0 = Clock::now();
-      rig.steps(1);
-      const double per_step = since(t0);
-      const int steps = std::max(1, static_cast<int>(seconds / per_step));
-      const uint64_t a0 = allocation_count();
-      rig.steps(steps);
-      Result r;
-      r.spec = spec;
-      r.batch = b;
-      r.threads = t;
-      r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
-      r.flops_per_image = rig.train_flops();
-      std::vector<double> ours, theirs, ratios;
-      for (int rep = 0; rep < reps; ++rep) {
-        t0 = Clock::now();
-        rig.steps(steps);
-        ours.push_back(static_cast<double>(b) * steps / since(t0));
-        const TorchPeer::Run th = torch.run(name, torch_threads, b, steps);
-        if (th.images_per_s > 0) {
-          r.torch_setting = th;
-          theirs.push_back(th.images_per_s);
-          ratios.push_back(ours.back() / th.images_per_s);
-        }
-        std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch %.1f)\n", name.c_str(), b, t,
-                     rep, ours.back(), theirs.empty() ? 0.0 : theirs.back());
-      }
-      r.ours = median(ours);
-      r.torch = median(theirs);
-      r.ratio = median(ratios);
-      results.push_back(r);
-      if (t != max_t && t != threads.back()) continue;
-      if (layers) print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
-      if (ops) op_table(spec, t, b, std::max(2, steps), b / r.ours, cpu_clock);
-    }
+    std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch %.1f)\n", spec.name.c_str(), b, t,
+                 rep, ours.back(), theirs.empty() ? 0.0 : theirs.back());
   }
+  r.ours = median(ours);
+  r.torch = median(theirs);
+  r.ratio = median(ratios);
+  return r;
+}
 
+void print_results(const std::vector<Result>& results, int reps, const Peak& peak) {
   std::printf("\nTraining step, FP32, synthetic data: images/s, median of %d repetitions, cnntrain and PyTorch "
               "alternating; ratio = median of the per-repetition ratios; %%peak = achieved GFLOP/s (nominal "
               "training FLOPs) over the measured FMA peak of the threads used (%.1f GFLOP/s per core); "
@@ -403,8 +372,58 @@ int main_impl(int argc, char** argv) {
                 100 * gf / (peak.per_core * r.threads), 100 * tgf / (peak.per_core * tt), r.allocs_per_step,
                 r.torch_setting.format.empty() ? "-" : r.torch_setting.format.c_str(), tt);
   }
-  if (convs) conv_table(threads, peak, reps);
-  if (bn) bn_table(threads, reps);
+}
+
+int main_impl(int argc, char** argv) {
+  BenchArgs o;
+  if (!parse_args(argc, argv, o)) return 2;
+  std::vector<int> threads;
+  for (const auto& t : split(o.threads)) threads.push_back(std::stoi(t));
+  int max_t = *std::max_element(threads.begin(), threads.end());
+  for (const auto& t : split(o.torch_threads)) max_t = std::max(max_t, std::stoi(t));
+
+  const Peak peak = measure_peak(max_t);
+  std::printf("FP32 peak (FMA micro-benchmark, %s): %.1f GFLOP/s per core alone; %d threads at once: %.1f GFLOP/s "
+              "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  std::printf("OMP_WAIT_POLICY=%s; load average at start: %s\n", wait ? wait : "(unset)", load_average().c_str());
+  TorchPeer torch(o.script);
+  if (torch.ok())
+    std::printf("PyTorch %s via %s, measured alternately with cnntrain (its fastest of memory formats "
+                "contiguous/channels_last x threads %s)\n", torch.version().c_str(), o.script.c_str(),
+                o.torch_threads.c_str());
+
+  std::vector<Result> results;
+  for (const std::string& name : split(o.models)) {
+    ModelSpec spec;
+    bool found = false;
+    for (const auto& m : known_models())
+      if (m.name == name) spec = m, found = true;
+    if (!found) {
+      std::fprintf(stderr, "train_bench: unknown benchmark model '%s'\n", name.c_str());
+      return 2;
+    }
+    if (!spec.build && !is_model(name)) {
+      std::printf("(%s: not in the model zoo of this build; skipped)\n", name.c_str());
+      continue;
+    }
+    const int b = o.batch > 0 ? o.batch : spec.batch;
+    for (int t : threads) {
+      Rig rig(spec, t, b);
+      rig.steps(1);
+      auto t0 = Clock::now();
+      rig.steps(1);
+      const int steps = std::max(1, static_cast<int>(o.seconds / since(t0)));
+      results.push_back(measure_model(rig, spec, b, t, steps, o, torch));
+      if (t != max_t && t != threads.back()) continue;
+      const int reps = std::min(o.reps, 3);
+      if (o.layers) print_layers(name, t, b, reps, breakdown(rig, spec, reps));
+      if (o.ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, o.cpu_clock);
+    }
+  }
+  print_results(results, o.reps, peak);
+  if (o.convs) conv_table(threads, peak, o.reps);
+  if (o.bn) bn_table(threads, o.reps);
   return 0;
 }
 

@@ -19,3 +19,11 @@ test-layers: $(LAYERS_OK) $(LAYERS_PLANTED)
 
 TEST_BUILDS += $(LAYERS_PLANTED)
 TEST_RUNS += test-layers
+
+# Size limits (tests/layers/check_sizes.sh): every tracked source within 600 lines and 80 a function body,
+# less the excuses in tests/layers/size_exceptions.txt, and the checker catching planted violations.
+.PHONY: test-sizes
+test-sizes:
+	@bash tests/layers/check_sizes.sh --self-test
+	@bash tests/layers/check_sizes.sh
+TEST_RUNS += test-sizes

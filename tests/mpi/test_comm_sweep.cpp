@@ -68,6 +68,59 @@ struct CommCase {
   std::function<std::string(size_t n)> run;
 };
 
+void add_gather_cases(std::vector<CommCase>& v) {
+  v.push_back({"allgather_uint64", 8, true, [](size_t n) {
+                 const size_t per = std::max<size_t>(1, n / world_size());
+                 std::vector<uint64_t> mine(per), all(per * world_size(), 0);
+                 for (size_t i = 0; i < per; ++i) mine[i] = (uint64_t{1} << 40) * world_rank() + i;
+                 allgather(mine.data(), per, all.data());
+                 return first_mismatch(all, [per](size_t i) {
+                   return static_cast<double>((uint64_t{1} << 40) * (i / per) + i % per);
+                 });
+               }});
+  // Uneven shares, the first rank's empty: the checkpoint's row splits look like this.
+  v.push_back({"allgather_bytes", 1, true, [](size_t n) {
+                 const int w = world_size();
+                 std::vector<size_t> off(w + 1, 0);
+                 for (int r = 1; r <= w; ++r) off[r] = r == 1 ? 0 : n * (r * r - 1) / (w * w - 1);
+                 off[w] = n;
+                 std::vector<unsigned char> b(n, 0xEE);
+                 for (size_t i = off[world_rank()]; i < off[world_rank() + 1]; ++i)
+                   b[i] = static_cast<unsigned char>(pattern(i, world_rank()) + 8);
+                 allgather_bytes(b.data(), off);
+                 return first_mismatch(b, [&off](size_t i) {
+                   int r = 0;
+                   while (i >= off[r + 1]) ++r;
+                   return pattern(i, r) + 8;
+                 });
+               }});
+}
+
+void add_gradient_path_cases(std::vector<CommCase>& v) {
+  // The paths gradients take on host memory (make_mpi_collectives): a blocking sum, and bucketed averaging
+  // whose buckets (about five) are all launched during "backward" and completed by finish().
+  v.push_back({"collectives_allreduce_float", 4, true, [](size_t n) {
+                 std::vector<float> x(n);
+                 for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(pattern(i, world_rank()));
+                 make_mpi_collectives()->allreduce_sum(x.data(), n, "sweep");
+                 return first_mismatch(x, pattern_sum);
+               }});
+  v.push_back({"grad_sync_buckets", 4, true, [](size_t n) -> std::string {
+                 std::vector<float> x(n);
+                 for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(pattern(i, world_rank()));
+                 auto coll = make_mpi_collectives();
+                 GradSyncOptions o;
+                 o.bucket_bytes = std::max<size_t>(1, n / 5) * sizeof(float);
+                 auto sync = coll->make_grad_sync(x.data(), n, o);
+                 for (size_t b = 0; b < sync->num_buckets(); ++b) sync->on_ready(sync->bucket_begin(b));
+                 if (sync->counters().launched_in_backward != static_cast<int64_t>(sync->num_buckets()))
+                   return strprintf("%lld of %zu buckets launched during backward",
+                                    (long long)sync->counters().launched_in_backward, sync->num_buckets());
+                 sync->finish();
+                 return first_mismatch(x, pattern_sum);
+               }});
+}
+
 std::vector<CommCase> comm_cases() {
   std::vector<CommCase> v;
   v.push_back({"allreduce_sum_float", 4, true, check_allreduce_sum<float>});
@@ -102,53 +155,8 @@ std::vector<CommCase> comm_cases() {
                  if (n > 0 && (s[0] != (n > 1 ? 'x' : 'z') || s[n - 1] != 'z')) return std::string("contents");
                  return std::string();
                }});
-  v.push_back({"allgather_uint64", 8, true, [](size_t n) {
-                 const size_t per = std::max<size_t>(1, n / world_size());
-                 std::vector<uint64_t> mine(per), all(per * world_size(), 0);
-                 for (size_t i = 0; i < per; ++i) mine[i] = (uint64_t{1} << 40) * world_rank() + i;
-                 allgather(mine.data(), per, all.data());
-                 return first_mismatch(all, [per](size_t i) {
-                   return static_cast<double>((uint64_t{1} << 40) * (i / per) + i % per);
-                 });
-               }});
-  // Uneven shares, the first rank's empty: the checkpoint's row splits look like this.
-  v.push_back({"allgather_bytes", 1, true, [](size_t n) {
-                 const int w = world_size();
-                 std::vector<size_t> off(w + 1, 0);
-                 for (int r = 1; r <= w; ++r) off[r] = r == 1 ? 0 : n * (r * r - 1) / (w * w - 1);
-                 off[w] = n;
-                 std::vector<unsigned char> b(n, 0xEE);
-                 for (size_t i = off[world_rank()]; i < off[world_rank() + 1]; ++i)
-                   b[i] = static_cast<unsigned char>(pattern(i, world_rank()) + 8);
-                 allgather_bytes(b.data(), off);
-                 return first_mismatch(b, [&off](size_t i) {
-                   int r = 0;
-                   while (i >= off[r + 1]) ++r;
-                   return pattern(i, r) + 8;
-                 });
-               }});
-  // The paths gradients take on host memory (make_mpi_collectives): a blocking sum, and bucketed averaging
-  // whose buckets (about five) are all launched during "backward" and completed by finish().
-  v.push_back({"collectives_allreduce_float", 4, true, [](size_t n) {
-                 std::vector<float> x(n);
-                 for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(pattern(i, world_rank()));
-                 make_mpi_collectives()->allreduce_sum(x.data(), n, "sweep");
-                 return first_mismatch(x, pattern_sum);
-               }});
-  v.push_back({"grad_sync_buckets", 4, true, [](size_t n) -> std::string {
-                 std::vector<float> x(n);
-                 for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(pattern(i, world_rank()));
-                 auto coll = make_mpi_collectives();
-                 GradSyncOptions o;
-                 o.bucket_bytes = std::max<size_t>(1, n / 5) * sizeof(float);
-                 auto sync = coll->make_grad_sync(x.data(), n, o);
-                 for (size_t b = 0; b < sync->num_buckets(); ++b) sync->on_ready(sync->bucket_begin(b));
-                 if (sync->counters().launched_in_backward != static_cast<int64_t>(sync->num_buckets()))
-                   return strprintf("%lld of %zu buckets launched during backward",
-                                    (long long)sync->counters().launched_in_backward, sync->num_buckets());
-                 sync->finish();
-                 return first_mismatch(x, pattern_sum);
-               }});
+  add_gather_cases(v);
+  add_gradient_path_cases(v);
   return v;
 }
 

@@ -34,10 +34,10 @@ TEST(Config, IniThenCommandLineOverrides) {
   EXPECT_EQ(r.action, ParseAction::kRun);
   EXPECT_EQ(c.model, "lenet5");
   EXPECT_EQ(c.seed, 5u);
-  EXPECT_EQ(c.data_train, "t.h5");
-  EXPECT_EQ(c.batch, 64);
-  EXPECT_DOUBLE_EQ(c.lr, 0.01);
-  EXPECT_TRUE(c.nesterov);
+  EXPECT_EQ(c.data.train, "t.h5");
+  EXPECT_EQ(c.train.batch, 64);
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.01);
+  EXPECT_TRUE(c.train.nesterov);
 }
 
 TEST(Config, ResolvedIniRoundTrips) {
@@ -50,7 +50,7 @@ TEST(Config, ResolvedIniRoundTrips) {
   parse({"--config", d.file("r.ini")}, b);
   b.config_file = a.config_file;
   b.program = a.program;
-  EXPECT_DOUBLE_EQ(b.lr, 0.0123456789);
+  EXPECT_DOUBLE_EQ(b.train.lr, 0.0123456789);
   // The invocation's options are comments: --config RUN_DIR/config.ini repeats the run in a new directory.
   EXPECT_EQ(b.run_dir, "");
   b.run_dir = a.run_dir;

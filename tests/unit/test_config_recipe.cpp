@@ -32,16 +32,16 @@ TEST(ConfigRecipe, Values) {
                     "--train.clip_norm", "5", "--train.decay_bn_bias", "true", "--bn.momentum", "0.01",
                     "--augment.crop_pad", "4", "--augment.flip", "true", "--augment.erase_p", "0.5"});
   EXPECT_EQ(c.model, "resnet56");
-  EXPECT_EQ(c.optimizer, "adamw");
-  EXPECT_EQ(parse_milestones(c.milestones), (std::vector<double>{80, 120}));
-  EXPECT_DOUBLE_EQ(c.gamma, 0.2);
-  EXPECT_EQ(c.accum_steps, 4);
-  EXPECT_DOUBLE_EQ(c.clip_norm, 5);
-  EXPECT_TRUE(c.decay_bn_bias);
-  EXPECT_DOUBLE_EQ(c.bn_momentum, 0.01);
-  EXPECT_EQ(c.augment_crop_pad, 4);
-  EXPECT_TRUE(c.augment_flip);
-  EXPECT_DOUBLE_EQ(c.augment_erase_p, 0.5);
+  EXPECT_EQ(c.train.optimizer, "adamw");
+  EXPECT_EQ(parse_milestones(c.train.milestones), (std::vector<double>{80, 120}));
+  EXPECT_DOUBLE_EQ(c.train.gamma, 0.2);
+  EXPECT_EQ(c.train.accum_steps, 4);
+  EXPECT_DOUBLE_EQ(c.train.clip_norm, 5);
+  EXPECT_TRUE(c.train.decay_bn_bias);
+  EXPECT_DOUBLE_EQ(c.bn.momentum, 0.01);
+  EXPECT_EQ(c.augment.crop_pad, 4);
+  EXPECT_TRUE(c.augment.flip);
+  EXPECT_DOUBLE_EQ(c.augment.erase_p, 0.5);
   EXPECT_NE(config_to_ini(c).find("[augment]\ncrop_pad = 4"), std::string::npos) << config_to_ini(c);
 }
 

@@ -1,8 +1,6 @@
 // JPEG/PNG codec and the resize/crop transforms.
 #include <gtest/gtest.h>
 
-#include <jpeglib.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -57,40 +55,13 @@ TEST(ImageCodec, JpegDecodesCloseAndConvertsChannels) {
   EXPECT_EQ(gray.pixels.size(), 16u * 24u);
 }
 
-// libjpeg writes CMYK only through its raw API; Photoshop-style files carry an Adobe marker and inverted ink.
-std::string encode_cmyk_jpeg(const std::vector<uint8_t>& cmyk, int h, int w) {
-  jpeg_compress_struct ci;
-  jpeg_error_mgr jerr;
-  ci.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&ci);
-  unsigned char* buf = nullptr;
-  unsigned long len = 0;
-  jpeg_mem_dest(&ci, &buf, &len);
-  ci.image_width = w;
-  ci.image_height = h;
-  ci.input_components = 4;
-  ci.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&ci);
-  jpeg_set_quality(&ci, 98, TRUE);
-  jpeg_start_compress(&ci, TRUE);
-  while (ci.next_scanline < ci.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(cmyk.data()) + ci.next_scanline * w * 4;
-    jpeg_write_scanlines(&ci, &row, 1);
-  }
-  jpeg_finish_compress(&ci);
-  std::string s(reinterpret_cast<char*>(buf), len);
-  jpeg_destroy_compress(&ci);
-  std::free(buf);
-  return s;
-}
-
 TEST(ImageCodec, CmykJpegDecodesToRgb) {
-  // libjpeg marks CMYK files with the Adobe marker, so the stored values count as inverted ink and a flat
-  // colour with K = 255 (no black) must come back as R,G,B = C,M,Y.
+  // CMYK files carry the Adobe marker (libjpeg writes it), so the stored values count as inverted ink and a
+  // flat colour with K = 255 (no black) must come back as R,G,B = C,M,Y.
   const int h = 8, w = 8;
   std::vector<uint8_t> cmyk(h * w * 4);
   for (int i = 0; i < h * w; ++i) cmyk[4 * i] = 200, cmyk[4 * i + 1] = 100, cmyk[4 * i + 2] = 50, cmyk[4 * i + 3] = 255;
-  std::string jpg = encode_cmyk_jpeg(cmyk, h, w);
+  std::string jpg = encode_jpeg(cmyk.data(), h, w, 4, 98);
   Image out;
   ASSERT_EQ(decode_image(reinterpret_cast<const uint8_t*>(jpg.data()), jpg.size(), 0, &out), "");
   ASSERT_EQ(out.channels, 3);

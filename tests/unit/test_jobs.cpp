@@ -82,13 +82,13 @@ TEST(Jobs, ResNet50RecipeIsTheStandardOne) {
   Config c;
   parse_config(3, argv, c);
   EXPECT_EQ(c.model, "resnet50");
-  EXPECT_EQ(c.epochs, 90);
-  EXPECT_EQ(c.batch % 256, 0);
-  EXPECT_DOUBLE_EQ(c.lr, 0.1 * c.batch / 256);
-  EXPECT_GT(c.warmup_epochs, 0);
-  EXPECT_DOUBLE_EQ(c.label_smoothing, 0.1);
-  EXPECT_DOUBLE_EQ(c.weight_decay, 1e-4);
-  EXPECT_EQ(c.data_image_size, "224x224");
+  EXPECT_EQ(c.train.epochs, 90);
+  EXPECT_EQ(c.train.batch % 256, 0);
+  EXPECT_DOUBLE_EQ(c.train.lr, 0.1 * c.train.batch / 256);
+  EXPECT_GT(c.train.warmup_epochs, 0);
+  EXPECT_DOUBLE_EQ(c.train.label_smoothing, 0.1);
+  EXPECT_DOUBLE_EQ(c.train.weight_decay, 1e-4);
+  EXPECT_EQ(c.data.image_size, "224x224");
 }
 
 // docs/options.md is the reference users read: every option the program has (the keys of the resolved

@@ -229,15 +229,15 @@ std::string parse(std::vector<std::string> args, Config* c) {
 TEST(MonitoringOptions, DefaultsAndChecks) {
   Config c;
   EXPECT_EQ(parse({}, &c), "");
-  EXPECT_EQ(c.log_prometheus_port, 0) << "off unless asked for";
-  EXPECT_EQ(c.log_prometheus_addr, "0.0.0.0");
-  EXPECT_EQ(c.log_gpu_stats_s, 1);
+  EXPECT_EQ(c.log.prometheus_port, 0) << "off unless asked for";
+  EXPECT_EQ(c.log.prometheus_addr, "0.0.0.0");
+  EXPECT_EQ(c.log.gpu_stats_s, 1);
   EXPECT_EQ(parse({"--log.prometheus_port", "9400", "--log.prometheus_addr", "::1", "--log.prometheus_file",
                    "/var/lib/textfile/cnntrain-%h.prom", "--log.gpu_stats_s", "0.5"}, &c), "");
-  EXPECT_EQ(c.log_prometheus_port, 9400);
-  EXPECT_EQ(c.log_prometheus_addr, "::1");
-  EXPECT_EQ(c.log_prometheus_file, "/var/lib/textfile/cnntrain-%h.prom");
-  EXPECT_EQ(c.log_gpu_stats_s, 0.5);
+  EXPECT_EQ(c.log.prometheus_port, 9400);
+  EXPECT_EQ(c.log.prometheus_addr, "::1");
+  EXPECT_EQ(c.log.prometheus_file, "/var/lib/textfile/cnntrain-%h.prom");
+  EXPECT_EQ(c.log.gpu_stats_s, 0.5);
   EXPECT_EQ(parse({"--log.prometheus_addr", "localhost"}, &c),
             "option --log.prometheus_addr: bad value 'localhost': expected a numeric IPv4 or IPv6 address, e.g. "
             "127.0.0.1 or ::");

@@ -1,0 +1,121 @@
+// Internal to src/train: the Trainer behind run_training (trainer.h). Its members are defined in
+// trainer.cpp (the step loop), trainer_start.cpp (run directory, start log, the plan of the run) and
+// trainer_stop.cpp (interval logs, evaluation, and the ways a run ends: completed, stopped, preempted,
+// non-finite). Setup before the first collective is src/train/setup.cpp; what checkpoints hold and
+// --resume is src/train/run_checkpoints.cpp; one step's math is src/train/step.cpp.
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <memory>
+
+#include "io/loader.h"
+#include "io/sampler.h"
+#include "src/base/error.h"
+#include "src/comm/collectives.h"
+#include "src/obs/run_observer.h"
+#include "src/train/input_path.h"
+#include "src/train/loss_ring.h"
+#include "src/train/nonfinite.h"
+#include "src/train/recipe.h"
+#include "src/train/run_checkpoints.h"
+#include "src/train/runlog.h"
+#include "src/train/schedule.h"
+#include "src/train/setup.h"
+#include "src/train/step.h"
+
+namespace cnn {
+
+using Clock = std::chrono::steady_clock;
+inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct EvalResult {
+  double loss = 0, acc = 0;
+  int64_t count = 0;
+};
+
+// Where a batch sits in the global batch sequence (kept after the loader has recycled the batch).
+struct BatchPos {
+  int64_t epoch = 0, step = 0;
+};
+
+// What the train events report: sums over the steps since the last one. Loss and accuracy count only the
+// steps the non-finite check confirmed (`counted`); skipped steps are counted apart.
+struct Interval {
+  StepStats stats;
+  double loss_sum = 0, data_s = 0, compute_s = 0, grad_norm = -1;
+  int64_t correct = 0;
+  int64_t steps = 0, counted = 0, skipped = 0;
+  Clock::time_point start = Clock::now();
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& cfg, Setup s)
+      : cfg_(cfg), s_(std::move(s)), be_(*s_.be), net_(*s_.net),
+        scaler_(std::make_unique<LossScaler>(make_loss_scaler_config(cfg))) {}
+  ~Trainer() {
+    be_.set_update_gate(nullptr);
+    free_step_buffers(be_, buf_);
+  }
+  int run();
+
+ private:
+  void prepare_run_dir();
+  void broadcast_initial_params();
+  void log_start();
+  // Sampler, schedule, optimizer and checkpoints; returns where training starts (after --resume).
+  Cursor plan();
+  // Waits for the loader's next batch and uploads it.
+  const Batch& next_batch(Loader& loader);
+  // One step on the uploaded batch; `after_queue` runs once the step is queued (the next batch's upload goes
+  // there, so that its copy overlaps this step on a device). The host does not wait for the device.
+  void train_one_step(int64_t step, const std::function<void()>& after_queue);
+  void log_interval(const BatchPos& b, int64_t step);
+  void evaluate_and_log(const BatchPos& b, int64_t step);
+  EvalResult evaluate();
+  // Every rank learns of a signal any rank received (collective), so all stop after the same step.
+  int agreed_stop_signal() const;
+  int stop_on_signal(int sig, const Cursor& next);
+  // --train.stop_at_step: the checkpoint at `next`, an end event "stopped", exit 0.
+  int stop_at_step(const Cursor& next);
+  bool checkpoint_due(const Cursor& next);
+  void save_checkpoint(const Cursor& next);
+  // Acts on the non-finite verdicts that reached the host (all outstanding ones with `all`): counts the
+  // confirmed steps, skips or stops. Returns kExitNonFinite when the run must stop, else 0.
+  int settle_nonfinite(bool all);
+  int stop_on_nonfinite(const NonFiniteRecord& r);
+  int finish();
+
+  const Config& cfg_;
+  Setup s_;
+  Backend& be_;
+  Net& net_;
+  RunLog log_;
+  std::string run_dir_, ckpt_dir_;
+  StepBuffers buf_;
+  std::unique_ptr<InputPath> input_;
+  std::unique_ptr<Sampler> sampler_;
+  LrSchedule sched_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<RunCheckpoints> ckpt_;
+  std::unique_ptr<Collectives> comm_;  // before sync_, which uses it
+  std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<RunObserver> obs_;
+  std::unique_ptr<NonFiniteGuard> guard_;
+  std::unique_ptr<LossRing> losses_;
+  std::deque<std::pair<int64_t, StepStats>> unconfirmed_;  // per-step stats awaiting the guard's verdict
+  int64_t skipped_total_ = 0;
+  double last_loss_ = NAN;
+  StepConfig sc_;
+  int64_t spe_ = 1, total_ = 0;
+  int64_t stop_at_ = 0;  // --train.stop_at_step within the run, else 0
+  Clock::time_point t_start_ = Clock::now(), t_ckpt_ = Clock::now();
+  Interval iv_;
+  EvalResult last_eval_;
+  bool have_eval_ = false;
+};
+
+}  // namespace cnn

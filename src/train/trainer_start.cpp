@@ -1,0 +1,162 @@
+// The start of a run: its directory, the same initial weights on every rank, the start log, and the plan
+// (sampler, schedule, optimizer, checkpoints, gradient sync) from which the step loop runs.
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "src/comm/comm.h"
+#include "src/comm/watchdog.h"
+#include "src/train/env_switches.h"
+#include "src/train/run_dir.h"
+#include "src/train/trainer_run.h"
+
+namespace cnn {
+
+void Trainer::prepare_run_dir() {
+  run_dir_ = cfg_.run_dir.empty() ? default_run_dir(cfg_) : cfg_.run_dir;
+  broadcast(run_dir_, 0);  // rank 0's clock names the default directory for everyone
+  int code = 0;
+  std::string msg;
+  if (world_rank() == 0) {
+    try {
+      // Before anything is written: a refused run leaves the directory as it was.
+      const RunIdentity id = run_identity(cfg_, net_);
+      const std::vector<std::string> warnings = check_run_dir(run_dir_, cfg_, id);
+      mkdir_p(run_dir_);
+      std::string path = run_dir_ + "/config.ini";
+      std::ofstream f(path);
+      f << config_to_ini(cfg_);
+      if (!f.good()) raise(kExitUsage, "cannot write '%s' (check --run-dir)", path.c_str());
+      write_run_identity(run_dir_, id);
+      log_.open(run_dir_, true);
+      for (const auto& w : warnings) log_.warn("%s", w.c_str());
+    } catch (const Error& e) {
+      code = e.code();
+      msg = e.what();
+    }
+  }
+  agree_or_exit(code, msg);
+  set_error_log_path(run_dir_ + "/log.txt");
+  ckpt_dir_ = run_dir_ + "/checkpoints";
+  // The collective watchdog's side channel (src/comm/heartbeat.h): shared like the checkpoints.
+  const std::string heartbeat_dir = run_dir_ + "/heartbeat";
+  if (world_rank() == 0) {
+    mkdir_p(ckpt_dir_);
+    mkdir_p(heartbeat_dir);
+    if (int n = remove_stale_tmp(ckpt_dir_)) log_.warn("removed %d unfinished checkpoint file(s) in %s", n,
+                                                       ckpt_dir_.c_str());
+  }
+  barrier();
+  start_watchdog(heartbeat_dir);
+}
+
+void Trainer::broadcast_initial_params() {
+  // Identical initialisation is guaranteed by the seed; broadcasting makes it independent of libm too.
+  std::vector<float> host(net_.num_params());
+  be_.download(host.data(), net_.params(), sizeof(float) * host.size());
+  broadcast(host.data(), sizeof(float) * host.size(), 0);
+  be_.upload(net_.params(), host.data(), sizeof(float) * host.size());
+  net_.sync_weight_copy();
+}
+
+void Trainer::log_start() {
+  const DatasetInfo& ti = s_.train->info();
+  std::string topo = topology_summary();
+  log_.info("%s", version_string().c_str());
+  log_.info("%s, device %s, %d thread%s/rank", topo.c_str(), cfg_.device.c_str(), cfg_.threads,
+            cfg_.threads == 1 ? "" : "s");
+  log_.info("run directory: %s", run_dir_.c_str());
+  if (cfg_.device != "cpu") {
+    const std::string table = gather_binding_table(s_.binding);  // collective
+    log_.info("%s", table.c_str());
+  }
+  log_.info("train: %s (%lld samples, %dx%dx%d, %d classes)%s%s", s_.train->path().c_str(), (long long)ti.count,
+            ti.height, ti.width, ti.channels, ti.num_classes, s_.test ? ", test: " : "",
+            s_.test ? cfg_.data.test.c_str() : "");
+  log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
+            net_.flops_per_sample() / 1e6, net_.summary().c_str());
+  const std::vector<std::string> env = result_env_switches();
+  if (!env.empty()) {
+    std::string list;
+    for (const std::string& e : env) list += (list.empty() ? "" : ", ") + e;
+    log_.info("environment that changes results (docs/environment.md): %s", list.c_str());
+  }
+  log_.info("precision %s: activations %.2f MB/sample%s", cfg_.precision.c_str(),
+            net_.activation_bytes_per_sample() / 1e6,
+            scaler_->enabled() ? strprintf(", dynamic loss scaling from %g", scaler_->scale()).c_str() : "");
+  Json j;
+  j.add("event", "start").add("world_size", world_size()).add("nodes", num_nodes()).add("device", cfg_.device)
+      .add("model", cfg_.model).add("params", static_cast<int64_t>(net_.num_params()))
+      .add("global_batch", static_cast<int64_t>(cfg_.train.batch)).add("train_samples", static_cast<int64_t>(ti.count))
+      .add("seed", static_cast<int64_t>(cfg_.seed)).add("threads", cfg_.threads)
+      .add("precision", cfg_.precision)
+      .add("activation_bytes_per_sample", static_cast<int64_t>(net_.activation_bytes_per_sample()))
+      .add("version", version_string()).add("hosts", obs_->hosts());
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) j.add("visible_gpus", std::string(v));
+  if (!env.empty()) j.add("env", env);
+  log_.event(j);
+}
+
+Cursor Trainer::plan() {
+  const DatasetInfo& ti = s_.train->info();
+  buf_ = alloc_step_buffers(be_, net_, s_.local_batch);
+  input_ = std::make_unique<InputPath>(be_, buf_, ti);
+  sampler_ = std::make_unique<Sampler>(ti.count, cfg_.train.batch, cfg_.seed);
+  spe_ = sampler_->steps_per_epoch();
+  total_ = spe_ * cfg_.train.epochs;
+  if (cfg_.train.max_steps > 0) total_ = std::min(total_, cfg_.train.max_steps);
+  sched_ = make_lr_schedule(cfg_, spe_, total_);
+  opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
+  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_);
+  const Cursor start = ckpt_->resume();
+  comm_ = make_collectives(cfg_, s_);
+  if (comm_) {
+    GradSyncOptions go;
+    go.bucket_bytes = static_cast<size_t>(cfg_.comm.bucket_mb * 1048576.0);
+    go.overlap = cfg_.comm.overlap;
+    go.wire = cfg_.comm.grad_dtype == "bf16"   ? GradWire::kBF16
+              : cfg_.comm.grad_dtype == "fp16" ? GradWire::kF16
+                                               : GradWire::kF32;
+    sync_ = comm_->make_grad_sync(net_.grads(), net_.num_params(), go);
+    log_.info("gradient sync: %s; summed in %s%s; %zu bucket%s of up to %.3g MiB, %s; collective timeout %.0f s",
+              comm_->describe().c_str(), cfg_.comm.grad_dtype.c_str(),
+              go.wire == GradWire::kF32 ? "" : " (rounded from the fp32 gradient, widened back after the sum)",
+              sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s", cfg_.comm.bucket_mb,
+              cfg_.comm.overlap ? "started during backward" : "started after backward (--comm.overlap false)",
+              cfg_.comm.timeout_s);
+  }
+  sc_ = make_step_config(cfg_);
+  sc_.ids = buf_.ids;
+  guard_ = std::make_unique<NonFiniteGuard>(be_, net_.grads(), net_.num_params(), true);
+  losses_ = std::make_unique<LossRing>(be_);
+  guard_->arm_test_injection(net_, world_rank());
+  be_.set_update_gate(guard_->d_flag());
+  sc_.nonfinite = guard_.get();
+  sc_.timing = &obs_->timing();
+  sc_.scaler = scaler_.get();
+  sc_.count_only_applied = cfg_.train.optimizer == "adamw" && cfg_.train.on_nonfinite == "skip";
+  log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
+            "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.train.batch,
+            world_size(), s_.local_batch, (long long)(ti.count - spe_ * cfg_.train.batch));
+  if (start.step > 0) {
+    // Readers of metrics.jsonl drop what an earlier process logged after this step (it is repeated).
+    Json j;
+    j.add("event", "resumed").add("step", start.step).add("from", ckpt_->resumed_from());
+    log_.event(j);
+  }
+  if (start.step >= total_)
+    log_.info("nothing left to train: the checkpoint is at step %lld of %lld", (long long)start.step,
+              (long long)total_);
+  if (cfg_.train.stop_at_step > 0 && cfg_.train.stop_at_step < total_) {
+    stop_at_ = cfg_.train.stop_at_step;
+    if (stop_at_ <= start.step)
+      log_.info("--train.stop_at_step %lld: the run is already at step %lld; stopping without training",
+                (long long)stop_at_, (long long)start.step);
+    else
+      log_.info("stopping after step %lld (--train.stop_at_step); the learning-rate schedule still runs to step %lld",
+                (long long)stop_at_, (long long)total_);
+  }
+  return start;
+}
+
+}  // namespace cnn
