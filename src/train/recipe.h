@@ -6,6 +6,7 @@
 
 #include "io/augment.h"
 #include "kernels/backend.h"
+#include "kernels/collectives.h"
 #include "src/train/config.h"
 #include "src/model/zoo.h"
 #include "src/model/net.h"
@@ -28,9 +29,10 @@ DType activation_dtype(const Config& cfg);
 LossScalerConfig make_loss_scaler_config(const Config& cfg);
 
 // Batch norm's running statistics come from each rank's own batches; replaces them on every rank by their
-// mean over the ranks (collective), so that all ranks evaluate and checkpoint the same model. Exact for the
-// running means (the average of exponential moving averages is the moving average of the averaged batch
-// means), a close estimate for the variances.
-void average_buffers(Backend& be, Net& net);
+// mean over the ranks of `comm` (collective; null: this process alone, nothing to do), so that all ranks
+// evaluate and checkpoint the same model. Exact for the running means (the average of exponential moving
+// averages is the moving average of the averaged batch means), a close estimate for the variances. The sum
+// runs in the backend's memory through `comm` (NCCL on GPUs), without a round trip through the host.
+void average_buffers(Backend& be, Net& net, Collectives* comm);
 
 }  // namespace cnn

@@ -15,7 +15,6 @@
 #include "io/loader.h"
 #include "io/sampler.h"
 #include "src/base/error.h"
-#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/comm/watchdog.h"
 #include "src/obs/run_observer.h"
@@ -225,6 +224,7 @@ Cursor Trainer::plan() {
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_);
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
+  ckpt_->set_collectives(comm_.get());
   if (comm_) {
     GradSyncOptions go;
     go.bucket_bytes = static_cast<size_t>(cfg_.comm_bucket_mb * 1048576.0);
@@ -363,7 +363,7 @@ void Trainer::log_interval(const BatchPos& b, int64_t step) {
   const double wall = since(iv_.start);
   iv_.compute_s = std::max(0.0, wall - iv_.data_s - iv_.stats.comm_s);
   double sums[2] = {iv_.loss_sum, static_cast<double>(iv_.correct)};
-  allreduce_sum(sums, 2);
+  if (comm_) comm_->allreduce_sum_host(sums, 2, "train loss and accuracy totals");
   const double samples = static_cast<double>(iv_.steps) * cfg_.batch;
   const double counted = static_cast<double>(iv_.counted) * cfg_.batch;
   const double loss = sums[0] / counted, tacc = sums[1] / counted, lr = sched_.at(step);
@@ -409,13 +409,13 @@ EvalResult Trainer::evaluate() {
     softmax_xent(be_, net_.dtype(), n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
   }
   double sums[3] = {loss, static_cast<double>(correct), static_cast<double>(end - begin)};
-  allreduce_sum(sums, 3);
+  if (comm_) comm_->allreduce_sum_host(sums, 3, "evaluation totals");
   return {sums[0] / sums[2], sums[1] / sums[2], static_cast<int64_t>(sums[2])};
 }
 
 void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   auto te = Clock::now();
-  average_buffers(be_, net_);
+  average_buffers(be_, net_, comm_.get());
   last_eval_ = evaluate();
   have_eval_ = true;
   log_.info("epoch %lld: test loss %.4f test accuracy %.2f%% (%lld images, %.1f s)", (long long)b.epoch + 1,
