@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "src/obs/prometheus_metrics.h"
+#include "src/obs/runlog.h"
 #include "src/train/config.h"
-#include "src/train/runlog.h"
 
 namespace cnn {
 

@@ -14,10 +14,10 @@
 #include "src/obs/nvml.h"
 #include "src/obs/progress.h"
 #include "src/obs/prometheus_exporter.h"
+#include "src/obs/runlog.h"
 #include "src/obs/step_timing.h"
 #include "src/obs/tensorboard_log.h"
 #include "src/train/config.h"
-#include "src/train/runlog.h"
 
 namespace cnn {
 

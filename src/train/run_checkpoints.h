@@ -10,10 +10,10 @@
 #include "kernels/collectives.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/model/net.h"
+#include "src/obs/runlog.h"
 #include "src/train/config.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
-#include "src/train/runlog.h"
 
 namespace cnn {
 
