@@ -76,6 +76,23 @@ AugmentConfig make_augment_config(const Config& cfg) {
   return a;
 }
 
+ObsOptions make_obs_options(const Config& cfg) {
+  ObsOptions o;
+  o.model = cfg.model;
+  o.device = cfg.device;
+  o.precision = cfg.precision;
+  o.version = version_string();
+  o.tensorboard = cfg.log_tensorboard;
+  o.histograms_every = cfg.log_histograms_every;
+  o.straggler_pct = cfg.log_straggler_pct;
+  o.progress = cfg.log_progress;
+  o.prometheus_port = cfg.log_prometheus_port;
+  o.prometheus_addr = cfg.log_prometheus_addr;
+  o.prometheus_file = cfg.log_prometheus_file;
+  o.gpu_stats_s = cfg.log_gpu_stats_s;
+  return o;
+}
+
 void average_buffers(Backend& be, Net& net, Collectives* comm) {
   const size_t n = net.num_buffers();
   if (!comm || n == 0) return;

@@ -1,5 +1,5 @@
-// The training recipe as the trainer applies it: the settings of the model, optimizer, schedule, step and
-// augmentation taken from the Config, and the averaging of the net's buffers across ranks. Kept out of
+// The training recipe as the trainer applies it: the settings of the model, optimizer, schedule, step,
+// augmentation and observability taken from the Config, and the averaging of the net's buffers across ranks. Kept out of
 // trainer.cpp so the run loop stays readable and other subsystems (checkpoints) can reuse the pieces.
 #pragma once
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include "src/train/config.h"
 #include "src/model/zoo.h"
 #include "src/model/net.h"
+#include "src/obs/obs_options.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
 #include "src/train/schedule.h"
@@ -24,6 +25,7 @@ LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t 
 // Everything but the per-step fields (step, ids).
 StepConfig make_step_config(const Config& cfg);
 AugmentConfig make_augment_config(const Config& cfg);
+ObsOptions make_obs_options(const Config& cfg);
 // --precision as a DType, and fp16's loss scaler (disabled for fp32 and bf16).
 DType activation_dtype(const Config& cfg);
 LossScalerConfig make_loss_scaler_config(const Config& cfg);
