@@ -3,10 +3,10 @@
 # only symbols, so a header-only dependency in the wrong direction (a class definition, an inline function)
 # passes it; this check reads the includes of every source under src/, kernels/ and io/ of ROOT (default:
 # the current directory; tests/ and generated code are not checked).
-#   parts, from the bottom: base < kernels < comm < io < model < checkpoint, obs < train < main (src/main*.cpp);
-#   a part includes only its own headers and those of the parts it lists in `may` below. model is below comm's
-#   users but not above comm: model code is handed a Collectives* (kernels/collectives.h) and includes no
-#   src/comm header; obs is below train.
+#   Parts: the layers of the Makefile (base with simt = kernels/simt, kernels, comm, io) and, inside train,
+#   model, checkpoint, obs, train and main (src/main*.cpp). A part includes its own headers and those of
+#   the parts `may` lists for it below: model includes no src/comm header (it is handed a Collectives*,
+#   kernels/collectives.h), obs and checkpoint nothing of src/train.
 #   <mpi.h> only in comm and checkpoint (its MPI-IO); <nccl.h> only in comm. A src/comm header that includes
 #   one of them (directly or through another such header) counts as that header.
 # Prints every violation as FILE:LINE and what it includes; exits 1 if there is one.
@@ -31,13 +31,15 @@ if [[ ${1:-} == --self-test ]]; then
   plant io/reader.cpp '"src/comm/wait.h"'
   plant src/train/step.cpp '"src/comm/compat.h"'
   plant src/base/error.cpp '"kernels/backend.h"'
+  plant kernels/simt/engine.cpp '"kernels/simt/fiber.h"' '"kernels/backend.h"'
   out=$(bash "$0" "$T" 2>&1) && fail "planted violations passed"
-  expect=("src/model/bn.cpp:2 includes src/comm/collectives.h: model may include only model, kernels, base"
-          "src/obs/observer.cpp:1 includes src/train/config.h: obs may include only obs, model, io, comm, kernels, base"
+  expect=("src/model/bn.cpp:2 includes src/comm/collectives.h: model may include only model, kernels, simt, base"
+          "src/obs/observer.cpp:1 includes src/train/config.h: obs may include only obs, model, io, comm, kernels, simt, base"
           "kernels/cuda/nccl_user.cu:1 includes nccl.h: only comm may"
           "io/reader.cpp:1 includes src/comm/wait.h (which includes <mpi.h>): only comm, checkpoint may"
           "src/train/step.cpp:1 includes src/comm/compat.h (which includes <nccl.h>): only comm may"
-          "src/base/error.cpp:1 includes kernels/backend.h: base may include only base")
+          "src/base/error.cpp:1 includes kernels/backend.h: base may include only base"
+          "kernels/simt/engine.cpp:2 includes kernels/backend.h: simt may include only simt, base")
   for e in "${expect[@]}"; do grep -qF "check-includes: $e" <<<"$out" || fail "missing '$e' in: $out"; done
   n=$(grep -c '^check-includes:' <<<"$out")
   ((n == ${#expect[@]})) || fail "$n violations reported, expected ${#expect[@]}: $out"
@@ -49,6 +51,7 @@ cd "${1:-.}"
 part_of() {
   case "$1" in
     src/base/*) echo base ;;
+    kernels/simt/*) echo simt ;;
     kernels/*) echo kernels ;;
     src/comm/*) echo comm ;;
     io/*) echo io ;;
@@ -62,14 +65,15 @@ part_of() {
 }
 declare -A may=(
   [base]="base"
-  [kernels]="kernels base"
-  [comm]="comm kernels base"
-  [io]="io comm kernels base"
-  [model]="model kernels base"
-  [checkpoint]="checkpoint io comm kernels base"
-  [obs]="obs model io comm kernels base"
-  [train]="train obs checkpoint model io comm kernels base"
-  [main]="main train obs checkpoint model io comm kernels base"
+  [simt]="simt base"
+  [kernels]="kernels simt base"
+  [comm]="comm kernels simt base"
+  [io]="io comm kernels simt base"
+  [model]="model kernels simt base"
+  [checkpoint]="checkpoint io comm kernels simt base"
+  [obs]="obs model io comm kernels simt base"
+  [train]="train obs checkpoint model io comm kernels simt base"
+  [main]="main train obs checkpoint model io comm kernels simt base"
 )
 declare -A sys_may=([mpi.h]="comm checkpoint" [nccl.h]="comm")
 
