@@ -32,17 +32,18 @@ LDLIBS    = $(HDF5_LIBS) $(MPI_LIBS) -lboost_program_options -lz $(EXTRA_LDLIBS)
 
 # One static library per layer; src/main*.cpp are the programs. From the bottom:
 #   base     src/base: errors and messages; the SIMT emulator's libsimt.a sits beside it
-#   kernels  the ops (kernels/: interface and CPU references) and the backends that run them (kernels/cpu:
-#            oneDNN/OpenMP; kernels/cuda: custom CUDA kernels, runtime and plugin; kernels/cuda/vendor: cuDNN,
-#            cuBLASLt and the algorithm choice), see docs/building.md
-#   comm     src/comm: MPI (the only mpi.h user besides MPI-IO), the collective watchdog and its heartbeat
-#            files, the Collectives implementations (MPI on host memory, NCCL on device memory in
+#   kernels  the ops (kernels/: the Backend and Collectives interfaces, typed ops, CPU references) and the
+#            backends that run them (kernels/cpu: oneDNN/OpenMP; kernels/cuda: custom CUDA kernels, runtime and
+#            plugin; kernels/cuda/vendor: cuDNN, cuBLASLt and the algorithm choice), see docs/building.md
+#   comm     src/comm: MPI and NCCL (the only mpi.h and nccl.h users besides the checkpoint's MPI-IO): the
+#            process group, the collective watchdog and its heartbeat files, the Collectives implementations
+#            (MPI on host memory, MPI on host copies of device memory, NCCL on device memory in
 #            src/comm/nccl_collectives.cu, compiled twice like every .cu), device binding, and the emulated NCCL
 #            (over MPI, ordered by the emulator's streams)
 #   io       datasets
-#   train    the rest of src/ (model, trainer, checkpoints)
-# $(LIB) lists them in link order. A lower layer that uses a higher one fails the build
-# (tests/layers/check_layers.sh). Subsystems add their own rules in */*.mk fragments (included below) instead
+#   train    the rest of src/: model < checkpoint, obs < train (the model is handed its Collectives)
+# $(LIB) lists them in link order. A lower layer that uses a higher one fails the build: by symbol
+# (tests/layers/check_layers.sh) and by #include (tests/layers/check_includes.sh). Subsystems add their own rules in */*.mk fragments (included below) instead
 # of editing this file; sources a fragment generates join a layer through EXTRA_IO_SRCS.
 BASE_SRCS    = $(wildcard src/base/*.cpp)
 COMM_SRCS    = $(wildcard src/comm/*.cpp)
@@ -118,8 +119,9 @@ LAYER_GROUPS = "base:$(BASE_LIB) $(SIMT_LIB)" "kernels:$(KERNELS_LIB)" "comm:$(C
                "train:$(TRAIN_LIB)"
 .PHONY: check-layers
 check-layers: $(LAYERS_OK)
-$(LAYERS_OK): $(LIB) $(SIMT_LIB) tests/layers/check_layers.sh
+$(LAYERS_OK): $(LIB) $(SIMT_LIB) tests/layers/check_layers.sh tests/layers/check_includes.sh
 	bash tests/layers/check_layers.sh $(LAYER_GROUPS)
+	bash tests/layers/check_includes.sh
 	@touch $@
 $(BINS) $(UNIT_TEST) $(MPI_TEST): | $(LAYERS_OK)
 

@@ -131,7 +131,7 @@ cuda-nvcc-check:
 
 # No load-time dependency on cuDNN, cuBLASLt or NCCL: none in the NEEDED entries of the plugin and of the
 # binaries linking the GPU library, and no function of theirs left undefined in the plugin (one called without
-# its kernels/cuda/vendor/vendor_lazy.h macro would be resolved by the loader, so RTLD_NOW would fail without the library).
+# its kernels/cuda/vendor/vendor_lazy.h or src/comm/nccl_lazy.h macro would be resolved by the loader, so RTLD_NOW would fail without the library).
 CUDA_LINKED_BINS = $(CUDA_PLUGIN) $(CUDA_TEST) $(UNIT_TEST) $(MPI_TEST) $(BACKEND_TEST)
 cuda-link-check:
 	@if [ $(CUDA_ON) != 1 ]; then echo "cuda-link-check: built without CUDA, skipped"; \
@@ -143,7 +143,7 @@ cuda-link-check:
 	done; \
 	undef=$$(nm -D -u $(CUDA_PLUGIN) | grep -E ' (cudnn|cublas|nccl)' || true); \
 	[ -z "$$undef" ] || { echo "cuda-link-check: $(CUDA_PLUGIN) leaves these undefined (add them to" \
-	  "kernels/cuda/vendor/vendor_lazy.h):"; echo "$$undef"; exit 1; } >&2; \
+	  "kernels/cuda/vendor/vendor_lazy.h or, for NCCL, src/comm/nccl_lazy.h):"; echo "$$undef"; exit 1; } >&2; \
 	echo "cuda-link-check: $(words $(CUDA_LINKED_BINS)) binaries without NEEDED cuDNN/cuBLASLt/NCCL;" \
 	  "the plugin leaves no function of theirs undefined"
 

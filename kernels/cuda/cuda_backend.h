@@ -38,10 +38,6 @@ struct DeviceInfo {
 
 std::unique_ptr<Backend> make_emu_backend(const GpuOptions& opts = {});
 DeviceInfo emu_device_info();
-// NCCL collectives (src/comm/nccl_collectives.cu) over the memory of `be`, which must come from
-// make_emu_backend (emulated NCCL) or the CUDA backend (libnccl). Collective: every rank calls it, rank 0's
-// ncclUniqueId reaches the others through MPI. Must not outlive `be`.
-std::unique_ptr<Collectives> make_emu_collectives(Backend& be);
 
 #ifdef CNN_WITH_CUDA
 // The GPU build's functions, linked directly by the GPU tests; cnntrain reaches them through the plugin
@@ -52,14 +48,14 @@ DeviceInfo cuda_device_info(int device);
 // Binds GPU device % device count (the device chosen by choose_device of src/comm/device_binding.h). Throws
 // cnn::Error(kExitFailure) with the CUDA runtime's reason when no usable GPU or driver is present.
 std::unique_ptr<Backend> make_cuda_backend(int device, const GpuOptions& opts = {});
-std::unique_ptr<Collectives> make_cuda_collectives(Backend& be);
 #endif
 
 // Loads the plugin (libcnntrain-cuda.so beside the executable, in ../lib from it, or $CNNTRAIN_CUDA_PLUGIN) and
 // makes its backend. Throws cnn::Error(kExitFailure) naming the library that did not load (dlerror) and what
 // to install, or the CUDA runtime's reason as make_cuda_backend does.
 std::unique_ptr<Backend> load_cuda_backend(int device, const GpuOptions& opts);
-// The plugin's cuda_device_count, cuda_device_info and make_cuda_collectives (loading it if needed).
+// The plugin's cuda_device_count, cuda_device_info and make_cuda_collectives (src/comm/collectives.h), loading
+// it if needed.
 int load_cuda_device_count();
 // cnntrain --gpu-info: the plugin's report (its path, CUDA runtime and driver versions with the verdict, each
 // GPU, each vendor library's version and path or why it is missing) appended to *report; `nvidia_smi_release`

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "src/comm/collectives.h"
+#include "kernels/collectives.h"
 #include "src/base/error.h"
 
 namespace cnn {

@@ -1,6 +1,8 @@
-// The MPI layer: world/node-local ranks, checked collectives and the job-wide abort. Only src/comm*.cpp
-// (and MPI-IO code) include mpi.h; everything else talks to MPI through these functions. Every collective
-// here has the watchdog's deadline (src/comm/watchdog.h).
+// The MPI layer: world/node-local ranks, checked collectives and the job-wide abort. Only src/comm (and the
+// checkpoint's MPI-IO) include mpi.h (tests/layers/check_includes.sh); everything else talks to MPI through
+// these functions, or sums training numbers through the Collectives it is given (kernels/collectives.h):
+// the functions here serve the process group's coordination (agreement on errors, broadcasts of decisions,
+// gathers of reports). Every collective here has the watchdog's deadline (src/comm/watchdog.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

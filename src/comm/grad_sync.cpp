@@ -1,11 +1,11 @@
 #include <algorithm>
 
 #include "src/base/error.h"
-#include "src/comm/collectives.h"
+#include "src/comm/grad_sync.h"
 
 namespace cnn {
 
-GradSync::GradSync(Collectives* owner, float* grads, size_t n, const GradSyncOptions& o)
+BucketedGradSync::BucketedGradSync(Collectives* owner, float* grads, size_t n, const GradSyncOptions& o)
     : owner_(owner), grads_(grads), n_(n), opt_(o) {
   const size_t per = std::max<size_t>(1, o.bucket_bytes / sizeof(float));
   for (size_t end = n; end > 0;) {
@@ -15,14 +15,14 @@ GradSync::GradSync(Collectives* owner, float* grads, size_t n, const GradSyncOpt
   }
 }
 
-void GradSync::launch_bucket(size_t i) {
+void BucketedGradSync::launch_bucket(size_t i) {
   const size_t begin = bucket_begin(i), end = bucket_end(i);
   launch(i, grads_ + begin, end - begin,
          strprintf("gradient bucket %zu/%zu (elements %zu-%zu)", i + 1, starts_.size(), begin, end));
   ++counters_.buckets;
 }
 
-void GradSync::on_ready(size_t ready_offset) {
+void BucketedGradSync::on_ready(size_t ready_offset) {
   if (!opt_.overlap) return;
   bool launched = false;
   while (next_ < starts_.size() && starts_[next_] >= ready_offset) {
@@ -33,7 +33,7 @@ void GradSync::on_ready(size_t ready_offset) {
   if (!launched) progress();
 }
 
-double GradSync::finish() {
+double BucketedGradSync::finish() {
   while (next_ < starts_.size()) launch_bucket(next_++);
   next_ = 0;
   ++counters_.steps;

@@ -5,16 +5,17 @@
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
+#include "src/comm/grad_sync.h"
 #include "src/comm/mpi_wait.h"
 
 namespace cnn {
 
 namespace {
 
-class MpiGradSync final : public GradSync {
+class MpiGradSync final : public BucketedGradSync {
  public:
   MpiGradSync(Collectives* owner, float* grads, size_t n, const GradSyncOptions& o)
-      : GradSync(owner, grads, n, o), wire16_(o.wire != GradWire::kF32 && world_size() > 1) {
+      : BucketedGradSync(owner, grads, n, o), wire16_(o.wire != GradWire::kF32 && world_size() > 1) {
     if (wire16_) stage_.resize(n);
   }
 
@@ -63,11 +64,15 @@ class MpiGradSync final : public GradSync {
 class MpiCollectives final : public Collectives {
  public:
   std::string describe() const override { return "MPI on host memory (non-blocking allreduce per bucket)"; }
+  int ranks() const override { return world_size(); }
   void allreduce_sum(float* data, size_t n, const std::string& what) override {
     mpi_allreduce_in_place(data, n, MPI_FLOAT, sizeof(float), MPI_SUM, what);
   }
   void allreduce_sum(double* data, size_t n, const std::string& what) override {
     mpi_allreduce_in_place(data, n, MPI_DOUBLE, sizeof(double), MPI_SUM, what);
+  }
+  void allreduce_sum_host(double* data, size_t n, const std::string& what) override {
+    allreduce_sum(data, n, what);
   }
   std::unique_ptr<GradSync> make_grad_sync(float* grads, size_t n, const GradSyncOptions& o) override {
     return std::make_unique<MpiGradSync>(this, grads, n, o);

@@ -1,4 +1,4 @@
-// Collectives (src/comm/collectives.h) on the CUDA backend's device memory through NCCL. Compiled twice like
+// Collectives (kernels/collectives.h) on the CUDA backend's device memory through NCCL. Compiled twice like
 // every .cu: nvcc against <nccl.h> (cnn::gpu, --device cuda) and g++ against the emulated NCCL (cnn::emu,
 // --device emu), so CI runs this very code: the MPI bootstrap, the communication stream, the events, the
 // buckets and the watchdog probes.
@@ -30,6 +30,7 @@
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
+#include "src/comm/grad_sync.h"
 #include "src/comm/watchdog.h"
 
 namespace cnn {
@@ -83,7 +84,7 @@ class NcclCollectives;
 // stream when it is launched (so the communication stream's wait on the compute stream covers it), summed as
 // ncclBfloat16/ncclHalf, and widened back into the fp32 gradient on the compute stream after it has joined
 // the communication stream.
-class NcclGradSync final : public GradSync {
+class NcclGradSync final : public BucketedGradSync {
  public:
   NcclGradSync(NcclCollectives* owner, Backend& be, float* grads, size_t n, const GradSyncOptions& o);
   ~NcclGradSync() override;
@@ -152,6 +153,7 @@ class NcclCollectives final : public Collectives {
                      v / 10000, v / 100 % 100, v % 100, world_size());
   }
 
+  int ranks() const override { return world_size(); }
   void allreduce_sum(float* data, size_t n, const std::string& what) override {
     issue(data, n, ncclFloat32, what);
     join();
@@ -159,6 +161,10 @@ class NcclCollectives final : public Collectives {
   void allreduce_sum(double* data, size_t n, const std::string& what) override {
     issue(data, n, ncclFloat64, what);
     join();
+  }
+  // Host numbers go through MPI, the communicator's bootstrap channel, not through the device.
+  void allreduce_sum_host(double* data, size_t n, const std::string& what) override {
+    host_->allreduce_sum_host(data, n, what);
   }
   std::unique_ptr<GradSync> make_grad_sync(float* grads, size_t n, const GradSyncOptions& o) override {
     return std::make_unique<NcclGradSync>(this, be_, grads, n, o);
@@ -301,6 +307,7 @@ class NcclCollectives final : public Collectives {
 
   Backend& be_;
   DeviceContext ctx_;
+  std::unique_ptr<Collectives> host_ = make_mpi_collectives();
   int device_ = 0;  // this rank's, selected by every thread before it calls CUDA
   ncclComm_t comm_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
@@ -313,7 +320,7 @@ class NcclCollectives final : public Collectives {
 };
 
 NcclGradSync::NcclGradSync(NcclCollectives* owner, Backend& be, float* grads, size_t n, const GradSyncOptions& o)
-    : GradSync(owner, grads, n, o), nccl_(owner), be_(be) {
+    : BucketedGradSync(owner, grads, n, o), nccl_(owner), be_(be) {
   if (o.wire == GradWire::kF32 || world_size() == 1 || n == 0) return;  // one rank: nothing travels
   wire_ = o.wire == GradWire::kBF16 ? DType::kBF16 : DType::kF16;
   stage_ = be_.alloc(n * dtype_size(wire_));

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "src/base/error.h"
-#include "src/comm/collectives.h"
+#include "kernels/collectives.h"
 #include "src/model/layers.h"
 
 namespace cnn {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "src/train/runlog.h"
+#include "src/obs/runlog.h"
 
 namespace cnn {
 

@@ -198,26 +198,26 @@ std::string prometheus_file_path(const std::string& pattern, const std::string& 
   return out;
 }
 
-PrometheusExporter::PrometheusExporter(const Config& cfg, const std::vector<std::string>& hosts,
+PrometheusExporter::PrometheusExporter(const ObsOptions& opt, const std::vector<std::string>& hosts,
                                        const std::string& run_dir, RunLog& log)
     : log_(log) {
-  const bool serve = cfg.log.prometheus_port > 0 && world_rank() == 0;
-  if (!cfg.log.prometheus_file.empty() && local_rank() == 0)
-    file_ = prometheus_file_path(cfg.log.prometheus_file, host_name());
+  const bool serve = opt.prometheus_port > 0 && world_rank() == 0;
+  if (!opt.prometheus_file.empty() && local_rank() == 0)
+    file_ = prometheus_file_path(opt.prometheus_file, host_name());
   if (!serve && file_.empty()) return;
   metrics_ = std::make_unique<PromMetrics>(
-      hosts, std::vector<std::pair<std::string, std::string>>{{"model", cfg.model}, {"device", cfg.device},
-                                                               {"precision", cfg.precision},
-                                                               {"version", version_string()}, {"run_dir", run_dir}});
+      hosts, std::vector<std::pair<std::string, std::string>>{{"model", opt.model}, {"device", opt.device},
+                                                               {"precision", opt.precision},
+                                                               {"version", opt.version}, {"run_dir", run_dir}});
   if (!serve) return;
   std::string why;
-  http_ = MetricsHttpServer::start(cfg.log.prometheus_addr, cfg.log.prometheus_port,
+  http_ = MetricsHttpServer::start(opt.prometheus_addr, opt.prometheus_port,
                                    [m = metrics_.get()] { return m->render(true); }, &why);
   if (http_)
-    log_.info("Prometheus: serving http://%s/metrics", host_port(cfg.log.prometheus_addr, http_->port()).c_str());
+    log_.info("Prometheus: serving http://%s/metrics", host_port(opt.prometheus_addr, http_->port()).c_str());
   else
     rank_warning(log_, strprintf("--log.prometheus_port %d: %s; the job continues without its Prometheus endpoint (choose a free "
-                   "port)", cfg.log.prometheus_port, why.c_str()));
+                   "port)", opt.prometheus_port, why.c_str()));
 }
 
 PrometheusExporter::~PrometheusExporter() {

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "src/obs/obs_options.h"
 #include "src/obs/prometheus_metrics.h"
-#include "src/train/config.h"
-#include "src/train/runlog.h"
+#include "src/obs/runlog.h"
 
 namespace cnn {
 
@@ -57,7 +57,7 @@ bool write_file_atomically(const std::string& path, const std::string& text, std
 class PrometheusExporter {
  public:
   // hosts: every rank's host. Starts the endpoint on rank 0 (a failure is a warning).
-  PrometheusExporter(const Config& cfg, const std::vector<std::string>& hosts, const std::string& run_dir,
+  PrometheusExporter(const ObsOptions& opt, const std::vector<std::string>& hosts, const std::string& run_dir,
                      RunLog& log);
   ~PrometheusExporter();  // stops the endpoint, removes this node's file (the job is over)
   bool active() const { return metrics_ != nullptr; }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/train/runlog.h"
+#include "src/obs/runlog.h"
 
 namespace cnn {
 

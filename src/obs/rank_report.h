@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "src/obs/nvml.h"
+#include "src/obs/runlog.h"
 #include "src/obs/step_timing.h"
-#include "src/train/runlog.h"
 
 namespace cnn {
 

@@ -10,31 +10,31 @@
 
 namespace cnn {
 
-RunObserver::RunObserver(const Config& cfg, Backend& be, Net& net, RunLog& log, const BindingRow& binding)
-    : cfg_(cfg), be_(be), net_(net), log_(log), hosts_(gather_host_names()), timing_(be, world_rank()),
-      pci_bus_id_(cfg.device == "cuda" ? binding.pci_bus_id : "") {}
+RunObserver::RunObserver(const ObsOptions& opt, Backend& be, Net& net, RunLog& log, const BindingRow& binding)
+    : opt_(opt), be_(be), net_(net), log_(log), hosts_(gather_host_names()), timing_(be, world_rank()),
+      pci_bus_id_(opt.device == "cuda" ? binding.pci_bus_id : "") {}
 
 RunObserver::~RunObserver() { log_.set_event_sink(nullptr); }
 
 void RunObserver::begin(const std::string& run_dir, int64_t start, int64_t total, int64_t spe) {
-  if (world_rank() == 0 && cfg_.log.tensorboard) {
+  if (world_rank() == 0 && opt_.tensorboard) {
     tb_ = std::make_unique<TensorBoardLog>();
     tb_->open(run_dir, host_name(), start);
     log_.info("TensorBoard: %s (tensorboard --logdir %s)", tb_->file().path().c_str(), run_dir.c_str());
   }
-  prom_ = std::make_unique<PrometheusExporter>(cfg_, hosts_, run_dir, log_);
+  prom_ = std::make_unique<PrometheusExporter>(opt_, hosts_, run_dir, log_);
   // Rank 0's events (the only ones RunLog hands on); other ranks feed their node's file in log_ranks.
   log_.set_event_sink([this](const Json& j) {
     if (tb_) tb_->write(j);
     prom_->on_event(j);
   });
   start_gpu_sampler();
-  progress_ = std::make_unique<Progress>(log_, world_rank() == 0 && progress_bar_wanted(cfg_.log.progress), start,
+  progress_ = std::make_unique<Progress>(log_, world_rank() == 0 && progress_bar_wanted(opt_.progress), start,
                                          total, spe);
 }
 
 void RunObserver::start_gpu_sampler() {
-  if (cfg_.log.gpu_stats_s <= 0) return;
+  if (opt_.gpu_stats_s <= 0) return;
   const char* env = std::getenv("CNNTRAIN_TEST_NVML");
   const std::string fake = env ? env : "";
   const bool has_gpu = !pci_bus_id_.empty();
@@ -50,7 +50,7 @@ void RunObserver::start_gpu_sampler() {
     log_.info("test-only: NVML is %s (CNNTRAIN_TEST_NVML), not libnvidia-ml.so.1; a rank without a GPU samples its "
               "device <node-local rank>", fake.c_str());
   if (!has_gpu && fake.empty()) {
-    log_.info("GPU figures: none (--device %s has no GPU)", cfg_.device.c_str());
+    log_.info("GPU figures: none (--device %s has no GPU)", opt_.device.c_str());
     return;
   }
   if (with == 0) {
@@ -60,10 +60,10 @@ void RunObserver::start_gpu_sampler() {
   const std::string mine = !dev ? "none: " + why
                            : strprintf("%s, %s", dev->name().c_str(),
                                        has_gpu ? pci_bus_id_.c_str() : strprintf("index %d", local_rank()).c_str());
-  log_.info("GPU figures: NVML every %g s on %lld of %d ranks (rank 0: %s)", cfg_.log.gpu_stats_s, (long long)with,
+  log_.info("GPU figures: NVML every %g s on %lld of %d ranks (rank 0: %s)", opt_.gpu_stats_s, (long long)with,
             world_size(), mine.c_str());
   if (!dev && world_rank() != 0) rank_warning(log_, "GPU figures: none on this rank: " + why);
-  if (dev) gpu_ = std::make_unique<GpuSampler>(std::move(dev), cfg_.log.gpu_stats_s);
+  if (dev) gpu_ = std::make_unique<GpuSampler>(std::move(dev), opt_.gpu_stats_s);
 }
 
 void RunObserver::after_step(int64_t done, double loss) {
@@ -103,7 +103,7 @@ void RunObserver::log_ranks(int64_t done) {
   mine.steps = steps_since_;
   steps_since_ = 0;
   const std::vector<RankSample> all = gather_rank_samples(mine);
-  const std::vector<Straggler> slow = find_stragglers(all, cfg_.log.straggler_pct);
+  const std::vector<Straggler> slow = find_stragglers(all, opt_.straggler_pct);
   for (const Straggler& s : slow) log_.warn("%s", describe_straggler(s, hosts_).c_str());
   const Json ranks = ranks_event(done, all, slow);
   log_.event(ranks);
@@ -112,7 +112,7 @@ void RunObserver::log_ranks(int64_t done) {
 }
 
 void RunObserver::maybe_histograms(int64_t done) {
-  if (!tb_ || cfg_.log.histograms_every <= 0 || done % cfg_.log.histograms_every != 0) return;
+  if (!tb_ || opt_.histograms_every <= 0 || done % opt_.histograms_every != 0) return;
   const size_t n = net_.num_params();
   std::vector<float> w(n), g(n);
   be_.download(w.data(), net_.params(), sizeof(float) * n);

@@ -12,19 +12,19 @@
 #include "src/comm/device_binding.h"
 #include "src/model/net.h"
 #include "src/obs/nvml.h"
+#include "src/obs/obs_options.h"
 #include "src/obs/progress.h"
 #include "src/obs/prometheus_exporter.h"
+#include "src/obs/runlog.h"
 #include "src/obs/step_timing.h"
 #include "src/obs/tensorboard_log.h"
-#include "src/train/config.h"
-#include "src/train/runlog.h"
 
 namespace cnn {
 
 class RunObserver {
  public:
   // Collective (gathers the ranks' host names). binding: this rank's device (NVML finds a GPU by its PCI bus id).
-  RunObserver(const Config& cfg, Backend& be, Net& net, RunLog& log, const BindingRow& binding);
+  RunObserver(const ObsOptions& opt, Backend& be, Net& net, RunLog& log, const BindingRow& binding);
   ~RunObserver();
   const std::vector<std::string>& hosts() const { return hosts_; }
   StepTiming& timing() { return timing_; }
@@ -53,7 +53,7 @@ class RunObserver {
   // for a rank without one) and logs one line about the GPU figures. Collective.
   void start_gpu_sampler();
 
-  const Config& cfg_;
+  const ObsOptions opt_;
   Backend& be_;
   Net& net_;
   RunLog& log_;

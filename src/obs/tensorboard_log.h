@@ -8,7 +8,7 @@
 #include <string>
 
 #include "src/obs/event_file.h"
-#include "src/train/runlog.h"
+#include "src/obs/runlog.h"
 
 namespace cnn {
 

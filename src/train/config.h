@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "src/obs/obs_options.h"
+
 namespace cnn {
 
 // One struct per INI section, its members named as the options are: --train.batch is cfg.train.batch.
@@ -84,21 +86,6 @@ struct AugmentSection {  // [augment]
 struct EvalSection {  // [eval]
   int batch = 256;  // per rank
   int every_epochs = 1;
-};
-
-// Observability (docs/observability.md).
-struct LogSection {  // [log]
-  int every_steps = 50;
-  bool tensorboard = true;
-  int64_t histograms_every = 0;  // 0: off
-  double straggler_pct = 10;     // 0: off
-  std::string progress = "auto";  // auto | bar | lines
-  // Live monitoring: Prometheus endpoint on rank 0 (port 0: off), per-node textfile ("": off; %h: the host
-  // name), NVML sampling period of the GPU figures (0: off).
-  int prometheus_port = 0;
-  std::string prometheus_addr = "0.0.0.0";
-  std::string prometheus_file;
-  double gpu_stats_s = 1;
 };
 
 // Mixed precision (docs/mixed_precision.md): fp16's dynamic loss scaling.

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "src/base/error.h"
-#include "src/comm/comm.h"
 
 namespace cnn {
 
@@ -77,14 +76,21 @@ AugmentConfig make_augment_config(const Config& cfg) {
   return a;
 }
 
-void average_buffers(Backend& be, Net& net) {
+ObsOptions make_obs_options(const Config& cfg) {
+  ObsOptions o;
+  static_cast<LogSection&>(o) = cfg.log;
+  o.model = cfg.model;
+  o.device = cfg.device;
+  o.precision = cfg.precision;
+  o.version = version_string();
+  return o;
+}
+
+void average_buffers(Backend& be, Net& net, Collectives* comm) {
   const size_t n = net.num_buffers();
-  if (n == 0 || world_size() == 1) return;
-  std::vector<float> host(n);
-  be.download(host.data(), net.buffers(), sizeof(float) * n);
-  allreduce_sum(host.data(), n);
-  for (float& v : host) v /= static_cast<float>(world_size());
-  be.upload(net.buffers(), host.data(), sizeof(float) * n);
+  if (!comm || n == 0) return;
+  comm->allreduce_sum(net.buffers(), n, "batch-norm running statistics");
+  be.scale(n, 1.f / static_cast<float>(comm->ranks()), net.buffers());
 }
 
 }  // namespace cnn

@@ -50,7 +50,7 @@ void RunCheckpoints::upload_state() {
 void RunCheckpoints::save(const Cursor& next) {
   // Batch-norm running statistics differ per rank (local batches): save their mean, and keep using it, so a
   // resumed run continues from exactly the state the uninterrupted run has.
-  average_buffers(be_, net_);
+  average_buffers(be_, net_, comm_);
   download_state();
   CheckpointMeta m;
   m.step = next.step;

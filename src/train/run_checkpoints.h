@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/collectives.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/model/net.h"
+#include "src/obs/runlog.h"
 #include "src/train/config.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
-#include "src/train/runlog.h"
 
 namespace cnn {
 
@@ -25,6 +26,9 @@ class RunCheckpoints {
  public:
   RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler, RunLog& log,
                  std::string dir);
+  // The ranks' collectives (null on one rank), made after resume(): save() averages the batch-norm buffers
+  // through them.
+  void set_collectives(Collectives* comm) { comm_ = comm; }
   // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes older ones
   // (--checkpoint.keep; never the one just written, never a newer one).
   void save(const Cursor& next);
@@ -49,6 +53,7 @@ class RunCheckpoints {
   Optimizer& opt_;
   LossScaler& scaler_;
   RunLog& log_;
+  Collectives* comm_ = nullptr;
   std::string dir_;
   std::vector<float> host_params_, host_buffers_;
   std::vector<std::vector<float>> host_state_;

@@ -9,7 +9,7 @@
 #include "src/base/error.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/comm/comm.h"
-#include "src/train/runlog.h"
+#include "src/obs/runlog.h"
 
 namespace cnn {
 

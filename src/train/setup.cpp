@@ -17,9 +17,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "src/base/error.h"
+#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"
-#include "src/train/host_staged_collectives.h"
 #include "src/train/recipe.h"
 
 namespace cnn {

@@ -7,7 +7,7 @@
 
 #include "io/dataset.h"
 #include "kernels/backend.h"
-#include "src/comm/collectives.h"
+#include "kernels/collectives.h"
 #include "src/comm/device_binding.h"
 #include "src/model/net.h"
 #include "src/train/config.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
-#include "src/comm/collectives.h"
+#include "kernels/collectives.h"
 #include "src/model/net.h"
 #include "src/obs/step_timing.h"
 #include "src/train/nonfinite.h"

@@ -80,7 +80,7 @@ int Trainer::settle_nonfinite(bool all) {
 int Trainer::run() {
   t_start_ = Clock::now();
   prepare_run_dir();
-  obs_ = std::make_unique<RunObserver>(cfg_, be_, net_, log_, s_.binding);
+  obs_ = std::make_unique<RunObserver>(make_obs_options(cfg_), be_, net_, log_, s_.binding);
   broadcast_initial_params();
   log_start();
   const Cursor start = plan();

@@ -110,6 +110,7 @@ Cursor Trainer::plan() {
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_);
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
+  ckpt_->set_collectives(comm_.get());
   if (comm_) {
     GradSyncOptions go;
     go.bucket_bytes = static_cast<size_t>(cfg_.comm.bucket_mb * 1048576.0);

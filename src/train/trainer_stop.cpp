@@ -31,7 +31,7 @@ void Trainer::log_interval(const BatchPos& b, int64_t step) {
   const double wall = since(iv_.start);
   iv_.compute_s = std::max(0.0, wall - iv_.data_s - iv_.stats.comm_s);
   double sums[2] = {iv_.loss_sum, static_cast<double>(iv_.correct)};
-  allreduce_sum(sums, 2);
+  if (comm_) comm_->allreduce_sum_host(sums, 2, "train loss and accuracy totals");
   const double samples = static_cast<double>(iv_.steps) * cfg_.train.batch;
   const double counted = static_cast<double>(iv_.counted) * cfg_.train.batch;
   const double loss = sums[0] / counted, tacc = sums[1] / counted, lr = sched_.at(step);
@@ -77,13 +77,13 @@ EvalResult Trainer::evaluate() {
     softmax_xent(be_, net_.dtype(), n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
   }
   double sums[3] = {loss, static_cast<double>(correct), static_cast<double>(end - begin)};
-  allreduce_sum(sums, 3);
+  if (comm_) comm_->allreduce_sum_host(sums, 3, "evaluation totals");
   return {sums[0] / sums[2], sums[1] / sums[2], static_cast<int64_t>(sums[2])};
 }
 
 void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   auto te = Clock::now();
-  average_buffers(be_, net_);
+  average_buffers(be_, net_, comm_.get());
   last_eval_ = evaluate();
   have_eval_ = true;
   log_.info("epoch %lld: test loss %.4f test accuracy %.2f%% (%lld images, %.1f s)", (long long)b.epoch + 1,

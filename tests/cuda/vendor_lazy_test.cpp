@@ -1,10 +1,11 @@
-// The run-time-resolved vendor API (kernels/cuda/vendor/vendor_lazy.h) against the real libraries, without a GPU: calls
+// The run-time-resolved vendor API (kernels/cuda/vendor/vendor_lazy.h, src/comm/nccl_lazy.h) against the real libraries, without a GPU: calls
 // that need no device (status names, versions) go through the macros, resolve from the library the search
 // found, and return that library's answers. Skipped, with the search's message, where only the headers exist.
 #ifdef CNN_WITH_CUDA
 #include <gtest/gtest.h>
 
 #include "kernels/cuda/vendor/vendor_lazy.h"
+#include "src/comm/nccl_lazy.h"
 #include "src/base/error.h"
 
 namespace cnn::gpu {

@@ -1,14 +1,14 @@
 # The NCCL code path under the emulator, beyond test-mpi's np 2 and 4 runs of the whole suite: the emulated
 # NCCL's collectives at np 3 (that suite runs each case with immediate and deferred streams itself), and the
-# emu data-parallel, synchronised batch-norm and 16-bit gradient-wire suites with deferred emulator streams
-# (queued device work run at synchronisation points in seeded orders), at np 2 and 4; the strict-mode suites
-# (test_nccl_emu_strict.cpp: planted NCCL and device-selection misuses caught, NcclCollectives clean) in all
-# three runs.
-MPI_DEFERRED_SUITES = 'EmuDataParallel.*:SyncBatchNorm.Emu*:*GradWire16*NcclEmu*:*Strict*'
+# emu data-parallel, synchronised batch-norm, 16-bit gradient-wire and the trainer's sums (RankSums, e.g.
+# average_buffers' scale after its NCCL sum) suites with deferred emulator streams (queued device work run at
+# synchronisation points in seeded orders), at np 2 and 4; the strict-mode suites (test_nccl_emu_strict.cpp:
+# planted NCCL and device-selection misuses caught, NcclCollectives clean) and RankSums in all three runs.
+MPI_DEFERRED_SUITES = 'EmuDataParallel.*:SyncBatchNorm.Emu*:*GradWire16*NcclEmu*:*Strict*:*RankSums*'
 
 .PHONY: test-mpi-nccl
 test-mpi-nccl: $(MPI_TEST)
-	$(MPIRUN) -np 3 $(MPI_TEST) --gtest_brief=1 --gtest_filter='*NcclEmu*:*Strict*:EmuDataParallel.*:SyncBatchNorm.*'
+	$(MPIRUN) -np 3 $(MPI_TEST) --gtest_brief=1 --gtest_filter='*NcclEmu*:*Strict*:EmuDataParallel.*:SyncBatchNorm.*:*RankSums*'
 	CNN_SIMT_DEFER=7 $(MPIRUN) -x CNN_SIMT_DEFER -np 2 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
 	CNN_SIMT_DEFER=19 $(MPIRUN) -x CNN_SIMT_DEFER -np 4 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
 

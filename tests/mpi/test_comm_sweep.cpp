@@ -2,7 +2,7 @@
 // type the program sends, over message sizes from 1 element to 256 MiB + a ragged tail, with inputs that make
 // the results exact (small integers: every sum is exact in float), each checked element by element on every
 // rank. Also the split paths beyond max_count_per_call() (on small buffers, with the limit lowered), the
-// > 2 GiB allgather_bytes path (np 2), the host gradient collectives (bucketed, split) and average_buffers.
+// > 2 GiB allgather_bytes path (np 2), the host gradient collectives (bucketed, split); average_buffers is tests/mpi/test_average_buffers.cpp.
 // Runs under mpirun -np 2 and -np 4 (make test-mpi).
 //
 // ADDING A COLLECTIVE (e.g. an NCCL or emulated-NCCL one): register a CommCase in comm_cases() below: its
@@ -16,13 +16,9 @@
 #include <functional>
 #include <memory>
 
-#include "kernels/cpu/cpu_backend.h"
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/collectives.h"
-#include "src/model/layers.h"
-#include "src/model/net.h"
-#include "src/train/recipe.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -253,22 +249,6 @@ TEST(CommSplit, AllgatherBytesOverTwoGiB) {
         if (b[at + i] != want[i]) bad = at + i;
   }
   EXPECT_EQ(bad, n) << "first wrong byte of " << n;
-}
-
-// Batch norm's running statistics: every rank ends with their exact mean (world sizes 2 and 4 divide exactly).
-TEST(AverageBuffers, EveryRankHoldsTheMean) {
-  auto be = make_cpu_backend(1, CpuKernels::kReference);
-  Net net(*be, Dims{4, 4, 3}, 2);
-  net.add(make_conv2d("conv", 5, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn"));
-  net.add(make_flatten("flat"));
-  net.add(make_linear("fc", 2));
-  net.build(2, 1);
-  ASSERT_EQ(net.num_buffers(), 10u);
-  for (size_t i = 0; i < net.num_buffers(); ++i) net.buffers()[i] = static_cast<float>(pattern(i, world_rank()));
-  average_buffers(*be, net);
-  std::vector<float> got(net.buffers(), net.buffers() + net.num_buffers());
-  EXPECT_EQ(first_mismatch(got, [](size_t i) { return static_cast<float>(pattern_sum(i)) / world_size(); }), "");
 }
 
 }  // namespace

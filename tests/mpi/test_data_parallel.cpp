@@ -4,6 +4,7 @@
 
 #include "io/loader.h"
 #include "io/sampler.h"
+#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"
 #include "src/train/step.h"

@@ -1,4 +1,4 @@
-// The 16-bit gradient wire (--comm.grad_dtype bf16|fp16, src/comm/collectives.h): each rank's fp32 gradient
+// The 16-bit gradient wire (--comm.grad_dtype bf16|fp16, kernels/collectives.h): each rank's fp32 gradient
 // is rounded to 16 bits, summed in 16 bits (every addition in fp32, rounded) and widened back into the fp32
 // buffer. Checked through MPI on host memory and through the NCCL code path under the emulator (which
 // test-mpi-nccl also runs with deferred emulator streams, where a conversion not ordered before its bucket's

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "io/sampler.h"
+#include "src/comm/collectives.h"
 #include "src/comm/comm.h"
 #include "src/train/step.h"
 #include "tests/common/test_util.h"

@@ -13,15 +13,15 @@
 #include <iterator>
 #include <thread>
 
+#include "kernels/backend.h"
+#include "kernels/rng.h"
+#include "src/base/error.h"
 #include "src/obs/crc32c.h"
 #include "src/obs/event_file.h"
 #include "src/obs/progress.h"
 #include "src/obs/rank_report.h"
+#include "src/obs/runlog.h"
 #include "src/obs/tfevent.pb.h"
-#include "src/train/runlog.h"
-#include "kernels/backend.h"
-#include "kernels/rng.h"
-#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {

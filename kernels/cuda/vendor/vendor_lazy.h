@@ -1,15 +1,14 @@
-// The vendor libraries' API for the nvcc build, resolved at run time: every cuDNN, cuBLASLt and NCCL function
-// the plugin calls is a function-like macro that fetches the function from the library (dlopen on the first
+// The vendor libraries' API for the nvcc build, resolved at run time: every cuDNN and cuBLASLt function the
+// plugin calls (NCCL's: src/comm/nccl_lazy.h, the same way) is a function-like macro that fetches the function from the library (dlopen on the first
 // call of any, dlsym once per call site: kernels/cuda/vendor/vendor_loader.h) and calls it. Call sites stay as they are,
 // and every signature is the vendor header's: a macro does not expand inside its own expansion, so
-// decltype(&::cudnnCreate) names the header's declaration. Include this instead of <cudnn.h>, <cublasLt.h> or
-// <nccl.h> (it includes them first, so that no later include sees the macros); never in the emulated build,
-// whose NCCL is src/comm/nccl_emu.h. A function called without a macro here would be a link-time dependency
-// again: `make cuda-link-check` fails on any cudnn*/cublasLt*/nccl* symbol the plugin leaves undefined.
+// decltype(&::cudnnCreate) names the header's declaration. Include this instead of <cudnn.h> or <cublasLt.h>
+// (it includes them first, so that no later include sees the macros). A function called without a macro
+// here would be a link-time dependency again: `make cuda-link-check` fails on any cudnn*/cublasLt*/nccl*
+// symbol the plugin leaves undefined.
 #pragma once
 #include <cublasLt.h>
 #include <cudnn.h>
-#include <nccl.h>
 
 #include "kernels/cuda/vendor/vendor_loader.h"
 
@@ -33,7 +32,6 @@ Fn vendor_fn(VendorLib lib, const char* name) {
   }())
 #define CNN_CUDNN(name) CNN_VENDOR_FN(kCudnn, name)
 #define CNN_CUBLASLT(name) CNN_VENDOR_FN(kCublasLt, name)
-#define CNN_NCCL(name) CNN_VENDOR_FN(kNccl, name)
 
 // cuDNN
 #define cudnnAddTensor(...) CNN_CUDNN(cudnnAddTensor)(__VA_ARGS__)
@@ -93,15 +91,3 @@ Fn vendor_fn(VendorLib lib, const char* name) {
 #define cublasLtMatmulPreferenceSetAttribute(...) CNN_CUBLASLT(cublasLtMatmulPreferenceSetAttribute)(__VA_ARGS__)
 #define cublasLtMatrixLayoutCreate(...) CNN_CUBLASLT(cublasLtMatrixLayoutCreate)(__VA_ARGS__)
 #define cublasLtMatrixLayoutDestroy(...) CNN_CUBLASLT(cublasLtMatrixLayoutDestroy)(__VA_ARGS__)
-
-// NCCL
-#define ncclAllReduce(...) CNN_NCCL(ncclAllReduce)(__VA_ARGS__)
-#define ncclCommAbort(...) CNN_NCCL(ncclCommAbort)(__VA_ARGS__)
-#define ncclCommDestroy(...) CNN_NCCL(ncclCommDestroy)(__VA_ARGS__)
-#define ncclCommFinalize(...) CNN_NCCL(ncclCommFinalize)(__VA_ARGS__)
-#define ncclCommGetAsyncError(...) CNN_NCCL(ncclCommGetAsyncError)(__VA_ARGS__)
-#define ncclCommInitRankConfig(...) CNN_NCCL(ncclCommInitRankConfig)(__VA_ARGS__)
-#define ncclGetErrorString(...) CNN_NCCL(ncclGetErrorString)(__VA_ARGS__)
-#define ncclGetLastError(...) CNN_NCCL(ncclGetLastError)(__VA_ARGS__)
-#define ncclGetUniqueId(...) CNN_NCCL(ncclGetUniqueId)(__VA_ARGS__)
-#define ncclGetVersion(...) CNN_NCCL(ncclGetVersion)(__VA_ARGS__)

@@ -22,12 +22,16 @@ enum class VendorLib { kCudnn = 0, kCublasLt = 1, kNccl = 2 };
 constexpr int kVendorLibCount = 3;
 const char* vendor_lib_name(VendorLib lib);  // "cuDNN", "cuBLASLt", "NCCL"
 
+// The NCCL major version the collectives are written for; src/comm/nccl_lazy.h asserts that <nccl.h> is of
+// it (NCCL's headers stay in src/comm).
+constexpr int kNcclMajor = 2;
+
 // What the plugin was compiled against (the headers' version macros).
 struct VendorBuild {
   int cudart_version = 0;  // CUDART_VERSION, e.g. 13000
   int cudnn_major = 0;     // CUDNN_MAJOR
   int cublas_major = 0;    // CUBLAS_VER_MAJOR
-  int nccl_major = 0;      // NCCL_MAJOR
+  int nccl_major = 0;      // kNcclMajor (= NCCL_MAJOR)
 };
 
 // Where the search looks. from_process() reads the environment; tests fill it themselves.

@@ -17,8 +17,6 @@ static_assert(std::is_same<decltype(&::cudnnGetVersion), size_t (*)()>::value, "
 static_assert(std::is_same<decltype(&::cudnnGetCudartVersion), size_t (*)()>::value, "cudnnGetCudartVersion");
 static_assert(std::is_same<decltype(&::cublasLtGetVersion), size_t (*)()>::value, "cublasLtGetVersion");
 static_assert(std::is_same<decltype(&::cublasLtGetCudartVersion), size_t (*)()>::value, "cublasLtGetCudartVersion");
-static_assert(std::is_same<decltype(&::ncclGetVersion), ncclResult_t (*)(int*)>::value &&
-                  sizeof(ncclResult_t) == sizeof(int), "ncclGetVersion is called as int (*)(int*)");
 
 namespace cnn {
 
@@ -59,7 +57,7 @@ bool list_gpus(std::string& r) {
 namespace gpu {
 
 VendorLoader& vendor_loader() {
-  static VendorLoader loader(VendorBuild{CUDART_VERSION, CUDNN_MAJOR, CUBLAS_VER_MAJOR, NCCL_MAJOR}, [] {
+  static VendorLoader loader(VendorBuild{CUDART_VERSION, CUDNN_MAJOR, CUBLAS_VER_MAJOR, kNcclMajor}, [] {
     const std::string self = own_path();
     const size_t slash = self.find_last_of('/');
     return VendorSearchEnv::from_process(slash == std::string::npos ? "." : self.substr(0, slash));

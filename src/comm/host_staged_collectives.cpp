@@ -1,6 +1,8 @@
-#include "src/train/host_staged_collectives.h"
-
+// Collectives over a device backend's memory through MPI on host copies (src/comm/collectives.h).
 #include <vector>
+
+#include "src/comm/collectives.h"
+#include "src/comm/grad_sync.h"
 
 namespace cnn {
 
@@ -9,10 +11,10 @@ namespace {
 // The device gradient mirrored on the host: each bucket is downloaded when launched and summed by an MPI
 // GradSync over the mirror with the same bucket layout (so its on_ready(begin of bucket i) launches exactly
 // bucket i); complete() waits and uploads the sum.
-class StagedGradSync final : public GradSync {
+class StagedGradSync final : public BucketedGradSync {
  public:
   StagedGradSync(Collectives* owner, Collectives& mpi, Backend& be, float* grads, size_t n, const GradSyncOptions& o)
-      : GradSync(owner, grads, n, o), be_(be), device_(grads), host_(n) {
+      : BucketedGradSync(owner, grads, n, o), be_(be), device_(grads), host_(n) {
     inner_ = mpi.make_grad_sync(host_.data(), n, o);
   }
 
@@ -41,8 +43,12 @@ class HostStagedCollectives final : public Collectives {
   std::string describe() const override {
     return "MPI on host copies of device memory (download, allreduce, upload; --comm.backend mpi)";
   }
+  int ranks() const override { return mpi_->ranks(); }
   void allreduce_sum(float* data, size_t n, const std::string& what) override { staged(data, n, what); }
   void allreduce_sum(double* data, size_t n, const std::string& what) override { staged(data, n, what); }
+  void allreduce_sum_host(double* data, size_t n, const std::string& what) override {
+    mpi_->allreduce_sum_host(data, n, what);
+  }
   std::unique_ptr<GradSync> make_grad_sync(float* grads, size_t n, const GradSyncOptions& o) override {
     return std::make_unique<StagedGradSync>(this, *mpi_, be_, grads, n, o);
   }

@@ -1,4 +1,4 @@
-#include "src/train/runlog.h"
+#include "src/obs/runlog.h"
 
 #include <cerrno>
 #include <charconv>
