@@ -114,39 +114,53 @@ class Backend {
   // and backward passes (Net::param_version).
   virtual void set_param_version(uint64_t version) {}
 
+  // --- Ops on activations. `t` is the storage type of every void* tensor of the op (activations, activation
+  // gradients, logits, the weights convolution and linear layers read: the fp32 parameter itself, or its
+  // 16-bit copy); float* tensors are fp32 whatever t is (biases, parameter gradients, batch-norm parameters
+  // and statistics). For bf16 and fp16 (docs/mixed_precision.md) an op computes what it computes in fp32 on
+  // the widened inputs, in fp32, and rounds every 16-bit output once (to nearest even); parameter gradients
+  // accumulate in fp32 straight from the 16-bit operands. ---
+
+  // y = x converted from `from` to `to`: fp32 <-> bf16/fp16, or a copy for equal types; no overlap.
+  virtual void convert(size_t n, DType from, const void* x, DType to, void* y) = 0;
+
   // Convolution (cross-correlation), optional bias b: [k].
-  virtual void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) = 0;
-  virtual void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) = 0;
+  virtual void conv2d_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b,
+                              void* y) = 0;
+  virtual void conv2d_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) = 0;
   // dw += dL/dw, db += dL/db (db may be null).
-  virtual void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw,
+  virtual void conv2d_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
                                       float* db) = 0;
 
   // Fully connected: x: [m,k], w: [n,k], b: [n] (nullable), y: [m,n] = x w^T + b.
-  virtual void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) = 0;
-  virtual void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) = 0;
+  virtual void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                              void* y) = 0;
+  virtual void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) = 0;
   // dw += dy^T x, db += column sums of dy (db may be null).
-  virtual void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw,
+  virtual void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
                                       float* db) = 0;
 
   // y = max(x, 0); dx = dy where y > 0 (y is the forward output; x and y may alias).
-  virtual void relu_forward(size_t n, const float* x, float* y) = 0;
-  virtual void relu_backward(size_t n, const float* y, const float* dy, float* dx) = 0;
+  virtual void relu_forward(DType t, size_t n, const void* x, void* y) = 0;
+  virtual void relu_backward(DType t, size_t n, const void* y, const void* dy, void* dx) = 0;
 
   // Max pooling; argmax: [n,p,q,c] flat input offsets of the winners, used by the backward pass. With `relu`
   // the op pools a ReLU's output: y = max(maxpool(x), 0), the ReLU applied to the (stride^2 times fewer)
   // pooled values (it commutes with the max), and the backward counts dy only where y > 0.
-  virtual void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) = 0;
+  virtual void maxpool_forward(DType t, const PoolDesc& d, const void* x, bool relu, void* y,
+                               int32_t* argmax) = 0;
   // relu_y: the forward's y when it ran with `relu`, else null.
-  virtual void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
-                                float* dx) = 0;
+  virtual void maxpool_backward(DType t, const PoolDesc& d, const void* dy, const void* relu_y,
+                                const int32_t* argmax, void* dx) = 0;
 
   // Softmax cross-entropy over logits [n, classes] with int32 labels [n] and label smoothing eps (the
   // target puts 1-eps+eps/classes on the label and eps/classes elsewhere). Adds the sum of the n losses to
-  // *host_loss_sum and the number of rows whose arg-max equals the label to *host_correct. When dlogits is
-  // not null it receives scale * d(sum of losses)/d(logits); scale = 1/global_batch gives the gradient of
-  // the mean over the global batch.
-  virtual void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float label_smoothing,
-                            float scale, float* dlogits, double* host_loss_sum, int64_t* host_correct) = 0;
+  // *host_loss_sum and the number of rows whose arg-max equals the label to *host_correct (fp32 arithmetic,
+  // double sums, whatever t is). When dlogits is not null it receives scale * d(sum of losses)/d(logits);
+  // scale = 1/global_batch gives the gradient of the mean over the global batch.
+  virtual void softmax_xent(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                            float label_smoothing, float scale, void* dlogits, double* host_loss_sum,
+                            int64_t* host_correct) = 0;
 
   // SGD with momentum and L2 weight decay (PyTorch convention): g' = g + wd*w; v = momentum*v + g';
   // w -= lr * (nesterov ? g' + momentum*v : v).
@@ -162,40 +176,46 @@ class Backend {
   // mean/invstd [c] for backward and updates the running statistics: r = (1-momentum) r + momentum * batch
   // (unbiased variance); with `relu` it also writes relu_mask (relu_mask_words(rows*c) words; bit i % 32 of
   // word i / 32 set when y[i] > 0), the ReLU's state for backward (1 bit per element instead of
-  // re-reading y). Inference uses the running statistics.
-  virtual void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
-                                       const float* beta, float eps, float momentum, bool relu, float* y,
-                                       uint32_t* relu_mask, float* save_mean, float* save_invstd,
+  // re-reading y). Inference uses the running statistics. In 16 bits the join is added in fp32 before the
+  // one rounding of y, and relu_mask is taken from the fp32 value (bit set when it is > 0, so also when it
+  // rounds to a positive 16-bit y).
+  virtual void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual,
+                                       const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                       void* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                        float* running_mean, float* running_var) = 0;
-  virtual void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
-                                       const float* beta, const float* running_mean, const float* running_var,
-                                       float eps, bool relu, float* y) = 0;
+  virtual void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual,
+                                       const float* gamma, const float* beta, const float* running_mean,
+                                       const float* running_var, float eps, bool relu, void* y) = 0;
   // Backward of batchnorm_forward_train. relu_mask: its mask when it ran with `relu`, else null. g = dy
   // masked by the ReLU: dgamma += sum(g * xhat), dbeta += sum(g); dx overwritten with the gradient of x (may
   // be null); dresidual overwritten with g, the gradient of the residual input (may be null).
-  virtual void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
-                                  const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
-                                  float* dresidual, float* dgamma, float* dbeta) = 0;
+  virtual void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask,
+                                  const void* dy, const float* gamma, const float* save_mean,
+                                  const float* save_invstd, void* dx, void* dresidual, float* dgamma,
+                                  float* dbeta) = 0;
 
   // Inverted dropout over x: [n, per_sample]; the keep bit of element j of a sample is a function of
   // (key, ids[sample], j) only (ids: device [n] global sample ids). mask: [n, per_sample] bytes.
-  virtual void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key,
-                               const int64_t* ids, float* y, uint8_t* mask) = 0;
-  virtual void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) = 0;
+  virtual void dropout_forward(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
+                               const int64_t* ids, void* y, uint8_t* mask) = 0;
+  virtual void dropout_backward(DType t, size_t count, float p, const void* dy, const uint8_t* mask,
+                                void* dx) = 0;
 
   // Average pooling (padding excluded from the count); global average pooling is the window r=h, s=w.
-  virtual void avgpool_forward(const PoolDesc& d, const float* x, float* y) = 0;
-  virtual void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) = 0;
+  virtual void avgpool_forward(DType t, const PoolDesc& d, const void* x, void* y) = 0;
+  virtual void avgpool_backward(DType t, const PoolDesc& d, const void* dy, void* dx) = 0;
 
-  // y += alpha x; x *= alpha; sum of squares (synchronizes; host result).
-  virtual void axpy(size_t n, float alpha, const float* x, float* y) = 0;
+  // y += alpha x (activations of type t); x *= alpha and the sum of squares (synchronizes; host result) on
+  // fp32 buffers (gradients).
+  virtual void axpy(DType t, size_t n, float alpha, const void* x, void* y) = 0;
   virtual void scale(size_t n, float alpha, float* x) = 0;
   virtual double sum_squares(size_t n, const float* x) = 0;
   // Parameter-free shortcut (He et al. option A): subsample x [n,h,w,c] by `stride` and zero-pad the
   // channels to k: y [n, ceil(h/stride), ceil(w/stride), k]. Backward overwrites dx.
-  virtual void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) = 0;
-  virtual void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy,
-                                     float* dx) = 0;
+  virtual void shortcut_pad_forward(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                                    void* y) = 0;
+  virtual void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                     void* dx) = 0;
 
   // AdamW (decoupled weight decay): w -= lr*wd*w; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   // w -= lr * (m/bc1) / (sqrt(v/bc2) + eps), bc1 = 1-b1^t and bc2 = 1-b2^t for step t >= 1.
@@ -237,8 +257,8 @@ class Backend {
   // forward and backward passes so that they can be added up across ranks in between. None synchronises. ---
 
   // softmax_xent, except that the loss sum and correct count are added to *totals (backend memory).
-  virtual void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels,
-                                   float label_smoothing, float scale, float* dlogits, LossTotals* totals) = 0;
+  virtual void softmax_xent_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                                   float label_smoothing, float scale, void* dlogits, LossTotals* totals) = 0;
   // stats (double, backend memory) = [sum of x per channel (c values), sum of x^2 per channel (c), rows].
   virtual void batchnorm_stats(int rows, int c, const float* x, double* stats) = 0;
   // batchnorm_forward_train with the batch statistics of `stats` (the sums above over stats[2c] rows, e.g.
@@ -257,64 +277,6 @@ class Backend {
                                             const float* save_mean, const float* save_invstd,
                                             const double* local_sums, const double* global_sums, float* dx,
                                             float* dgamma, float* dbeta) = 0;
-
-  // --- Reduced precision (docs/mixed_precision.md; kernels/typed_ops.h picks between these and the fp32 ops
-  // by dtype) ---
-  // The ops above with the activation side in 16 bits: `t` is DType::kBF16 or kF16 and is the type of every
-  // void* tensor (activations, activation gradients, the 16-bit weight copy w, logits). float* tensors stay
-  // fp32: biases, parameter gradients (accumulated in fp32 straight from 16-bit operands), batch-norm
-  // parameters and statistics. Each op computes what its fp32 version computes on the widened inputs, in
-  // fp32, and rounds every 16-bit output once (to nearest even); softmax_xent_16's loss is fp32/double.
-
-  // y = x converted from `from` to `to`: fp32 <-> bf16/fp16, or a copy for equal types; no overlap.
-  virtual void convert(size_t n, DType from, const void* x, DType to, void* y) = 0;
-  virtual void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b,
-                                 void* y) = 0;
-  virtual void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) = 0;
-  virtual void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
-                                         float* db) = 0;
-  virtual void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
-                                 void* y) = 0;
-  virtual void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) = 0;
-  virtual void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
-                                         float* db) = 0;
-  virtual void relu_forward_16(DType t, size_t n, const void* x, void* y) = 0;
-  virtual void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) = 0;
-  virtual void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y,
-                                  int32_t* argmax) = 0;
-  virtual void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y,
-                                   const int32_t* argmax, void* dx) = 0;
-  virtual void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) = 0;
-  virtual void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) = 0;
-  virtual void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels,
-                               float label_smoothing, float scale, void* dlogits, double* host_loss_sum,
-                               int64_t* host_correct) = 0;
-  // softmax_xent_totals on 16-bit logits (loss and totals as softmax_xent_16's).
-  virtual void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels,
-                                      float label_smoothing, float scale, void* dlogits, LossTotals* totals) = 0;
-  // The fused batch norm: x, residual, y, dx, dresidual in 16 bits; the join is added in fp32 before the one
-  // rounding of y; relu_mask is taken from the fp32 value (bit set when it is > 0, so also when it rounds to a
-  // positive 16-bit y).
-  virtual void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual,
-                                          const float* gamma, const float* beta, float eps, float momentum,
-                                          bool relu, void* y, uint32_t* relu_mask, float* save_mean,
-                                          float* save_invstd, float* running_mean, float* running_var) = 0;
-  virtual void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual,
-                                          const float* gamma, const float* beta, const float* running_mean,
-                                          const float* running_var, float eps, bool relu, void* y) = 0;
-  virtual void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask,
-                                     const void* dy, const float* gamma, const float* save_mean,
-                                     const float* save_invstd, void* dx, void* dresidual, float* dgamma,
-                                     float* dbeta) = 0;
-  virtual void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
-                                  const int64_t* ids, void* y, uint8_t* mask) = 0;
-  virtual void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask,
-                                   void* dx) = 0;
-  virtual void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) = 0;
-  virtual void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
-                                       void* y) = 0;
-  virtual void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                                        void* dx) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -30,6 +30,19 @@ namespace cnn {
 
 namespace {
 
+size_t area(size_t rows, size_t cols) { return rows * cols; }
+size_t conv_in(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
+size_t conv_out(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.k; }
+size_t conv_filter(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
+size_t pool_in(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
+size_t pool_out(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.c; }
+size_t pad_in(int n, int h, int w, int c) { return static_cast<size_t>(n) * h * w * c; }
+size_t pad_out(int n, int h, int w, int stride, int k) {
+  return static_cast<size_t>(n) * ((h + stride - 1) / stride) * ((w + stride - 1) / stride) * k;
+}
+
+// bf16 convolution and matmul run on oneDNN's bf16 primitives where the CPU runs them natively (native());
+// fp16 (no oneDNN CPU kernels), CPUs without bf16 instructions and the reference variant widen to fp32.
 class CpuBackend : public HostMixedBackend {
  public:
   CpuBackend(int threads, CpuKernels k) : HostMixedBackend(threads) {
@@ -64,50 +77,83 @@ class CpuBackend : public HostMixedBackend {
     if (dnnl_) dnnl_->set_param_version(version);
   }
 
-  void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
-    if (dnnl_) return dnnl_->conv_forward(d, x, w, b, y);
-    conv2d_forward_cpu(d, x, w, b, y);
+  // Each op: oneDNN's bf16 primitives where native(t), else as_fp32 (host_mixed_backend.h) around the fast
+  // kernels or the reference kernels.
+  void conv2d_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    if (native(t)) return dnnl_->conv_forward(t, d, x, w, b, y);
+    as_fp32(t, [&](const float* x32, const float* w32, float* y32) {
+      if (dnnl_) return dnnl_->conv_forward(d, x32, w32, b, y32);
+      conv2d_forward_cpu(d, x32, w32, b, y32);
+    }, In{x, conv_in(d)}, Weights{w, conv_filter(d)}, Out{y, conv_out(d)});
   }
-  void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
-    if (dnnl_) return dnnl_->conv_backward_data(d, dy, w, dx);
-    conv2d_backward_data_cpu(d, dy, w, dx);
+  void conv2d_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    if (native(t)) return dnnl_->conv_backward_data(t, d, dy, w, dx);
+    as_fp32(t, [&](const float* dy32, const float* w32, float* dx32) {
+      if (dnnl_) return dnnl_->conv_backward_data(d, dy32, w32, dx32);
+      conv2d_backward_data_cpu(d, dy32, w32, dx32);
+    }, In{dy, conv_out(d)}, Weights{w, conv_filter(d)}, Out{dx, conv_in(d)});
   }
-  void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
-    if (dnnl_) return dnnl_->conv_backward_filter(d, x, dy, dw, db);
-    conv2d_backward_filter_cpu(d, x, dy, dw, db);
+  void conv2d_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                              float* db) override {
+    if (native(t)) return dnnl_->conv_backward_filter(t, d, x, dy, dw, db);
+    as_fp32(t, [&](const float* x32, const float* dy32) {
+      if (dnnl_) return dnnl_->conv_backward_filter(d, x32, dy32, dw, db);
+      conv2d_backward_filter_cpu(d, x32, dy32, dw, db);
+    }, In{x, conv_in(d)}, In{dy, conv_out(d)});
   }
-  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
-    if (dnnl_) return dnnl_->linear_forward(m, k, n, x, w, b, y);
-    linear_forward_cpu(m, k, n, x, w, b, y);
+  void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                      void* y) override {
+    if (native(t)) return dnnl_->linear_forward(t, m, k, n, x, w, b, y);
+    as_fp32(t, [&](const float* x32, const float* w32, float* y32) {
+      if (dnnl_) return dnnl_->linear_forward(m, k, n, x32, w32, b, y32);
+      linear_forward_cpu(m, k, n, x32, w32, b, y32);
+    }, In{x, area(m, k)}, Weights{w, area(n, k)}, Out{y, area(m, n)});
   }
-  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
-    if (dnnl_) return dnnl_->linear_backward_data(m, k, n, dy, w, dx);
-    linear_backward_data_cpu(m, k, n, dy, w, dx);
+  void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    if (native(t)) return dnnl_->linear_backward_data(t, m, k, n, dy, w, dx);
+    as_fp32(t, [&](const float* dy32, const float* w32, float* dx32) {
+      if (dnnl_) return dnnl_->linear_backward_data(m, k, n, dy32, w32, dx32);
+      linear_backward_data_cpu(m, k, n, dy32, w32, dx32);
+    }, In{dy, area(m, n)}, Weights{w, area(n, k)}, Out{dx, area(m, k)});
   }
-  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
-    if (dnnl_) return dnnl_->linear_backward_weight(m, k, n, x, dy, dw, db);
-    linear_backward_weight_cpu(m, k, n, x, dy, dw, db);
+  void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                              float* db) override {
+    if (native(t)) return dnnl_->linear_backward_weight(t, m, k, n, x, dy, dw, db);
+    as_fp32(t, [&](const float* x32, const float* dy32) {
+      if (dnnl_) return dnnl_->linear_backward_weight(m, k, n, x32, dy32, dw, db);
+      linear_backward_weight_cpu(m, k, n, x32, dy32, dw, db);
+    }, In{x, area(m, k)}, In{dy, area(m, n)});
   }
-  void relu_forward(size_t n, const float* x, float* y) override {
-    if (dnnl_) return relu_forward_fast(threads_, n, x, y);
-    relu_forward_cpu(n, x, y);
+  void relu_forward(DType t, size_t n, const void* x, void* y) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return relu_forward_fast(threads_, n, x32, y32);
+      relu_forward_cpu(n, x32, y32);
+    }, In{x, n}, Out{y, n});
   }
-  void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
-    if (dnnl_) return relu_backward_fast(threads_, n, y, dy, dx);
-    relu_backward_cpu(n, y, dy, dx);
+  void relu_backward(DType t, size_t n, const void* y, const void* dy, void* dx) override {
+    as_fp32(t, [&](const float* y32, const float* dy32, float* dx32) {
+      if (dnnl_) return relu_backward_fast(threads_, n, y32, dy32, dx32);
+      relu_backward_cpu(n, y32, dy32, dx32);
+    }, In{y, n}, In{dy, n}, Out{dx, n});
   }
-  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
-    if (dnnl_) return maxpool_forward_fast(threads_, d, x, relu, y, argmax);
-    maxpool_forward_cpu(d, x, relu, y, argmax);
+  void maxpool_forward(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return maxpool_forward_fast(threads_, d, x32, relu, y32, argmax);
+      maxpool_forward_cpu(d, x32, relu, y32, argmax);
+    }, In{x, pool_in(d)}, Out{y, pool_out(d)});
   }
-  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
-                        float* dx) override {
-    if (dnnl_) return maxpool_backward_fast(threads_, d, dy, relu_y, argmax, dx);
-    maxpool_backward_cpu(d, dy, relu_y, argmax, dx);
+  void maxpool_backward(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
+                        void* dx) override {
+    as_fp32(t, [&](const float* dy32, const float* relu_y32, float* dx32) {
+      if (dnnl_) return maxpool_backward_fast(threads_, d, dy32, relu_y32, argmax, dx32);
+      maxpool_backward_cpu(d, dy32, relu_y32, argmax, dx32);
+    }, In{dy, pool_out(d)}, In{relu_y, pool_out(d)}, Out{dx, pool_in(d)});
   }
-  void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
-                    float* dlogits, double* loss_sum, int64_t* correct) override {
-    softmax_xent_cpu(n, classes, logits, labels, eps, scale, dlogits, loss_sum, correct);
+  void softmax_xent(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps, float scale,
+                    void* dlogits, double* loss_sum, int64_t* correct) override {
+    as_fp32(t, [&](const float* logits32, float* dlogits32) {
+      softmax_xent_cpu(n, classes, logits32, labels, eps, scale, dlogits32, loss_sum, correct);
+    }, In{logits, area(n, classes)}, Out{dlogits, area(n, classes)});
   }
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
@@ -115,52 +161,69 @@ class CpuBackend : public HostMixedBackend {
     if (dnnl_) return sgd_update_fast(threads_, n, w, g, v, lr, momentum, wd, nesterov);
     sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
   }
-  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
-                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
+  void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    if (dnnl_)
-      return batchnorm_forward_train_fast(threads_, rows, c, x, residual, gamma, beta, eps, momentum, relu, y,
-                                          relu_mask, save_mean, save_invstd, running_mean, running_var);
-    batchnorm_forward_train_cpu(rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask, save_mean,
-                                save_invstd, running_mean, running_var);
+    as_fp32(t, [&](const float* x32, const float* residual32, float* y32) {
+      if (dnnl_)
+        return batchnorm_forward_train_fast(threads_, rows, c, x32, residual32, gamma, beta, eps, momentum, relu,
+                                            y32, relu_mask, save_mean, save_invstd, running_mean, running_var);
+      batchnorm_forward_train_cpu(rows, c, x32, residual32, gamma, beta, eps, momentum, relu, y32, relu_mask,
+                                  save_mean, save_invstd, running_mean, running_var);
+    }, In{x, area(rows, c)}, In{residual, area(rows, c)}, Out{y, area(rows, c)});
   }
-  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+  void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
-                               bool relu, float* y) override {
-    if (dnnl_)
-      return batchnorm_forward_infer_fast(threads_, rows, c, x, residual, gamma, beta, running_mean, running_var,
-                                          eps, relu, y);
-    batchnorm_forward_infer_cpu(rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);
+                               bool relu, void* y) override {
+    as_fp32(t, [&](const float* x32, const float* residual32, float* y32) {
+      if (dnnl_)
+        return batchnorm_forward_infer_fast(threads_, rows, c, x32, residual32, gamma, beta, running_mean,
+                                            running_var, eps, relu, y32);
+      batchnorm_forward_infer_cpu(rows, c, x32, residual32, gamma, beta, running_mean, running_var, eps, relu, y32);
+    }, In{x, area(rows, c)}, In{residual, area(rows, c)}, Out{y, area(rows, c)});
   }
-  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
-                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
-                          float* dresidual, float* dgamma, float* dbeta) override {
-    if (dnnl_)
-      return batchnorm_backward_fast(threads_, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx,
-                                     dresidual, dgamma, dbeta);
-    batchnorm_backward_cpu(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual, dgamma, dbeta);
+  void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                          void* dresidual, float* dgamma, float* dbeta) override {
+    as_fp32(t, [&](const float* x32, const float* dy32, float* dx32, float* dresidual32) {
+      if (dnnl_)
+        return batchnorm_backward_fast(threads_, rows, c, x32, relu_mask, dy32, gamma, save_mean, save_invstd, dx32,
+                                       dresidual32, dgamma, dbeta);
+      batchnorm_backward_cpu(rows, c, x32, relu_mask, dy32, gamma, save_mean, save_invstd, dx32, dresidual32, dgamma,
+                             dbeta);
+    }, In{x, area(rows, c)}, In{dy, area(rows, c)}, Out{dx, area(rows, c)}, Out{dresidual, area(rows, c)});
   }
-  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
-                       uint8_t* mask) override {
-    if (dnnl_) return dropout_forward_fast(threads_, n, per_sample, x, p, key, ids, y, mask);
-    dropout_forward_cpu(n, per_sample, x, p, key, ids, y, mask);
+  void dropout_forward(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key, const int64_t* ids,
+                       void* y, uint8_t* mask) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return dropout_forward_fast(threads_, n, per_sample, x32, p, key, ids, y32, mask);
+      dropout_forward_cpu(n, per_sample, x32, p, key, ids, y32, mask);
+    }, In{x, n * per_sample}, Out{y, n * per_sample});
   }
-  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
-    if (dnnl_) return dropout_backward_fast(threads_, count, p, dy, mask, dx);
-    dropout_backward_cpu(count, p, dy, mask, dx);
+  void dropout_backward(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
+    as_fp32(t, [&](const float* dy32, float* dx32) {
+      if (dnnl_) return dropout_backward_fast(threads_, count, p, dy32, mask, dx32);
+      dropout_backward_cpu(count, p, dy32, mask, dx32);
+    }, In{dy, count}, Out{dx, count});
   }
-  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
-    if (dnnl_) return avgpool_forward_fast(threads_, d, x, y);
-    avgpool_forward_cpu(d, x, y);
+  void avgpool_forward(DType t, const PoolDesc& d, const void* x, void* y) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return avgpool_forward_fast(threads_, d, x32, y32);
+      avgpool_forward_cpu(d, x32, y32);
+    }, In{x, pool_in(d)}, Out{y, pool_out(d)});
   }
-  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
-    if (dnnl_) return avgpool_backward_fast(threads_, d, dy, dx);
-    avgpool_backward_cpu(d, dy, dx);
+  void avgpool_backward(DType t, const PoolDesc& d, const void* dy, void* dx) override {
+    as_fp32(t, [&](const float* dy32, float* dx32) {
+      if (dnnl_) return avgpool_backward_fast(threads_, d, dy32, dx32);
+      avgpool_backward_cpu(d, dy32, dx32);
+    }, In{dy, pool_out(d)}, Out{dx, pool_in(d)});
   }
-  void axpy(size_t n, float alpha, const float* x, float* y) override {
-    if (dnnl_) return axpy_fast(threads_, n, alpha, x, y);
-    axpy_cpu(n, alpha, x, y);
+  void axpy(DType t, size_t n, float alpha, const void* x, void* y) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return axpy_fast(threads_, n, alpha, x32, y32);
+      axpy_cpu(n, alpha, x32, y32);
+    }, In{x, n}, InOut{y, n});
   }
   void scale(size_t n, float alpha, float* x) override {
     if (dnnl_) return scale_fast(threads_, n, alpha, x);
@@ -170,13 +233,19 @@ class CpuBackend : public HostMixedBackend {
     if (dnnl_) return sum_squares_fast(threads_, n, x);
     return sum_squares_cpu(n, x);
   }
-  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
-    if (dnnl_) return shortcut_pad_forward_fast(threads_, n, h, w, c, stride, k, x, y);
-    shortcut_pad_forward_cpu(n, h, w, c, stride, k, x, y);
+  void shortcut_pad_forward(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                            void* y) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return shortcut_pad_forward_fast(threads_, n, h, w, c, stride, k, x32, y32);
+      shortcut_pad_forward_cpu(n, h, w, c, stride, k, x32, y32);
+    }, In{x, pad_in(n, h, w, c)}, Out{y, pad_out(n, h, w, stride, k)});
   }
-  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
-    if (dnnl_) return shortcut_pad_backward_fast(threads_, n, h, w, c, stride, k, dy, dx);
-    shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy, dx);
+  void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                             void* dx) override {
+    as_fp32(t, [&](const float* dy32, float* dx32) {
+      if (dnnl_) return shortcut_pad_backward_fast(threads_, n, h, w, c, stride, k, dy32, dx32);
+      shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy32, dx32);
+    }, In{dy, pad_out(n, h, w, stride, k)}, Out{dx, pad_in(n, h, w, c)});
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {
@@ -200,11 +269,11 @@ class CpuBackend : public HostMixedBackend {
   std::unique_ptr<HostMirror> make_host_mirror(const void* d_src, size_t bytes) override {
     return cnn::make_host_mirror(d_src, bytes);
   }
-  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
-                           float* dlogits, LossTotals* totals) override {
+  void softmax_xent_totals(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
+                           float scale, void* dlogits, LossTotals* totals) override {
     double loss = 0;
     int64_t correct = 0;
-    softmax_xent(n, classes, logits, labels, eps, scale, dlogits, &loss, &correct);
+    softmax_xent(t, n, classes, logits, labels, eps, scale, dlogits, &loss, &correct);
     totals->loss_sum += loss;
     totals->correct += static_cast<unsigned long long>(correct);
   }
@@ -226,36 +295,6 @@ class CpuBackend : public HostMixedBackend {
                                     const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
     batchnorm_backward_from_sums_cpu(rows, c, x, dy, gamma, save_mean, save_invstd, local_sums, global_sums, dx,
                                      dgamma, dbeta);
-  }
-
-  // bf16 convolution and matmul on oneDNN's bf16 primitives where the CPU runs them natively; fp16 (no oneDNN
-  // CPU kernels), CPUs without bf16 instructions and the reference variant widen to fp32 (HostMixedBackend).
-  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
-    if (native(t)) return dnnl_->conv_forward(t, d, x, w, b, y);
-    HostMixedBackend::conv2d_forward_16(t, d, x, w, b, y);
-  }
-  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
-    if (native(t)) return dnnl_->conv_backward_data(t, d, dy, w, dx);
-    HostMixedBackend::conv2d_backward_data_16(t, d, dy, w, dx);
-  }
-  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
-                                 float* db) override {
-    if (native(t)) return dnnl_->conv_backward_filter(t, d, x, dy, dw, db);
-    HostMixedBackend::conv2d_backward_filter_16(t, d, x, dy, dw, db);
-  }
-  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
-                         void* y) override {
-    if (native(t)) return dnnl_->linear_forward(t, m, k, n, x, w, b, y);
-    HostMixedBackend::linear_forward_16(t, m, k, n, x, w, b, y);
-  }
-  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
-    if (native(t)) return dnnl_->linear_backward_data(t, m, k, n, dy, w, dx);
-    HostMixedBackend::linear_backward_data_16(t, m, k, n, dy, w, dx);
-  }
-  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
-                                 float* db) override {
-    if (native(t)) return dnnl_->linear_backward_weight(t, m, k, n, x, dy, dw, db);
-    HostMixedBackend::linear_backward_weight_16(t, m, k, n, x, dy, dw, db);
   }
 
  private:

@@ -1,10 +1,15 @@
-// The Backend's 16-bit ops (backend.h, "Reduced precision") for a backend whose memory the host addresses (the
-// CPU backend derives from this): 16-bit inputs are widened into fp32 scratch, the backend's own fp32 op runs,
-// and the 16-bit outputs are rounded back. Over the reference fp32 kernels this is the 16-bit oracle: by
-// construction it computes the fp32 op on the widened inputs and rounds each output once, which is the
-// contract every other 16-bit implementation is tested against. A derived backend overrides the ops it has
-// native 16-bit kernels for (the CPU backend: convolution and matmul on oneDNN's bf16 primitives).
+// The storage-type dispatch of a backend whose memory the host addresses (the CPU backend derives from this).
+// Each of its ops hands as_fp32() its fp32 implementation and its activation tensors: fp32 tensors go to it as
+// they are; bf16/fp16 inputs are widened into fp32 scratch, the fp32 implementation runs on the scratch, and
+// the outputs are rounded back. Over the reference fp32 kernels this is the 16-bit oracle: by construction it
+// computes the fp32 op on the widened inputs and rounds each output once, which is the contract every other
+// 16-bit implementation is tested against (backend.h, "Ops on activations"). A derived backend calls its
+// native 16-bit kernels instead where it has them (the CPU backend: convolution and matmul on oneDNN's bf16
+// primitives).
 #pragma once
+#include <cstddef>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -16,64 +21,104 @@ class HostMixedBackend : public Backend {
   // threads: for the conversions.
   explicit HostMixedBackend(int threads) : threads_(threads < 1 ? 1 : threads) {}
 
-  // Remembered so that the ops below can suspend it: see FreshWeights in host_mixed_backend.cpp. A derived
-  // backend that overrides it calls this one too.
+  // Remembered so that as_fp32 can suspend it: see Weights below. A derived backend that overrides it calls
+  // this one too.
   void set_param_version(uint64_t version) override { param_version_ = version; }
   void convert(size_t n, DType from, const void* x, DType to, void* y) override;
-  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b,
-                         void* y) override;
-  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override;
-  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
-                                 float* db) override;
-  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
-                         void* y) override;
-  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override;
-  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
-                                 float* db) override;
-  void relu_forward_16(DType t, size_t n, const void* x, void* y) override;
-  void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) override;
-  void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override;
-  void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
-                           void* dx) override;
-  void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) override;
-  void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) override;
-  void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
-                       float scale, void* dlogits, double* host_loss_sum, int64_t* host_correct) override;
-  void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
-                              float scale, void* dlogits, LossTotals* totals) override;
-  void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                                  const float* beta, float eps, float momentum, bool relu, void* y,
-                                  uint32_t* relu_mask, float* save_mean, float* save_invstd, float* running_mean,
-                                  float* running_var) override;
-  void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                                  const float* beta, const float* running_mean, const float* running_var, float eps,
-                                  bool relu, void* y) override;
-  void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
-                             const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                             void* dresidual, float* dgamma, float* dbeta) override;
-  void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
-                          const int64_t* ids, void* y, uint8_t* mask) override;
-  void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override;
-  void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) override;
-  void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
-                               void* y) override;
-  void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                                void* dx) override;
 
  protected:
-  // fp32 scratch `slot` (0..3) holding x (n elements of type t) widened; grown on demand, so nothing is
-  // allocated per call after warm-up. Ops run one at a time on a backend, so the slots are not shared.
+  // The activation tensors of one op, n elements each of the op's type; a null p stays null.
+  struct In {  // read
+    const void* p;
+    size_t n;
+  };
+  struct Out {  // written
+    void* p;
+    size_t n;
+  };
+  struct InOut {  // read, then written
+    void* p;
+    size_t n;
+  };
+  // Read: the 16-bit copy of a parameter. Widened it lives in scratch, at the same address for every layer,
+  // so the fp32 op must not reuse what it derived from earlier weights at that address under the current
+  // parameter version (Backend::set_param_version: the fast CPU backend's cached filter layouts): a 16-bit
+  // op with Weights runs under version 0.
+  struct Weights {
+    const void* p;
+    size_t n;
+  };
+
+  // fp32(pointers...) with one fp32 pointer per tensor, in order (const float* for In and Weights, float*
+  // for Out and InOut): the tensors themselves when t is fp32, else scratch as described at the top.
+  template <class F, class... A>
+  void as_fp32(DType t, F&& fp32, A... tensors) {
+    static_assert(sizeof...(A) <= kSlots, "more tensors than scratch slots");
+    if (t == DType::kF32) return fp32(as_f32(tensors.p)...);
+    FreshWeights fresh(*this, (std::is_same<A, Weights>::value || ...));
+    widened(t, fp32, std::index_sequence_for<A...>(), tensors...);
+  }
+
+  int threads_;
+
+ private:
+  static constexpr int kSlots = 4;
+
+  // Parameter version 0 while it lives, when `active` (see Weights).
+  class FreshWeights {
+   public:
+    FreshWeights(HostMixedBackend& be, bool active) : be_(be), version_(active ? be.param_version_ : 0) {
+      if (version_ != 0) be_.set_param_version(0);
+    }
+    ~FreshWeights() {
+      if (version_ != 0) be_.set_param_version(version_);
+    }
+    FreshWeights(const FreshWeights&) = delete;
+    FreshWeights& operator=(const FreshWeights&) = delete;
+
+   private:
+    HostMixedBackend& be_;
+    uint64_t version_;
+  };
+
+  static const float* as_f32(const void* p) { return static_cast<const float*>(p); }
+  static float* as_f32(void* p) { return static_cast<float*>(p); }
+
+  template <class F, class... A, size_t... I>
+  void widened(DType t, F& fp32, std::index_sequence<I...>, A... tensors) {
+    float* s[] = {stage(t, static_cast<int>(I), tensors)...};
+    fp32(typed(tensors, s[I])...);
+    (finish(t, tensors, s[I]), ...);
+  }
+
+  // The fp32 scratch of one tensor: inputs widened, outputs uninitialised; null for a null tensor.
+  float* stage(DType t, int slot, const In& a) { return a.p ? widen(slot, t, a.p, a.n) : nullptr; }
+  float* stage(DType t, int slot, const Weights& a) { return a.p ? widen(slot, t, a.p, a.n) : nullptr; }
+  float* stage(DType t, int slot, const InOut& a) { return a.p ? widen(slot, t, a.p, a.n) : nullptr; }
+  float* stage(DType, int slot, const Out& a) { return a.p ? scratch(slot, a.n) : nullptr; }
+  static const float* typed(const In&, float* s) { return s; }
+  static const float* typed(const Weights&, float* s) { return s; }
+  static float* typed(const InOut&, float* s) { return s; }
+  static float* typed(const Out&, float* s) { return s; }
+  // Outputs rounded back to t.
+  void finish(DType, const In&, float*) {}
+  void finish(DType, const Weights&, float*) {}
+  void finish(DType t, const InOut& a, float* s) {
+    if (a.p) narrow(t, s, a.p, a.n);
+  }
+  void finish(DType t, const Out& a, float* s) {
+    if (a.p) narrow(t, s, a.p, a.n);
+  }
+
+  // fp32 scratch `slot` holding x (n elements of type t) widened; grown on demand, so nothing is allocated
+  // per call after warm-up. Ops run one at a time on a backend, so the slots are not shared.
   float* widen(int slot, DType t, const void* x, size_t n);
   float* scratch(int slot, size_t n);
   // y (n elements of t) = x rounded.
   void narrow(DType t, const float* x, void* y, size_t n);
 
-  int threads_;
-
- private:
-  friend class FreshWeights;
   uint64_t param_version_ = 0;
-  std::vector<float> scratch_[4];
+  std::vector<float> scratch_[kSlots];
 };
 
 }  // namespace cnn

@@ -84,16 +84,8 @@ cudaError_t fill_cuda(size_t n, float value, float* d_x, cudaStream_t stream) {
   return CNN_LAUNCH(fill_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, value, d_x);
 }
 
-cudaError_t relu_forward_cuda(size_t n, const float* d_x, float* d_y, cudaStream_t stream) {
-  return relu_forward_t(n, d_x, d_y, stream);
-}
-
-cudaError_t relu_backward_cuda(size_t n, const float* d_y, const float* d_dy, float* d_dx, cudaStream_t stream) {
-  return relu_backward_t(n, d_y, d_dy, d_dx, stream);
-}
-
 cudaError_t relu_forward_cuda(DType t, size_t n, const void* d_x, void* d_y, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return relu_forward_t(n, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
   });
@@ -101,7 +93,7 @@ cudaError_t relu_forward_cuda(DType t, size_t n, const void* d_x, void* d_y, cud
 
 cudaError_t relu_backward_cuda(DType t, size_t n, const void* d_y, const void* d_dy, void* d_dx,
                                cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return relu_backward_t(n, static_cast<const T*>(d_y), static_cast<const T*>(d_dy), static_cast<T*>(d_dx), stream);
   });

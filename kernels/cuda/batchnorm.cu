@@ -299,31 +299,6 @@ cudaError_t batchnorm_backward_t(int rows, int c, const T* d_x, const uint32_t* 
 
 size_t batchnorm_work_bytes(int c) { return static_cast<size_t>(c) * (2 * sizeof(double) + 3 * sizeof(float)); }
 
-cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_residual,
-                                         const float* d_gamma, const float* d_beta, float eps, float momentum,
-                                         bool relu, float* d_y, uint32_t* d_relu_mask, float* d_save_mean,
-                                         float* d_save_invstd, float* d_running_mean, float* d_running_var,
-                                         void* d_work, cudaStream_t stream) {
-  return batchnorm_forward_train_t(rows, c, d_x, d_residual, d_gamma, d_beta, eps, momentum, relu, d_y, d_relu_mask,
-                                   d_save_mean, d_save_invstd, d_running_mean, d_running_var, d_work, stream);
-}
-
-cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_residual,
-                                         const float* d_gamma, const float* d_beta, const float* d_running_mean,
-                                         const float* d_running_var, float eps, bool relu, float* d_y, void* d_work,
-                                         cudaStream_t stream) {
-  return batchnorm_forward_infer_t(rows, c, d_x, d_residual, d_gamma, d_beta, d_running_mean, d_running_var, eps,
-                                   relu, d_y, d_work, stream);
-}
-
-cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uint32_t* d_relu_mask,
-                                    const float* d_dy, const float* d_gamma, const float* d_save_mean,
-                                    const float* d_save_invstd, float* d_dx, float* d_dresidual, float* d_dgamma,
-                                    float* d_dbeta, void* d_work, cudaStream_t stream) {
-  return batchnorm_backward_t(rows, c, d_x, d_relu_mask, d_dy, d_gamma, d_save_mean, d_save_invstd, d_dx,
-                              d_dresidual, d_dgamma, d_dbeta, d_work, stream);
-}
-
 namespace {
 
 // Zeroes the 2c sums and stores the row count after them; the caller adds the sums.
@@ -394,7 +369,7 @@ cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d
                                          bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return batchnorm_forward_train_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_residual), d_gamma,
                                      d_beta, eps, momentum, relu, static_cast<T*>(d_y), d_relu_mask, d_save_mean,
@@ -406,7 +381,7 @@ cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d
                                          const float* d_gamma, const float* d_beta, const float* d_running_mean,
                                          const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
                                          cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return batchnorm_forward_infer_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_residual), d_gamma,
                                      d_beta, d_running_mean, d_running_var, eps, relu, static_cast<T*>(d_y), d_work,
@@ -418,7 +393,7 @@ cudaError_t batchnorm_backward_cuda(DType t, int rows, int c, const void* d_x, c
                                     const void* d_dy, const float* d_gamma, const float* d_save_mean,
                                     const float* d_save_invstd, void* d_dx, void* d_dresidual, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return batchnorm_backward_t(rows, c, static_cast<const T*>(d_x), d_relu_mask, static_cast<const T*>(d_dy),
                                 d_gamma, d_save_mean, d_save_invstd, static_cast<T*>(d_dx),

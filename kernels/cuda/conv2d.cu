@@ -137,13 +137,6 @@ struct DataGradFilters {
   __device__ float at(int c, int off) const { return widen(w[off + c]); }
 };
 
-// Bias gradient: column sums of dy [npq, k], in the storage type's launcher.
-template <class T>
-cudaError_t column_sum_t(int rows, int cols, const T* d_x, float* d_sums, cudaStream_t stream) {
-  if constexpr (std::is_same<T, float>::value) return column_sum_cuda(rows, cols, d_x, d_sums, stream);
-  else return column_sum_cuda(dtype_of<T>(), rows, cols, d_x, d_sums, stream);
-}
-
 template <class T>
 cudaError_t conv2d_forward_t(const ConvDesc& d, const T* d_x, const T* d_w, const float* d_b, T* d_y,
                              cudaStream_t stream) {
@@ -167,30 +160,16 @@ cudaError_t conv2d_backward_filter_t(const ConvDesc& d, const T* d_x, const T* d
   const int rsc = g.r * g.s * g.c, npq = g.n * g.p * g.q;
   cudaError_t err = launch_gemm(g.k, rsc, npq, true, MatCols<T>{d_dy, g.k}, PatchesByTap<T>{g, d_x},
                                 StoreAccumulate{d_dw, rsc}, stream);
-  if (err == cudaSuccess && d_db) err = column_sum_t(npq, g.k, d_dy, d_db, stream);
+  // The bias gradient: column sums of dy [npq, k].
+  if (err == cudaSuccess && d_db) err = column_sum_cuda(dtype_of<T>(), npq, g.k, d_dy, d_db, stream);
   return err;
 }
 
 }  // namespace
 
-cudaError_t conv2d_forward_cuda(const ConvDesc& d, const float* d_x, const float* d_w, const float* d_b, float* d_y,
-                                cudaStream_t stream) {
-  return conv2d_forward_t(d, d_x, d_w, d_b, d_y, stream);
-}
-
-cudaError_t conv2d_backward_data_cuda(const ConvDesc& d, const float* d_dy, const float* d_w, float* d_dx,
-                                      cudaStream_t stream) {
-  return conv2d_backward_data_t(d, d_dy, d_w, d_dx, stream);
-}
-
-cudaError_t conv2d_backward_filter_cuda(const ConvDesc& d, const float* d_x, const float* d_dy, float* d_dw,
-                                        float* d_db, cudaStream_t stream) {
-  return conv2d_backward_filter_t(d, d_x, d_dy, d_dw, d_db, stream);
-}
-
 cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
                                 void* d_y, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return conv2d_forward_t(d, static_cast<const T*>(d_x), static_cast<const T*>(d_w), d_b, static_cast<T*>(d_y),
                             stream);
@@ -199,7 +178,7 @@ cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, con
 
 cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
                                       cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return conv2d_backward_data_t(d, static_cast<const T*>(d_dy), static_cast<const T*>(d_w), static_cast<T*>(d_dx),
                                   stream);
@@ -208,7 +187,7 @@ cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_
 
 cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return conv2d_backward_filter_t(d, static_cast<const T*>(d_x), static_cast<const T*>(d_dy), d_dw, d_db, stream);
   });

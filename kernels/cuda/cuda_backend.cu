@@ -206,104 +206,134 @@ class CudaBackend final : public Backend {
   void fill(float* x, size_t n, float value) override { CUDA_CHECK(fill_cuda(n, value, x, stream_)); }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-  // Each vendor call below returns false when the library has no algorithm for the problem (logged once per
-  // layer); the custom kernel runs then.
-  void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
-    VENDOR_FIRST(conv.forward(d, x, w, b, y));
-    CUDA_CHECK(conv2d_forward_cuda(d, x, w, b, y, stream_));
+  // Ops on activations: one launcher per op for every storage type (cuda_ops.h). Convolutions, matmuls and
+  // batch norm ask the vendor libraries first; each vendor call returns false when the library has no
+  // algorithm for the problem (logged once per layer), and the custom kernel runs then.
+  void convert(size_t n, DType from, const void* x, DType to, void* y) override {
+    CUDA_CHECK(convert_cuda(n, from, x, to, y, stream_));
   }
-  void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
-    VENDOR_FIRST(conv.backward_data(d, dy, w, dx));
-    CUDA_CHECK(conv2d_backward_data_cuda(d, dy, w, dx, stream_));
+  // Biased 16-bit convolutions and matmuls skip the vendor libraries: both want the bias in the output's type.
+  void conv2d_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    if (t == DType::kF32 || !b) VENDOR_FIRST(conv.forward(t, d, x, w, b, y));
+    CUDA_CHECK(conv2d_forward_cuda(t, d, x, w, b, y, stream_));
   }
-  void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
-    if (VENDOR(conv.backward_filter(d, x, dy, dw))) {
-      if (db) CUDA_CHECK(column_sum_cuda(d.n * d.p() * d.q(), d.k, dy, db, stream_));
+  void conv2d_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    VENDOR_FIRST(conv.backward_data(t, d, dy, w, dx));
+    CUDA_CHECK(conv2d_backward_data_cuda(t, d, dy, w, dx, stream_));
+  }
+  void conv2d_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                              float* db) override {
+    if (VENDOR(conv.backward_filter(t, d, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(t, d.n * d.p() * d.q(), d.k, dy, db, stream_));
       return;
     }
-    CUDA_CHECK(conv2d_backward_filter_cuda(d, x, dy, dw, db, stream_));
+    CUDA_CHECK(conv2d_backward_filter_cuda(t, d, x, dy, dw, db, stream_));
   }
-  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
-    VENDOR_FIRST(linear.forward(m, k, n, x, w, b, y));
-    CUDA_CHECK(linear_forward_cuda(m, k, n, x, w, b, y, stream_));
+  void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                      void* y) override {
+    if (t == DType::kF32 || !b) VENDOR_FIRST(linear.forward(t, m, k, n, x, w, b, y));
+    CUDA_CHECK(linear_forward_cuda(t, m, k, n, x, w, b, y, stream_));
   }
-  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
-    VENDOR_FIRST(linear.backward_data(m, k, n, dy, w, dx));
-    CUDA_CHECK(linear_backward_data_cuda(m, k, n, dy, w, dx, stream_));
+  void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    VENDOR_FIRST(linear.backward_data(t, m, k, n, dy, w, dx));
+    CUDA_CHECK(linear_backward_data_cuda(t, m, k, n, dy, w, dx, stream_));
   }
-  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
-    if (VENDOR(linear.backward_weight(m, k, n, x, dy, dw))) {
-      if (db) CUDA_CHECK(column_sum_cuda(m, n, dy, db, stream_));
+  void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                              float* db) override {
+    if (VENDOR(linear.backward_weight(t, m, k, n, x, dy, dw))) {
+      if (db) CUDA_CHECK(column_sum_cuda(t, m, n, dy, db, stream_));
       return;
     }
-    CUDA_CHECK(linear_backward_weight_cuda(m, k, n, x, dy, dw, db, stream_));
+    CUDA_CHECK(linear_backward_weight_cuda(t, m, k, n, x, dy, dw, db, stream_));
   }
-  void relu_forward(size_t n, const float* x, float* y) override { CUDA_CHECK(relu_forward_cuda(n, x, y, stream_)); }
-  void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
-    CUDA_CHECK(relu_backward_cuda(n, y, dy, dx, stream_));
+  void relu_forward(DType t, size_t n, const void* x, void* y) override {
+    CUDA_CHECK(relu_forward_cuda(t, n, x, y, stream_));
   }
-  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
-    CUDA_CHECK(maxpool_forward_cuda(d, x, relu, y, argmax, stream_));
+  void relu_backward(DType t, size_t n, const void* y, const void* dy, void* dx) override {
+    CUDA_CHECK(relu_backward_cuda(t, n, y, dy, dx, stream_));
   }
-  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
-                        float* dx) override {
-    CUDA_CHECK(maxpool_backward_cuda(d, dy, relu_y, argmax, dx, stream_));
+  void maxpool_forward(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
+    CUDA_CHECK(maxpool_forward_cuda(t, d, x, relu, y, argmax, stream_));
   }
-  void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
-                    float* dlogits, double* host_loss_sum, int64_t* host_correct) override {
+  void maxpool_backward(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
+                        void* dx) override {
+    CUDA_CHECK(maxpool_backward_cuda(t, d, dy, relu_y, argmax, dx, stream_));
+  }
+  void avgpool_forward(DType t, const PoolDesc& d, const void* x, void* y) override {
+    CUDA_CHECK(avgpool_forward_cuda(t, d, x, y, stream_));
+  }
+  void avgpool_backward(DType t, const PoolDesc& d, const void* dy, void* dx) override {
+    CUDA_CHECK(avgpool_backward_cuda(t, d, dy, dx, stream_));
+  }
+  void softmax_xent(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps, float scale,
+                    void* dlogits, double* host_loss_sum, int64_t* host_correct) override {
     CUDA_CHECK(cudaMemsetAsync(d_totals_, 0, sizeof(LossTotals), stream_));
-    CUDA_CHECK(softmax_xent_cuda(n, classes, logits, labels, eps, scale, dlogits, &d_totals_->loss_sum,
+    CUDA_CHECK(softmax_xent_cuda(t, n, classes, logits, labels, eps, scale, dlogits, &d_totals_->loss_sum,
                                  &d_totals_->correct, stream_));
     read_totals(host_loss_sum, host_correct);
   }
+  void softmax_xent_totals(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
+                           float scale, void* dlogits, LossTotals* totals) override {
+    CUDA_CHECK(softmax_xent_cuda(t, n, classes, logits, labels, eps, scale, dlogits, &totals->loss_sum,
+                                 &totals->correct, stream_));
+  }
+  // cuDNN serves the plain batch norm; the fused ReLU (with its bit mask) and residual join run on the custom
+  // kernels.
+  void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
+                               float* save_mean, float* save_invstd, float* running_mean,
+                               float* running_var) override {
+    if (!relu && !residual)
+      VENDOR_FIRST(bn.forward_train(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
+                                    running_mean, running_var));
+    CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
+                                            save_mean, save_invstd, running_mean, running_var,
+                                            workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                               const float* beta, const float* running_mean, const float* running_var, float eps,
+                               bool relu, void* y) override {
+    if (!relu && !residual)
+      VENDOR_FIRST(bn.forward_infer(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
+    CUDA_CHECK(batchnorm_forward_infer_cuda(t, rows, c, x, residual, gamma, beta, running_mean, running_var, eps,
+                                            relu, y, workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                          void* dresidual, float* dgamma, float* dbeta) override {
+    if (!relu_mask && !dresidual)
+      VENDOR_FIRST(bn.backward(t, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+    CUDA_CHECK(batchnorm_backward_cuda(t, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
+                                       dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
+  }
+  void dropout_forward(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key, const int64_t* ids,
+                       void* y, uint8_t* mask) override {
+    CUDA_CHECK(dropout_forward_cuda(t, n, per_sample, x, p, key, ids, y, mask, stream_));
+  }
+  void dropout_backward(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
+    CUDA_CHECK(dropout_backward_cuda(t, count, p, dy, mask, dx, stream_));
+  }
+  void axpy(DType t, size_t n, float alpha, const void* x, void* y) override {
+    CUDA_CHECK(axpy_cuda(t, n, alpha, x, y, stream_));
+  }
+  void shortcut_pad_forward(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                            void* y) override {
+    CUDA_CHECK(shortcut_pad_forward_cuda(t, n, h, w, c, stride, k, x, y, stream_));
+  }
+  void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                             void* dx) override {
+    CUDA_CHECK(shortcut_pad_backward_cuda(t, n, h, w, c, stride, k, dy, dx, stream_));
+  }
+
+  // fp32 buffers: optimizer updates, gradient scaling and norms, synchronised batch norm.
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
     CUDA_CHECK(sgd_update_cuda(n, w, g, v, lr, momentum, wd, nesterov, stream_, gate_));
   }
-
-  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
-                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
-                               float* save_mean, float* save_invstd, float* running_mean,
-                               float* running_var) override {
-    // cuDNN serves the plain batch norm; the fused ReLU (with its bit mask) and residual join run on the
-    // custom kernels.
-    if (!relu && !residual)
-      VENDOR_FIRST(bn.forward_train(DType::kF32, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
-                                    running_mean, running_var));
-    CUDA_CHECK(batchnorm_forward_train_cuda(rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
-                                            save_mean, save_invstd, running_mean, running_var,
-                                            workspace(batchnorm_work_bytes(c)), stream_));
+  void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
+                    float eps, float wd, float bc1, float bc2) override {
+    CUDA_CHECK(adamw_update_cuda(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2, stream_, gate_));
   }
-  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
-                               const float* beta, const float* running_mean, const float* running_var, float eps,
-                               bool relu, float* y) override {
-    if (!relu && !residual)
-      VENDOR_FIRST(bn.forward_infer(DType::kF32, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
-    CUDA_CHECK(batchnorm_forward_infer_cuda(rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu,
-                                            y, workspace(batchnorm_work_bytes(c)), stream_));
-  }
-  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
-                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
-                          float* dresidual, float* dgamma, float* dbeta) override {
-    if (!relu_mask && !dresidual)
-      VENDOR_FIRST(bn.backward(DType::kF32, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
-    CUDA_CHECK(batchnorm_backward_cuda(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
-                                       dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
-  }
-  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
-                       uint8_t* mask) override {
-    CUDA_CHECK(dropout_forward_cuda(n, per_sample, x, p, key, ids, y, mask, stream_));
-  }
-  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
-    CUDA_CHECK(dropout_backward_cuda(count, p, dy, mask, dx, stream_));
-  }
-  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
-    CUDA_CHECK(avgpool_forward_cuda(d, x, y, stream_));
-  }
-  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
-    CUDA_CHECK(avgpool_backward_cuda(d, dy, dx, stream_));
-  }
-  void axpy(size_t n, float alpha, const float* x, float* y) override { CUDA_CHECK(axpy_cuda(n, alpha, x, y, stream_)); }
   void scale(size_t n, float alpha, float* x) override { CUDA_CHECK(scale_cuda(n, alpha, x, stream_)); }
   double sum_squares(size_t n, const float* x) override {
     CUDA_CHECK(cudaMemsetAsync(&d_totals_->loss_sum, 0, sizeof(double), stream_));
@@ -311,11 +341,6 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemcpyAsync(h_totals_, d_totals_, sizeof(LossTotals), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     return h_totals_->loss_sum;
-  }
-  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
-                           float* dlogits, LossTotals* totals) override {
-    CUDA_CHECK(softmax_xent_cuda(n, classes, logits, labels, eps, scale, dlogits, &totals->loss_sum,
-                                 &totals->correct, stream_));
   }
   void batchnorm_stats(int rows, int c, const float* x, double* stats) override {
     CUDA_CHECK(batchnorm_stats_cuda(rows, c, x, stats, stream_));
@@ -340,17 +365,6 @@ class CudaBackend final : public Backend {
   }
   cudaStream_t stream() const { return stream_; }
   DeviceArena& arena() { return arena_; }
-
-  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
-    CUDA_CHECK(shortcut_pad_forward_cuda(n, h, w, c, stride, k, x, y, stream_));
-  }
-  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
-    CUDA_CHECK(shortcut_pad_backward_cuda(n, h, w, c, stride, k, dy, dx, stream_));
-  }
-  void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
-                    float eps, float wd, float bc1, float bc2) override {
-    CUDA_CHECK(adamw_update_cuda(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2, stream_, gate_));
-  }
 
   void count_nonfinite(size_t n, const float* x, int64_t base, int64_t* d_stats) override {
     CUDA_CHECK(count_nonfinite_cuda(n, x, base, d_stats, stream_));
@@ -408,121 +422,6 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaEventRecord(slot.consumed, stream_));
   }
 
-  // Reduced precision: the 16-bit launchers of cuda_ops.h.
-  void convert(size_t n, DType from, const void* x, DType to, void* y) override {
-    CUDA_CHECK(convert_cuda(n, from, x, to, y, stream_));
-  }
-  // Biased 16-bit convolutions and matmuls skip the vendor libraries: both want the bias in the output's type.
-  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
-    if (!b) VENDOR_FIRST(conv.forward_16(t, d, x, w, y));
-    CUDA_CHECK(conv2d_forward_cuda(t, d, x, w, b, y, stream_));
-  }
-  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
-    VENDOR_FIRST(conv.backward_data_16(t, d, dy, w, dx));
-    CUDA_CHECK(conv2d_backward_data_cuda(t, d, dy, w, dx, stream_));
-  }
-  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
-                                 float* db) override {
-    if (VENDOR(conv.backward_filter_16(t, d, x, dy, dw))) {
-      if (db) CUDA_CHECK(column_sum_cuda(t, d.n * d.p() * d.q(), d.k, dy, db, stream_));
-      return;
-    }
-    CUDA_CHECK(conv2d_backward_filter_cuda(t, d, x, dy, dw, db, stream_));
-  }
-  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
-                         void* y) override {
-    if (!b) VENDOR_FIRST(linear.forward(t, m, k, n, x, w, nullptr, y));
-    CUDA_CHECK(linear_forward_cuda(t, m, k, n, x, w, b, y, stream_));
-  }
-  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
-    VENDOR_FIRST(linear.backward_data(t, m, k, n, dy, w, dx));
-    CUDA_CHECK(linear_backward_data_cuda(t, m, k, n, dy, w, dx, stream_));
-  }
-  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
-                                 float* db) override {
-    if (VENDOR(linear.backward_weight(t, m, k, n, x, dy, dw))) {
-      if (db) CUDA_CHECK(column_sum_cuda(t, m, n, dy, db, stream_));
-      return;
-    }
-    CUDA_CHECK(linear_backward_weight_cuda(t, m, k, n, x, dy, dw, db, stream_));
-  }
-  void relu_forward_16(DType t, size_t n, const void* x, void* y) override {
-    CUDA_CHECK(relu_forward_cuda(t, n, x, y, stream_));
-  }
-  void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) override {
-    CUDA_CHECK(relu_backward_cuda(t, n, y, dy, dx, stream_));
-  }
-  void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
-    CUDA_CHECK(maxpool_forward_cuda(t, d, x, relu, y, argmax, stream_));
-  }
-  void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
-                           void* dx) override {
-    CUDA_CHECK(maxpool_backward_cuda(t, d, dy, relu_y, argmax, dx, stream_));
-  }
-  void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) override {
-    CUDA_CHECK(avgpool_forward_cuda(t, d, x, y, stream_));
-  }
-  void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) override {
-    CUDA_CHECK(avgpool_backward_cuda(t, d, dy, dx, stream_));
-  }
-  void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
-                       float scale, void* dlogits, double* host_loss_sum, int64_t* host_correct) override {
-    CUDA_CHECK(cudaMemsetAsync(d_totals_, 0, sizeof(LossTotals), stream_));
-    CUDA_CHECK(softmax_xent_cuda(t, n, classes, logits, labels, eps, scale, dlogits, &d_totals_->loss_sum,
-                                 &d_totals_->correct, stream_));
-    read_totals(host_loss_sum, host_correct);
-  }
-  void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps,
-                              float scale, void* dlogits, LossTotals* totals) override {
-    CUDA_CHECK(softmax_xent_cuda(t, n, classes, logits, labels, eps, scale, dlogits, &totals->loss_sum,
-                                 &totals->correct, stream_));
-  }
-  // As in fp32, cuDNN serves the plain batch norm and the fused variants run on the custom kernels.
-  void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                                  const float* beta, float eps, float momentum, bool relu, void* y,
-                                  uint32_t* relu_mask, float* save_mean, float* save_invstd, float* running_mean,
-                                  float* running_var) override {
-    if (!relu && !residual)
-      VENDOR_FIRST(bn.forward_train(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
-                                    running_mean, running_var));
-    CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
-                                            save_mean, save_invstd, running_mean, running_var,
-                                            workspace(batchnorm_work_bytes(c)), stream_));
-  }
-  void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                                  const float* beta, const float* running_mean, const float* running_var, float eps,
-                                  bool relu, void* y) override {
-    if (!relu && !residual)
-      VENDOR_FIRST(bn.forward_infer(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
-    CUDA_CHECK(batchnorm_forward_infer_cuda(t, rows, c, x, residual, gamma, beta, running_mean, running_var, eps,
-                                            relu, y, workspace(batchnorm_work_bytes(c)), stream_));
-  }
-  void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
-                             const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                             void* dresidual, float* dgamma, float* dbeta) override {
-    if (!relu_mask && !dresidual)
-      VENDOR_FIRST(bn.backward(t, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
-    CUDA_CHECK(batchnorm_backward_cuda(t, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
-                                       dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
-  }
-  void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
-                          const int64_t* ids, void* y, uint8_t* mask) override {
-    CUDA_CHECK(dropout_forward_cuda(t, n, per_sample, x, p, key, ids, y, mask, stream_));
-  }
-  void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
-    CUDA_CHECK(dropout_backward_cuda(t, count, p, dy, mask, dx, stream_));
-  }
-  void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) override {
-    CUDA_CHECK(axpy_cuda(t, n, alpha, x, y, stream_));
-  }
-  void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
-                               void* y) override {
-    CUDA_CHECK(shortcut_pad_forward_cuda(t, n, h, w, c, stride, k, x, y, stream_));
-  }
-  void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                                void* dx) override {
-    CUDA_CHECK(shortcut_pad_backward_cuda(t, n, h, w, c, stride, k, dy, dx, stream_));
-  }
 
  private:
   // Adds the loss sum and correct count softmax_xent accumulated on the device to the host totals.

@@ -1,7 +1,7 @@
 // Storage types of the CUDA kernels: float, and __nv_bfloat16/__half for activations stored in 16 bits
 // (docs/mixed_precision.md). Kernels templated on the storage type T load through widen() and store through
-// narrow<T>(), computing in fp32 in between; the launchers of the 16-bit ops pick T from a DType with
-// dispatch_16(). Included by kernels/cuda/*.cu only.
+// narrow<T>(), computing in fp32 in between; the launchers pick T from the op's DType with dispatch() (one
+// launcher per op for every type). Included by kernels/cuda/*.cu only.
 #pragma once
 #include <type_traits>
 
@@ -24,8 +24,20 @@ __device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_
 template <>
 __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// Calls f(static_cast<T*>(nullptr)) with T the CUDA type of the 16-bit DType t (a generic lambda takes the
-// type from its argument); fp32 is not a 16-bit type and gets cudaErrorInvalidValue.
+// Calls f(static_cast<T*>(nullptr)) with T the CUDA storage type of t (a generic lambda takes the type from
+// its argument).
+template <class F>
+cudaError_t dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::kF32: return f(static_cast<float*>(nullptr));
+    case DType::kBF16: return f(static_cast<__nv_bfloat16*>(nullptr));
+    case DType::kF16: return f(static_cast<__half*>(nullptr));
+  }
+  return cudaErrorInvalidValue;
+}
+
+// dispatch() for code that exists only for the 16-bit types (conversions to and from fp32); fp32 gets
+// cudaErrorInvalidValue.
 template <class F>
 cudaError_t dispatch_16(DType t, F&& f) {
   switch (t) {
@@ -36,13 +48,13 @@ cudaError_t dispatch_16(DType t, F&& f) {
   return cudaErrorInvalidValue;
 }
 
-// The DType of a storage type (the inverse of dispatch_16).
+// The DType of a storage type (the inverse of dispatch).
 template <class T>
 constexpr DType dtype_of() {
   return std::is_same<T, float>::value ? DType::kF32 : std::is_same<T, __half>::value ? DType::kF16 : DType::kBF16;
 }
 
-// The element type behind dispatch_16's tag argument.
+// The element type behind the tag argument of dispatch and dispatch_16.
 template <class Tag>
 using StorageOf = typename std::remove_pointer<Tag>::type;
 

@@ -3,6 +3,12 @@
 // in the op family's header (conv2d.h, linear.h, pooling.h, activation.h, loss.h, optimizer.h). All
 // pointers are device pointers. Built twice (see cuda_common.h): cnn::gpu:: with nvcc, cnn::emu:: with the
 // SIMT emulator. Element counts of one tensor must stay below 2^31.
+//
+// Storage types as in backend.h ("Ops on activations"): `t` is the type of every void* tensor, float*
+// tensors (biases, parameter gradients, batch-norm parameters and statistics) are fp32. One kernel template
+// per op serves every type (cuda_dtype.cuh): loads widen to fp32, arithmetic is fp32, each 16-bit store
+// rounds once. 16-bit convolution and matmul run on tensor cores (wmma, fp32 accumulators) with the SIMT
+// tile kernel as the portable path (gemm_wmma.cuh); fp32 runs on the SIMT tile kernel.
 #pragma once
 #include <cstdint>
 
@@ -14,41 +20,50 @@ namespace cnn {
 namespace CNN_CUDA_NS {
 
 // cuda/conv2d.cu: implicit GEMM, shared-memory tiles, no im2col buffer.
-cudaError_t conv2d_forward_cuda(const ConvDesc& d, const float* d_x, const float* d_w, const float* d_b, float* d_y,
-                                cudaStream_t stream);
-cudaError_t conv2d_backward_data_cuda(const ConvDesc& d, const float* d_dy, const float* d_w, float* d_dx,
+cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
+                                void* d_y, cudaStream_t stream);
+cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
                                       cudaStream_t stream);
 // d_dw += dL/dw (split-K partial sums meet in atomicAdd), d_db += dL/db (nullable).
-cudaError_t conv2d_backward_filter_cuda(const ConvDesc& d, const float* d_x, const float* d_dy, float* d_dw,
+cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream);
 
 // cuda/linear.cu: tiled matmul. x: [m,k], w: [n,k], y: [m,n].
-cudaError_t linear_forward_cuda(int m, int k, int n, const float* d_x, const float* d_w, const float* d_b,
-                                float* d_y, cudaStream_t stream);
-cudaError_t linear_backward_data_cuda(int m, int k, int n, const float* d_dy, const float* d_w, float* d_dx,
+cudaError_t linear_forward_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_w, const float* d_b,
+                                void* d_y, cudaStream_t stream);
+cudaError_t linear_backward_data_cuda(DType t, int m, int k, int n, const void* d_dy, const void* d_w, void* d_dx,
                                       cudaStream_t stream);
-cudaError_t linear_backward_weight_cuda(int m, int k, int n, const float* d_x, const float* d_dy, float* d_dw,
+cudaError_t linear_backward_weight_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream);
 // d_sums[c] += sum over rows of d_x[rows, cols] (bias gradients of linear and conv layers).
-cudaError_t column_sum_cuda(int rows, int cols, const float* d_x, float* d_sums, cudaStream_t stream);
+cudaError_t column_sum_cuda(DType t, int rows, int cols, const void* d_x, float* d_sums, cudaStream_t stream);
+// Whether 16-bit convolution and matmul run on the tensor-core kernel (the default) or the portable SIMT tile
+// kernel (CNNTRAIN_CUDA_GEMM=simt in the environment, or set_tensor_core_gemm(false), e.g. in tests of both).
+bool tensor_core_gemm();
+void set_tensor_core_gemm(bool on);
 
 // cuda/activation.cu: element-wise, grid-stride loops.
 cudaError_t fill_cuda(size_t n, float value, float* d_x, cudaStream_t stream);
-cudaError_t relu_forward_cuda(size_t n, const float* d_x, float* d_y, cudaStream_t stream);
-cudaError_t relu_backward_cuda(size_t n, const float* d_y, const float* d_dy, float* d_dx, cudaStream_t stream);
+cudaError_t relu_forward_cuda(DType t, size_t n, const void* d_x, void* d_y, cudaStream_t stream);
+cudaError_t relu_backward_cuda(DType t, size_t n, const void* d_y, const void* d_dy, void* d_dx,
+                               cudaStream_t stream);
+// fp32 <-> 16-bit conversion (or a copy for equal types).
+cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* d_y, cudaStream_t stream);
+// d_y[i] += d_x[i] widened from the 16-bit t: a 16-bit partial result joining an fp32 accumulator.
+cudaError_t add_widened_cuda(DType t, size_t n, const void* d_x, float* d_y, cudaStream_t stream);
 
 // cuda/pooling.cu. The backward pass gathers (each input sums the outputs that chose it) instead of
 // scattering, so it needs neither atomics nor a zeroing pass and sums in the CPU reference's order. relu:
 // the pooling of a ReLU's output (Backend::maxpool_forward); d_relu_y: that forward's y, or null.
-cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, bool relu, float* d_y, int32_t* d_argmax,
-                                 cudaStream_t stream);
-cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const float* d_relu_y,
-                                  const int32_t* d_argmax, float* d_dx, cudaStream_t stream);
+cudaError_t maxpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, bool relu, void* d_y,
+                                 int32_t* d_argmax, cudaStream_t stream);
+cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, const void* d_relu_y,
+                                  const int32_t* d_argmax, void* d_dx, cudaStream_t stream);
 
 // cuda/loss.cu: one warp per row; d_loss_sum += sum of the n losses, d_correct += rows whose arg-max is the
 // label (block reductions, one atomic per block). d_dlogits nullable.
-cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const int32_t* d_labels, float eps,
-                              float scale, float* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
+cudaError_t softmax_xent_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels, float eps,
+                              float scale, void* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
                               cudaStream_t stream);
 
 // cuda/optimizer.cu: fused SGD momentum / Nesterov with L2 weight decay, one pass over w, g, v. The update
@@ -62,20 +77,20 @@ cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, 
 // cuda/batchnorm.cu; x, y, residual: [rows, c]. d_work: batchnorm_work_bytes(c) of device scratch. The fused
 // epilogue y = act(bn(x) + residual) and its backward as in kernels/batchnorm.h.
 size_t batchnorm_work_bytes(int c);
-cudaError_t batchnorm_forward_train_cuda(int rows, int c, const float* d_x, const float* d_residual,
+cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
                                          const float* d_gamma, const float* d_beta, float eps, float momentum,
-                                         bool relu, float* d_y, uint32_t* d_relu_mask, float* d_save_mean,
+                                         bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream);
-cudaError_t batchnorm_forward_infer_cuda(int rows, int c, const float* d_x, const float* d_residual,
+cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
                                          const float* d_gamma, const float* d_beta, const float* d_running_mean,
-                                         const float* d_running_var, float eps, bool relu, float* d_y, void* d_work,
+                                         const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
                                          cudaStream_t stream);
 // d_dgamma += sum g*xhat, d_dbeta += sum g (g = dy, masked by the forward's d_relu_mask unless it is null);
 // d_dx and d_dresidual (= g) overwritten, each nullable.
-cudaError_t batchnorm_backward_cuda(int rows, int c, const float* d_x, const uint32_t* d_relu_mask,
-                                    const float* d_dy, const float* d_gamma, const float* d_save_mean,
-                                    const float* d_save_invstd, float* d_dx, float* d_dresidual, float* d_dgamma,
+cudaError_t batchnorm_backward_cuda(DType t, int rows, int c, const void* d_x, const uint32_t* d_relu_mask,
+                                    const void* d_dy, const float* d_gamma, const float* d_save_mean,
+                                    const float* d_save_invstd, void* d_dx, void* d_dresidual, float* d_dgamma,
                                     float* d_dbeta, void* d_work, cudaStream_t stream);
 // Synchronised batch norm (kernels/batchnorm_sync.h; also cuda/batchnorm.cu): d_stats and d_sums are
 // double [2c+1]; d_work as above.
@@ -95,23 +110,23 @@ cudaError_t batchnorm_backward_from_sums_cuda(int rows, int c, const float* d_x,
                                               void* d_work, cudaStream_t stream);
 
 // cuda/dropout.cu; the keep bits are the CPU reference's (counter-based hash of key, sample id, index).
-cudaError_t dropout_forward_cuda(int n, size_t per_sample, const float* d_x, float p, uint64_t key,
-                                 const int64_t* d_ids, float* d_y, uint8_t* d_mask, cudaStream_t stream);
-cudaError_t dropout_backward_cuda(size_t count, float p, const float* d_dy, const uint8_t* d_mask, float* d_dx,
+cudaError_t dropout_forward_cuda(DType t, int n, size_t per_sample, const void* d_x, float p, uint64_t key,
+                                 const int64_t* d_ids, void* d_y, uint8_t* d_mask, cudaStream_t stream);
+cudaError_t dropout_backward_cuda(DType t, size_t count, float p, const void* d_dy, const uint8_t* d_mask, void* d_dx,
                                   cudaStream_t stream);
 
 // cuda/pooling.cu: average pooling, padding excluded from the count; global pooling is r = h, s = w.
-cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream);
-cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream);
+cudaError_t avgpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, void* d_y, cudaStream_t stream);
+cudaError_t avgpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, void* d_dx, cudaStream_t stream);
 
 // cuda/elementwise.cu. sum_squares adds sum(x^2) (in double) to *d_sum.
-cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream);
+cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream);
 cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream);
 cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream);
-cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
-                                      cudaStream_t stream);
-cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
-                                       cudaStream_t stream);
+cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
+                                      void* d_y, cudaStream_t stream);
+cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
+                                       void* d_dx, cudaStream_t stream);
 
 // cuda/optimizer.cu: AdamW, decoupled weight decay; bc1, bc2 = bias corrections 1 - beta^t. Gated like SGD.
 cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m, float* d_v, float lr, float beta1,
@@ -126,67 +141,6 @@ cudaError_t count_nonfinite_cuda(size_t n, const float* d_x, int64_t base, int64
 // pixels and augmentation (d_aug nullable); d_scale_shift [2c] = 1/std, then -mean/std.
 cudaError_t prepare_images_cuda(int n, int h, int w, int c, const uint8_t* d_pixels, const ImageAug* d_aug,
                                 const float* d_scale_shift, float* d_x, cudaStream_t stream);
-
-// --- Reduced precision (backend.h, "Reduced precision"): the launchers above with the activation side
-// stored as the 16-bit type t (kBF16 or kF16; fp32 gets cudaErrorInvalidValue). The same kernels templated
-// on the storage type: loads widen to fp32, arithmetic is fp32, each 16-bit store rounds once; biases,
-// parameter gradients and batch-norm statistics stay fp32. Convolution and matmul run on tensor cores
-// (wmma, fp32 accumulators) with the SIMT tile kernel as the portable path (gemm_wmma.cuh). ---
-// Whether 16-bit convolution and matmul run on the tensor-core kernel (the default) or the portable SIMT tile
-// kernel (CNNTRAIN_CUDA_GEMM=simt in the environment, or set_tensor_core_gemm(false), e.g. in tests of both).
-bool tensor_core_gemm();
-void set_tensor_core_gemm(bool on);
-// fp32 <-> t conversion (or a copy for equal types).
-cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* d_y, cudaStream_t stream);
-// d_y[i] += d_x[i] widened from t: a 16-bit partial result joining an fp32 accumulator.
-cudaError_t add_widened_cuda(DType t, size_t n, const void* d_x, float* d_y, cudaStream_t stream);
-cudaError_t conv2d_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
-                                void* d_y, cudaStream_t stream);
-cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
-                                      cudaStream_t stream);
-cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
-                                        float* d_db, cudaStream_t stream);
-cudaError_t linear_forward_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_w, const float* d_b,
-                                void* d_y, cudaStream_t stream);
-cudaError_t linear_backward_data_cuda(DType t, int m, int k, int n, const void* d_dy, const void* d_w, void* d_dx,
-                                      cudaStream_t stream);
-cudaError_t linear_backward_weight_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_dy, float* d_dw,
-                                        float* d_db, cudaStream_t stream);
-cudaError_t column_sum_cuda(DType t, int rows, int cols, const void* d_x, float* d_sums, cudaStream_t stream);
-cudaError_t relu_forward_cuda(DType t, size_t n, const void* d_x, void* d_y, cudaStream_t stream);
-cudaError_t relu_backward_cuda(DType t, size_t n, const void* d_y, const void* d_dy, void* d_dx,
-                               cudaStream_t stream);
-cudaError_t maxpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, bool relu, void* d_y,
-                                 int32_t* d_argmax, cudaStream_t stream);
-cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, const void* d_relu_y,
-                                  const int32_t* d_argmax, void* d_dx, cudaStream_t stream);
-cudaError_t avgpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, void* d_y, cudaStream_t stream);
-cudaError_t avgpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, void* d_dx, cudaStream_t stream);
-cudaError_t softmax_xent_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels, float eps,
-                              float scale, void* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
-                              cudaStream_t stream);
-cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
-                                         const float* d_gamma, const float* d_beta, float eps, float momentum,
-                                         bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
-                                         float* d_save_invstd, float* d_running_mean, float* d_running_var,
-                                         void* d_work, cudaStream_t stream);
-cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
-                                         const float* d_gamma, const float* d_beta, const float* d_running_mean,
-                                         const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
-                                         cudaStream_t stream);
-cudaError_t batchnorm_backward_cuda(DType t, int rows, int c, const void* d_x, const uint32_t* d_relu_mask,
-                                    const void* d_dy, const float* d_gamma, const float* d_save_mean,
-                                    const float* d_save_invstd, void* d_dx, void* d_dresidual, float* d_dgamma,
-                                    float* d_dbeta, void* d_work, cudaStream_t stream);
-cudaError_t dropout_forward_cuda(DType t, int n, size_t per_sample, const void* d_x, float p, uint64_t key,
-                                 const int64_t* d_ids, void* d_y, uint8_t* d_mask, cudaStream_t stream);
-cudaError_t dropout_backward_cuda(DType t, size_t count, float p, const void* d_dy, const uint8_t* d_mask, void* d_dx,
-                                  cudaStream_t stream);
-cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream);
-cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
-                                      void* d_y, cudaStream_t stream);
-cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
-                                       void* d_dx, cudaStream_t stream);
 
 }  // namespace CNN_CUDA_NS
 }  // namespace cnn

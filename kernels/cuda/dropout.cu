@@ -56,19 +56,9 @@ cudaError_t dropout_backward_t(size_t count, float p, const T* d_dy, const uint8
 
 }  // namespace
 
-cudaError_t dropout_forward_cuda(int n, size_t per_sample, const float* d_x, float p, uint64_t key,
-                                 const int64_t* d_ids, float* d_y, uint8_t* d_mask, cudaStream_t stream) {
-  return dropout_forward_t(n, per_sample, d_x, p, key, d_ids, d_y, d_mask, stream);
-}
-
-cudaError_t dropout_backward_cuda(size_t count, float p, const float* d_dy, const uint8_t* d_mask, float* d_dx,
-                                  cudaStream_t stream) {
-  return dropout_backward_t(count, p, d_dy, d_mask, d_dx, stream);
-}
-
 cudaError_t dropout_forward_cuda(DType t, int n, size_t per_sample, const void* d_x, float p, uint64_t key,
                                  const int64_t* d_ids, void* d_y, uint8_t* d_mask, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return dropout_forward_t(n, per_sample, static_cast<const T*>(d_x), p, key, d_ids, static_cast<T*>(d_y), d_mask,
                              stream);
@@ -77,7 +67,7 @@ cudaError_t dropout_forward_cuda(DType t, int n, size_t per_sample, const void* 
 
 cudaError_t dropout_backward_cuda(DType t, size_t count, float p, const void* d_dy, const uint8_t* d_mask, void* d_dx,
                                   cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return dropout_backward_t(count, p, static_cast<const T*>(d_dy), d_mask, static_cast<T*>(d_dx), stream);
   });

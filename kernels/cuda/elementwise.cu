@@ -107,10 +107,6 @@ cudaError_t shortcut_pad_backward_t(int n, int h, int w, int c, int stride, int 
 
 }  // namespace
 
-cudaError_t axpy_cuda(size_t n, float alpha, const float* d_x, float* d_y, cudaStream_t stream) {
-  return axpy_t(n, alpha, d_x, d_y, stream);
-}
-
 cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream) {
   return CNN_LAUNCH(scale_kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, alpha, d_x);
 }
@@ -119,18 +115,8 @@ cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStre
   return CNN_LAUNCH(sum_squares_kernel, reduction_blocks(grid_stride_blocks(n, kBlock)), kBlock, 0, stream, n, d_x, d_sum);
 }
 
-cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,
-                                      cudaStream_t stream) {
-  return shortcut_pad_forward_t(n, h, w, c, stride, k, d_x, d_y, stream);
-}
-
-cudaError_t shortcut_pad_backward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_dy, float* d_dx,
-                                       cudaStream_t stream) {
-  return shortcut_pad_backward_t(n, h, w, c, stride, k, d_dy, d_dx, stream);
-}
-
 cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return axpy_t(n, alpha, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
   });
@@ -138,7 +124,7 @@ cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y
 
 cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
                                       void* d_y, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return shortcut_pad_forward_t(n, h, w, c, stride, k, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
   });
@@ -146,7 +132,7 @@ cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int s
 
 cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
                                        void* d_dx, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return shortcut_pad_backward_t(n, h, w, c, stride, k, static_cast<const T*>(d_dy), static_cast<T*>(d_dx),
                                    stream);

@@ -84,34 +84,15 @@ std::atomic<bool>& tensor_core_setting() {
 bool tensor_core_gemm() { return tensor_core_setting().load(); }
 void set_tensor_core_gemm(bool on) { tensor_core_setting().store(on); }
 
-cudaError_t column_sum_cuda(int rows, int cols, const float* d_x, float* d_sums, cudaStream_t stream) {
-  return column_sum_t(rows, cols, d_x, d_sums, stream);
-}
-
-cudaError_t linear_forward_cuda(int m, int k, int n, const float* d_x, const float* d_w, const float* d_b,
-                                float* d_y, cudaStream_t stream) {
-  return linear_forward_t(m, k, n, d_x, d_w, d_b, d_y, stream);
-}
-
-cudaError_t linear_backward_data_cuda(int m, int k, int n, const float* d_dy, const float* d_w, float* d_dx,
-                                      cudaStream_t stream) {
-  return linear_backward_data_t(m, k, n, d_dy, d_w, d_dx, stream);
-}
-
-cudaError_t linear_backward_weight_cuda(int m, int k, int n, const float* d_x, const float* d_dy, float* d_dw,
-                                        float* d_db, cudaStream_t stream) {
-  return linear_backward_weight_t(m, k, n, d_x, d_dy, d_dw, d_db, stream);
-}
-
 cudaError_t column_sum_cuda(DType t, int rows, int cols, const void* d_x, float* d_sums, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     return column_sum_t(rows, cols, static_cast<const StorageOf<decltype(tag)>*>(d_x), d_sums, stream);
   });
 }
 
 cudaError_t linear_forward_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_w, const float* d_b,
                                 void* d_y, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return linear_forward_t(m, k, n, static_cast<const T*>(d_x), static_cast<const T*>(d_w), d_b,
                             static_cast<T*>(d_y), stream);
@@ -120,7 +101,7 @@ cudaError_t linear_forward_cuda(DType t, int m, int k, int n, const void* d_x, c
 
 cudaError_t linear_backward_data_cuda(DType t, int m, int k, int n, const void* d_dy, const void* d_w, void* d_dx,
                                       cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return linear_backward_data_t(m, k, n, static_cast<const T*>(d_dy), static_cast<const T*>(d_w),
                                   static_cast<T*>(d_dx), stream);
@@ -129,7 +110,7 @@ cudaError_t linear_backward_data_cuda(DType t, int m, int k, int n, const void* 
 
 cudaError_t linear_backward_weight_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return linear_backward_weight_t(m, k, n, static_cast<const T*>(d_x), static_cast<const T*>(d_dy), d_dw, d_db,
                                     stream);

@@ -93,16 +93,10 @@ cudaError_t softmax_xent_t(int n, int classes, const T* d_logits, const int32_t*
 
 }  // namespace
 
-cudaError_t softmax_xent_cuda(int n, int classes, const float* d_logits, const int32_t* d_labels, float eps,
-                              float scale, float* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
-                              cudaStream_t stream) {
-  return softmax_xent_t(n, classes, d_logits, d_labels, eps, scale, d_dlogits, d_loss_sum, d_correct, stream);
-}
-
 cudaError_t softmax_xent_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels, float eps,
                               float scale, void* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
                               cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return softmax_xent_t(n, classes, static_cast<const T*>(d_logits), d_labels, eps, scale, static_cast<T*>(d_dlogits),
                           d_loss_sum, d_correct, stream);

@@ -172,27 +172,9 @@ cudaError_t avgpool_backward_t(const PoolDesc& d, const T* d_dy, T* d_dx, cudaSt
 
 }  // namespace
 
-cudaError_t maxpool_forward_cuda(const PoolDesc& d, const float* d_x, bool relu, float* d_y, int32_t* d_argmax,
-                                 cudaStream_t stream) {
-  return maxpool_forward_t(d, d_x, relu, d_y, d_argmax, stream);
-}
-
-cudaError_t maxpool_backward_cuda(const PoolDesc& d, const float* d_dy, const float* d_relu_y,
-                                  const int32_t* d_argmax, float* d_dx, cudaStream_t stream) {
-  return maxpool_backward_t(d, d_dy, d_relu_y, d_argmax, d_dx, stream);
-}
-
-cudaError_t avgpool_forward_cuda(const PoolDesc& d, const float* d_x, float* d_y, cudaStream_t stream) {
-  return avgpool_forward_t(d, d_x, d_y, stream);
-}
-
-cudaError_t avgpool_backward_cuda(const PoolDesc& d, const float* d_dy, float* d_dx, cudaStream_t stream) {
-  return avgpool_backward_t(d, d_dy, d_dx, stream);
-}
-
 cudaError_t maxpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, bool relu, void* d_y,
                                  int32_t* d_argmax, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return maxpool_forward_t(d, static_cast<const T*>(d_x), relu, static_cast<T*>(d_y), d_argmax, stream);
   });
@@ -200,7 +182,7 @@ cudaError_t maxpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, bo
 
 cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, const void* d_relu_y,
                                   const int32_t* d_argmax, void* d_dx, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return maxpool_backward_t(d, static_cast<const T*>(d_dy), static_cast<const T*>(d_relu_y), d_argmax,
                               static_cast<T*>(d_dx), stream);
@@ -208,14 +190,14 @@ cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, 
 }
 
 cudaError_t avgpool_forward_cuda(DType t, const PoolDesc& d, const void* d_x, void* d_y, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return avgpool_forward_t(d, static_cast<const T*>(d_x), static_cast<T*>(d_y), stream);
   });
 }
 
 cudaError_t avgpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, void* d_dx, cudaStream_t stream) {
-  return dispatch_16(t, [&](auto* tag) {
+  return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return avgpool_backward_t(d, static_cast<const T*>(d_dy), static_cast<T*>(d_dx), stream);
   });

@@ -104,7 +104,7 @@ class BatchNorm : public BatchNormJoin {
   void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, bool train) {
     be.set_label(name_.c_str());
     if (!train) {
-      batchnorm_forward_infer(be, dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+      be.batchnorm_forward_infer(dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
       return;
     }
     if (o_.sync) {
@@ -116,17 +116,17 @@ class BatchNorm : public BatchNormJoin {
       be.batchnorm_forward_from_stats(rows, c_, x32, stats_, gamma_, beta_, o_.eps, o_.momentum, y32, save_mean_,
                                       save_invstd_, rmean_, rvar_);
       const size_t count = static_cast<size_t>(n) * in_.size();
-      if (z) be.axpy(count, 1.f, static_cast<const float*>(z), y32);
-      if (relu) be.relu_forward(count, y32, y32);
+      if (z) be.axpy(DType::kF32, count, 1.f, static_cast<const float*>(z), y32);
+      if (relu) be.relu_forward(DType::kF32, count, y32, y32);
       return;
     }
     const int g = group_of(n);
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
     for (int i = 0; i < n / g; ++i)
-      batchnorm_forward_train(be, dt_, g * in_.h * in_.w, c_, at(x, i * bytes), z ? at(z, i * bytes) : nullptr,
-                              gamma_, beta_, o_.eps, o_.momentum, relu, at(y, i * bytes),
-                              relu ? mask_ + i * mask_words_ : nullptr, save_mean_ + i * c_, save_invstd_ + i * c_,
-                              rmean_, rvar_);
+      be.batchnorm_forward_train(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), z ? at(z, i * bytes) : nullptr,
+                                 gamma_, beta_, o_.eps, o_.momentum, relu, at(y, i * bytes),
+                                 relu ? mask_ + i * mask_words_ : nullptr, save_mean_ + i * c_, save_invstd_ + i * c_,
+                                 rmean_, rvar_);
   }
   void run_backward(Backend& be, const void* x, const void* y, const void* dy, bool relu, void* dx, void* dz,
                     int n) {
@@ -139,9 +139,9 @@ class BatchNorm : public BatchNormJoin {
     const int g = group_of(n);
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();
     for (int i = 0; i < n / g; ++i)
-      batchnorm_backward(be, dt_, g * in_.h * in_.w, c_, at(x, i * bytes), relu ? mask_ + i * mask_words_ : nullptr,
-                         at(dy, i * bytes), gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
-                         dx ? at(dx, i * bytes) : nullptr, dz ? at(dz, i * bytes) : nullptr, dgamma_, dbeta_);
+      be.batchnorm_backward(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), relu ? mask_ + i * mask_words_ : nullptr,
+                            at(dy, i * bytes), gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
+                            dx ? at(dx, i * bytes) : nullptr, dz ? at(dz, i * bytes) : nullptr, dgamma_, dbeta_);
   }
 
   // Synchronised: the statistics and the backward sums are summed over the ranks. This rank's sums give its
@@ -152,7 +152,7 @@ class BatchNorm : public BatchNormJoin {
     const size_t count = static_cast<size_t>(n) * in_.size();
     const float* g = dy;  // the gradient at the batch norm's output
     if (relu) {
-      be.relu_backward(count, y, dy, g_);
+      be.relu_backward(DType::kF32, count, y, dy, g_);
       g = g_;
     }
     if (dz) be.copy(dz, g, sizeof(float) * count);

@@ -248,7 +248,7 @@ class Residual : public Layer {
       proj_->forward(be, x, s_, n, train);
       s = s_;
     } else if (mode_ == kPad) {
-      shortcut_pad_forward(be, dt_, n, in_.h, in_.w, in_.c, stride_, out_, x, s_);
+      be.shortcut_pad_forward(dt_, n, in_.h, in_.w, in_.c, stride_, out_, x, s_);
       s = s_;
     }
     bn_->forward_join(be, m_, s, y, n, train);
@@ -259,12 +259,12 @@ class Residual : public Layer {
     const size_t in = in_.size() * n;
     if (mode_ == kProject) {
       proj_->backward(be, x, s_, dz_, dx ? tmp_ : nullptr, n);
-      if (dx) axpy(be, dt_, in, 1.f, tmp_, dx);
+      if (dx) be.axpy(dt_, in, 1.f, tmp_, dx);
     } else if (dx && mode_ == kPad) {
-      shortcut_pad_backward(be, dt_, n, in_.h, in_.w, in_.c, stride_, out_, dz_, tmp_);
-      axpy(be, dt_, in, 1.f, tmp_, dx);
+      be.shortcut_pad_backward(dt_, n, in_.h, in_.w, in_.c, stride_, out_, dz_, tmp_);
+      be.axpy(dt_, in, 1.f, tmp_, dx);
     } else if (dx) {
-      axpy(be, dt_, in, 1.f, dz_, dx);
+      be.axpy(dt_, in, 1.f, dz_, dx);
     }
   }
   double flops_per_sample() const override {

@@ -41,13 +41,13 @@ class Conv2d : public Layer {
   void forward(Backend& be, const void* x, void* y, int n, bool) override {
     be.set_label(name_.c_str());
     d_.n = n;
-    conv2d_forward(be, dt_, d_, x, wc_, b_, y);
+    be.conv2d_forward(dt_, d_, x, wc_, b_, y);
   }
   void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
     d_.n = n;
-    conv2d_backward_filter(be, dt_, d_, x, dy, dw_, db_);
-    if (dx) conv2d_backward_data(be, dt_, d_, dy, wc_, dx);
+    be.conv2d_backward_filter(dt_, d_, x, dy, dw_, db_);
+    if (dx) be.conv2d_backward_data(dt_, d_, dy, wc_, dx);
   }
   double flops_per_sample() const override { return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * d_.c; }
 
@@ -81,12 +81,12 @@ class Linear : public Layer {
   void bind_copy(const std::vector<const void*>& p) override { wc_ = p[0]; }
   void forward(Backend& be, const void* x, void* y, int n, bool) override {
     be.set_label(name_.c_str());
-    linear_forward(be, dt_, n, in_, out_, x, wc_, b_, y);
+    be.linear_forward(dt_, n, in_, out_, x, wc_, b_, y);
   }
   void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
-    linear_backward_weight(be, dt_, n, in_, out_, x, dy, dw_, db_);
-    if (dx) linear_backward_data(be, dt_, n, in_, out_, dy, wc_, dx);
+    be.linear_backward_weight(dt_, n, in_, out_, x, dy, dw_, db_);
+    if (dx) be.linear_backward_data(dt_, n, in_, out_, dy, wc_, dx);
   }
   double flops_per_sample() const override { return 2.0 * in_ * out_; }
 

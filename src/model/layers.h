@@ -1,6 +1,6 @@
 // Layers. A layer owns views into the net's flat parameter and gradient buffers (declared through
 // param_specs(), bound by bind()) and runs its ops through a Backend. Activations are NHWC, stored as the net's
-// activation type (fp32, bf16 or fp16: set_dtype; the ops of kernels/typed_ops.h take it), hence void*;
+// activation type (fp32, bf16 or fp16: set_dtype; the Backend's ops take it as their DType), hence void*;
 // parameters and their gradients are always fp32 (docs/mixed_precision.md).
 // Non-trained state (batch-norm running statistics) lives in a third flat array, the net's "buffers"
 // (declared through buffer_specs(), bound by bind_buffers()): never in the gradient, the allreduce or the
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/typed_ops.h"
 
 namespace cnn {
 

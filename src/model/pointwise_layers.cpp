@@ -18,9 +18,9 @@ class Relu : public Layer {
     size_ = in.size();
     return in;
   }
-  void forward(Backend& be, const void* x, void* y, int n, bool) override { relu_forward(be, dt_, size_ * n, x, y); }
+  void forward(Backend& be, const void* x, void* y, int n, bool) override { be.relu_forward(dt_, size_ * n, x, y); }
   void backward(Backend& be, const void*, const void* y, const void* dy, void* dx, int n) override {
-    if (dx) relu_backward(be, dt_, size_ * n, y, dy, dx);
+    if (dx) be.relu_backward(dt_, size_ * n, y, dy, dx);
   }
 
  private:
@@ -69,14 +69,14 @@ class Dropout : public Layer {
       return;
     }
     const uint64_t key = hash_key(ctx_.seed ^ kDropoutStream, static_cast<uint64_t>(ctx_.step), name_hash(name_));
-    dropout_forward(be, dt_, n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
+    be.dropout_forward(dt_, n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
   }
   void backward(Backend& be, const void*, const void*, const void* dy, void* dx, int n) override {
     if (!dx) return;
     if (!train_ || p_ == 0.f)
       be.copy(dx, dy, act_size() * size_ * n);
     else
-      dropout_backward(be, dt_, size_ * n, p_, dy, mask_, dx);
+      be.dropout_backward(dt_, size_ * n, p_, dy, mask_, dx);
   }
 
  private:

@@ -39,11 +39,11 @@ class MaxPool : public Layer {
   }
   void forward(Backend& be, const void* x, void* y, int n, bool) override {
     d_.n = n;
-    maxpool_forward(be, dt_, d_, x, relu_, y, argmax_);
+    be.maxpool_forward(dt_, d_, x, relu_, y, argmax_);
   }
   void backward(Backend& be, const void*, const void* y, const void* dy, void* dx, int n) override {
     d_.n = n;
-    if (dx) maxpool_backward(be, dt_, d_, dy, relu_ ? y : nullptr, argmax_, dx);
+    if (dx) be.maxpool_backward(dt_, d_, dy, relu_ ? y : nullptr, argmax_, dx);
   }
 
  private:
@@ -79,11 +79,11 @@ class AvgPool : public Layer {
   }
   void forward(Backend& be, const void* x, void* y, int n, bool) override {
     d_.n = n;
-    avgpool_forward(be, dt_, d_, x, y);
+    be.avgpool_forward(dt_, d_, x, y);
   }
   void backward(Backend& be, const void*, const void*, const void* dy, void* dx, int n) override {
     d_.n = n;
-    if (dx) avgpool_backward(be, dt_, d_, dy, dx);
+    if (dx) be.avgpool_backward(dt_, d_, dy, dx);
   }
 
  private:

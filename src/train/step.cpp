@@ -72,9 +72,9 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
     net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr,
                    sync ? sync->collectives() : nullptr});
     const void* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
-    softmax_xent_totals(be, net.dtype(), m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m,
-                        sc.label_smoothing, loss_scale / static_cast<float>(sc.global_batch), buf.dlogits,
-                        sc.totals ? sc.totals : buf.totals);
+    be.softmax_xent_totals(net.dtype(), m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m,
+                           sc.label_smoothing, loss_scale / static_cast<float>(sc.global_batch), buf.dlogits,
+                           sc.totals ? sc.totals : buf.totals);
     mark(sc, Phase::kBackward);
     // Only the last micro-batch's backward overlaps the allreduce: earlier ones are still accumulating.
     if (sync && i == k - 1) {

@@ -74,7 +74,7 @@ EvalResult Trainer::evaluate() {
     ds.read(ids.data(), n, raw.data(), lab.data());
     input_->upload_eval(raw.data(), lab.data(), n, info);
     const void* logits = net_.forward(buf_.x, n, false);
-    softmax_xent(be_, net_.dtype(), n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
+    be_.softmax_xent(net_.dtype(), n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
   }
   double sums[3] = {loss, static_cast<double>(correct), static_cast<double>(end - begin)};
   if (comm_) comm_->allreduce_sum_host(sums, 3, "evaluation totals");

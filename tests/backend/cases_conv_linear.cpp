@@ -66,7 +66,8 @@ void add_conv_cases(uint64_t& seed) {
       const uint64_t s = seed += 10;
       add_case({"conv2d_forward", shape, {}, [d, bias, s](Run& r) {
         float* d_y = r.garbage(out_size(d));
-        r.be.conv2d_forward(d, r.upload(random_vec(in_size(d), s)), r.upload(random_vec(filter_size(d), s + 1)),
+        r.be.conv2d_forward(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
+                            r.upload(random_vec(filter_size(d), s + 1)),
                             bias ? r.upload(random_vec(d.k, s + 2)) : nullptr, d_y);
         r.output("y", d_y, out_size(d), kReduction);
       }});
@@ -74,8 +75,8 @@ void add_conv_cases(uint64_t& seed) {
       add_case({"conv2d_backward_filter", shape, {}, [d, bias, s](Run& r) {
         float* d_dw = r.upload(random_vec(filter_size(d), s + 3));
         float* d_db = r.upload(random_vec(d.k, s + 4));
-        r.be.conv2d_backward_filter(d, r.upload(random_vec(in_size(d), s)), r.upload(random_vec(out_size(d), s + 5)),
-                                    d_dw, bias ? d_db : nullptr);
+        r.be.conv2d_backward_filter(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
+                                    r.upload(random_vec(out_size(d), s + 5)), d_dw, bias ? d_db : nullptr);
         r.output("dw", d_dw, filter_size(d), kReduction);
         r.output("db", d_db, d.k, kReduction);  // unchanged without bias
       }});
@@ -83,8 +84,8 @@ void add_conv_cases(uint64_t& seed) {
     const uint64_t s = seed += 10;
     add_case({"conv2d_backward_data", describe(d), {}, [d, s](Run& r) {
       float* d_dx = r.garbage(in_size(d));  // overwritten, not accumulated
-      r.be.conv2d_backward_data(d, r.upload(random_vec(out_size(d), s)), r.upload(random_vec(filter_size(d), s + 1)),
-                                d_dx);
+      r.be.conv2d_backward_data(DType::kF32, d, r.upload(random_vec(out_size(d), s)),
+                                r.upload(random_vec(filter_size(d), s + 1)), d_dx);
       r.output("dx", d_dx, in_size(d), kReduction);
     }});
   }
@@ -103,13 +104,13 @@ void add_param_version_cases(uint64_t& seed) {
       float* d_w = r.upload(random_vec(filter_size(d), s + 2));
       float *d_y = r.garbage(out_size(d)), *d_dx = r.garbage(in_size(d));
       r.be.set_param_version(++version);
-      r.be.conv2d_forward(d, d_x, d_w, nullptr, d_y);
-      r.be.conv2d_backward_data(d, d_dy, d_w, d_dx);
+      r.be.conv2d_forward(DType::kF32, d, d_x, d_w, nullptr, d_y);
+      r.be.conv2d_backward_data(DType::kF32, d, d_dy, d_w, d_dx);
       const auto w2 = random_vec(filter_size(d), s + 3);  // an optimizer step: new values, new version
       r.be.upload(d_w, w2.data(), sizeof(float) * w2.size());
       r.be.set_param_version(++version);
-      r.be.conv2d_forward(d, d_x, d_w, nullptr, d_y);
-      r.be.conv2d_backward_data(d, d_dy, d_w, d_dx);
+      r.be.conv2d_forward(DType::kF32, d, d_x, d_w, nullptr, d_y);
+      r.be.conv2d_backward_data(DType::kF32, d, d_dy, d_w, d_dx);
       r.be.set_param_version(0);
       r.output("y", d_y, out_size(d), kReduction);
       r.output("dx", d_dx, in_size(d), kReduction);
@@ -126,15 +127,15 @@ void add_linear_cases(uint64_t& seed) {
       const std::string shape = describe(c) + (bias ? " bias" : "");
       add_case({"linear_forward", shape, {}, [=](Run& r) {
         float* d_y = r.garbage(ys);
-        r.be.linear_forward(c.m, c.k, c.n, r.upload(random_vec(xs, s)), r.upload(random_vec(ws, s + 1)),
+        r.be.linear_forward(DType::kF32, c.m, c.k, c.n, r.upload(random_vec(xs, s)), r.upload(random_vec(ws, s + 1)),
                             bias ? r.upload(random_vec(c.n, s + 2)) : nullptr, d_y);
         r.output("y", d_y, ys, kReduction);
       }});
       add_case({"linear_backward_weight", shape, {}, [=](Run& r) {
         float* d_dw = r.upload(random_vec(ws, s + 3));
         float* d_db = r.upload(random_vec(c.n, s + 4));
-        r.be.linear_backward_weight(c.m, c.k, c.n, r.upload(random_vec(xs, s)), r.upload(random_vec(ys, s + 5)),
-                                    d_dw, bias ? d_db : nullptr);
+        r.be.linear_backward_weight(DType::kF32, c.m, c.k, c.n, r.upload(random_vec(xs, s)),
+                                    r.upload(random_vec(ys, s + 5)), d_dw, bias ? d_db : nullptr);
         r.output("dw", d_dw, ws, kReduction);
         r.output("db", d_db, c.n, kReduction);
       }});
@@ -142,7 +143,8 @@ void add_linear_cases(uint64_t& seed) {
     const uint64_t s = seed += 10;
     add_case({"linear_backward_data", describe(c), {}, [=](Run& r) {
       float* d_dx = r.garbage(xs);
-      r.be.linear_backward_data(c.m, c.k, c.n, r.upload(random_vec(ys, s)), r.upload(random_vec(ws, s + 1)), d_dx);
+      r.be.linear_backward_data(DType::kF32, c.m, c.k, c.n, r.upload(random_vec(ys, s)),
+                                r.upload(random_vec(ws, s + 1)), d_dx);
       r.output("dx", d_dx, xs, kReduction);
     }});
   }

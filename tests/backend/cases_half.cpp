@@ -1,5 +1,5 @@
-// Sweep cases: the 16-bit ops (backend.h, "Reduced precision"), in bf16 and fp16, on inputs in [-1, 1] rounded
-// to the type. The oracle is the reference backend's 16-bit op: the fp32 reference kernel on the widened
+// Sweep cases: the ops on activations (backend.h) in bf16 and fp16, on inputs in [-1, 1] rounded to the
+// type. The oracle is the reference backend's op in the same type: the fp32 reference kernel on the widened
 // inputs, rounded once (for the conversion and the loss, whose reference code the fast CPU backend runs
 // itself: the exact value rounded once, tests/backend/oracles.h). A backend that also computes in fp32 and
 // rounds once may land one unit in the last place away when the two results straddle a rounding boundary, so
@@ -64,22 +64,22 @@ void add_conv_linear(DType t) {
   for (const ConvDesc& d : kConvs) {
     const uint64_t s = seed += 10;
     for (bool bias : {true, false})
-      add_case({"conv2d_forward_16", tag(t, describe(d) + (bias ? " bias" : "")), {}, [=](Run& r) {
+      add_case({"conv2d_forward", tag(t, describe(d) + (bias ? " bias" : "")), {}, [=](Run& r) {
         void* d_y = garbage16(r, out_size(d), t);
-        r.be.conv2d_forward_16(t, d, up16(r, random_vec(in_size(d), s), t), up16(r, random_vec(filter_size(d), s + 1), t),
+        r.be.conv2d_forward(t, d, up16(r, random_vec(in_size(d), s), t), up16(r, random_vec(filter_size(d), s + 1), t),
                                bias ? r.upload(random_vec(d.k, s + 2)) : nullptr, d_y);
         r.output("y", t, d_y, out_size(d), rounded(t, 1e-5));
       }});
-    add_case({"conv2d_backward_data_16", tag(t, describe(d)), {}, [=](Run& r) {
+    add_case({"conv2d_backward_data", tag(t, describe(d)), {}, [=](Run& r) {
       void* d_dx = garbage16(r, in_size(d), t);
-      r.be.conv2d_backward_data_16(t, d, up16(r, random_vec(out_size(d), s + 3), t),
+      r.be.conv2d_backward_data(t, d, up16(r, random_vec(out_size(d), s + 3), t),
                                    up16(r, random_vec(filter_size(d), s + 1), t), d_dx);
       r.output("dx", t, d_dx, in_size(d), rounded(t, 1e-5));
     }});
-    add_case({"conv2d_backward_filter_16", tag(t, describe(d)), {}, [=](Run& r) {
+    add_case({"conv2d_backward_filter", tag(t, describe(d)), {}, [=](Run& r) {
       float* d_dw = r.upload(random_vec(filter_size(d), s + 4));  // fp32, accumulated onto
       float* d_db = r.upload(random_vec(d.k, s + 5));
-      r.be.conv2d_backward_filter_16(t, d, up16(r, random_vec(in_size(d), s), t),
+      r.be.conv2d_backward_filter(t, d, up16(r, random_vec(in_size(d), s), t),
                                      up16(r, random_vec(out_size(d), s + 3), t), d_dw, d_db);
       r.output("dw", d_dw, filter_size(d), Tol{1e-4, 1e-4});
       r.output("db", d_db, d.k, Tol{1e-4, 1e-4});
@@ -94,22 +94,22 @@ void add_conv_linear(DType t) {
     const size_t ys = static_cast<size_t>(c.m) * c.n;
     const std::string shape = tag(t, "m" + std::to_string(c.m) + " k" + std::to_string(c.k) + " n" +
                                          std::to_string(c.n));
-    add_case({"linear_forward_16", shape, {}, [=](Run& r) {
+    add_case({"linear_forward", shape, {}, [=](Run& r) {
       void* d_y = garbage16(r, ys, t);
-      r.be.linear_forward_16(t, c.m, c.k, c.n, up16(r, random_vec(xs, s), t), up16(r, random_vec(ws, s + 1), t),
+      r.be.linear_forward(t, c.m, c.k, c.n, up16(r, random_vec(xs, s), t), up16(r, random_vec(ws, s + 1), t),
                              r.upload(random_vec(c.n, s + 2)), d_y);
       r.output("y", t, d_y, ys, rounded(t, 1e-5));
     }});
-    add_case({"linear_backward_data_16", shape, {}, [=](Run& r) {
+    add_case({"linear_backward_data", shape, {}, [=](Run& r) {
       void* d_dx = garbage16(r, xs, t);
-      r.be.linear_backward_data_16(t, c.m, c.k, c.n, up16(r, random_vec(ys, s + 3), t),
+      r.be.linear_backward_data(t, c.m, c.k, c.n, up16(r, random_vec(ys, s + 3), t),
                                    up16(r, random_vec(ws, s + 1), t), d_dx);
       r.output("dx", t, d_dx, xs, rounded(t, 1e-5));
     }});
-    add_case({"linear_backward_weight_16", shape, {}, [=](Run& r) {
+    add_case({"linear_backward_weight", shape, {}, [=](Run& r) {
       float* d_dw = r.upload(random_vec(ws, s + 4));
       float* d_db = r.upload(random_vec(c.n, s + 5));
-      r.be.linear_backward_weight_16(t, c.m, c.k, c.n, up16(r, random_vec(xs, s), t),
+      r.be.linear_backward_weight(t, c.m, c.k, c.n, up16(r, random_vec(xs, s), t),
                                      up16(r, random_vec(ys, s + 3), t), d_dw, d_db);
       r.output("dw", d_dw, ws, Tol{1e-4, 1e-4});
       r.output("db", d_db, c.n, Tol{1e-4, 1e-4});
@@ -137,25 +137,25 @@ void add_pointwise(DType t) {
       r.output_host("widened", x, kExact);
       r.output_host("copied", x, kExact);
     }});
-    add_case({"relu_forward_16", shape, {"relu_backward_16"}, [=](Run& r) {
+    add_case({"relu_forward", shape, {"relu_backward"}, [=](Run& r) {
       void* d_y = garbage16(r, n, t);
       void* d_dx = garbage16(r, n, t);
       const void* d_x = up16(r, random_vec(n, 2), t);
-      r.be.relu_forward_16(t, n, d_x, d_y);
-      r.be.relu_backward_16(t, n, d_y, up16(r, random_vec(n, 3), t), d_dx);
+      r.be.relu_forward(t, n, d_x, d_y);
+      r.be.relu_backward(t, n, d_y, up16(r, random_vec(n, 3), t), d_dx);
       r.output("y", t, d_y, n, kExact);
       r.output("dx", t, d_dx, n, kExact);
-      r.be.relu_forward_16(t, n, d_y, d_y);  // in place
+      r.be.relu_forward(t, n, d_y, d_y);  // in place
       r.output("y in place", t, d_y, n, kExact);
     }});
-    add_case({"relu_backward_16", shape, {}, [=](Run& r) {
+    add_case({"relu_backward", shape, {}, [=](Run& r) {
       void* d_dx = garbage16(r, n, t);
-      r.be.relu_backward_16(t, n, up16(r, random_vec(n, 4), t), up16(r, random_vec(n, 5), t), d_dx);
+      r.be.relu_backward(t, n, up16(r, random_vec(n, 4), t), up16(r, random_vec(n, 5), t), d_dx);
       r.output("dx", t, d_dx, n, kExact);
     }});
-    add_case({"axpy_16", shape, {}, [=](Run& r) {
+    add_case({"axpy", shape, {}, [=](Run& r) {
       void* d_y = const_cast<void*>(up16(r, random_vec(n, 6), t));
-      r.be.axpy_16(t, n, 0.3f, up16(r, random_vec(n, 7), t), d_y);
+      r.be.axpy(t, n, 0.3f, up16(r, random_vec(n, 7), t), d_y);
       r.output("y", t, d_y, n, rounded(t, 0));
     }});
   }
@@ -163,40 +163,43 @@ void add_pointwise(DType t) {
     const int n = 2, h = 7, w = 8, c = 3, k = 8, P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
     const size_t xs = static_cast<size_t>(n) * h * w * c, ys = static_cast<size_t>(n) * P * Q * k;
     const std::string shape = tag(t, "n2 7x8 c3 -> k8 stride " + std::to_string(stride));
-    add_case({"shortcut_pad_forward_16", shape, {"shortcut_pad_backward_16"}, [=](Run& r) {
+    add_case({"shortcut_pad_forward", shape, {"shortcut_pad_backward"}, [=](Run& r) {
       void* d_y = garbage16(r, ys, t);
       void* d_dx = garbage16(r, xs, t);
-      r.be.shortcut_pad_forward_16(t, n, h, w, c, stride, k, up16(r, random_vec(xs, 8), t), d_y);
-      r.be.shortcut_pad_backward_16(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 9), t), d_dx);
+      r.be.shortcut_pad_forward(t, n, h, w, c, stride, k, up16(r, random_vec(xs, 8), t), d_y);
+      r.be.shortcut_pad_backward(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 9), t), d_dx);
       r.output("y", t, d_y, ys, kExact);
       r.output("dx", t, d_dx, xs, kExact);
     }});
-    add_case({"shortcut_pad_backward_16", shape, {}, [=](Run& r) {
+    add_case({"shortcut_pad_backward", shape, {}, [=](Run& r) {
       void* d_dx = garbage16(r, xs, t);  // overwritten, positions skipped by the stride included
-      r.be.shortcut_pad_backward_16(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 19), t), d_dx);
+      r.be.shortcut_pad_backward(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 19), t), d_dx);
       r.output("dx", t, d_dx, xs, kExact);
     }});
   }
+}
+
+void add_dropout(DType t) {
   for (size_t per : {size_t{1001}, size_t{7}}) {
     const int n = 4;
     const size_t count = n * per;
-    add_case({"dropout_forward_16", tag(t, "n4 x " + std::to_string(per)), {"dropout_backward_16"}, [=](Run& r) {
+    add_case({"dropout_forward", tag(t, "n4 x " + std::to_string(per)), {"dropout_backward"}, [=](Run& r) {
       void* d_y = garbage16(r, count, t);
       void* d_dx = garbage16(r, count, t);
       uint8_t* d_mask = r.upload(std::vector<uint8_t>(count, 7));
-      r.be.dropout_forward_16(t, n, per, up16(r, random_vec(count, 10), t), 0.3f, 0x5eed,
+      r.be.dropout_forward(t, n, per, up16(r, random_vec(count, 10), t), 0.3f, 0x5eed,
                               r.upload(std::vector<int64_t>{7, 123456789, 0, 42}), d_y, d_mask);
-      r.be.dropout_backward_16(t, count, 0.3f, up16(r, random_vec(count, 11), t), d_mask, d_dx);
+      r.be.dropout_backward(t, count, 0.3f, up16(r, random_vec(count, 11), t), d_mask, d_dx);
       r.output("mask", d_mask, count);
       r.output("y", t, d_y, count, kExact);
       r.output("dx", t, d_dx, count, kExact);
     }});
-    add_case({"dropout_backward_16", tag(t, "n4 x " + std::to_string(per)), {}, [=](Run& r) {
+    add_case({"dropout_backward", tag(t, "n4 x " + std::to_string(per)), {}, [=](Run& r) {
       std::vector<uint8_t> mask(count);
       CounterRng rng(14, 3);
       for (auto& m : mask) m = rng.uniform() >= 0.3f;
       void* d_dx = garbage16(r, count, t);
-      r.be.dropout_backward_16(t, count, 0.3f, up16(r, random_vec(count, 15), t), r.upload(mask), d_dx);
+      r.be.dropout_backward(t, count, 0.3f, up16(r, random_vec(count, 15), t), r.upload(mask), d_dx);
       r.output("dx", t, d_dx, count, kExact);
     }});
   }
@@ -213,36 +216,36 @@ void add_pooling(DType t) {
                                          std::to_string(d.stride) + " pad " + std::to_string(d.pad));
     for (bool relu : {false, true}) {  // relu: the pooling of a ReLU's output, fused
       const std::string pshape = shape + (relu ? " relu" : "");
-      add_case({"maxpool_forward_16", pshape, {}, [=](Run& r) {
+      add_case({"maxpool_forward", pshape, {}, [=](Run& r) {
         void* d_y = garbage16(r, ys, t);
         int32_t* d_arg = r.upload(std::vector<int32_t>(ys, -7));
-        r.be.maxpool_forward_16(t, d, up16(r, random_vec(xs, s), t), relu, d_y, d_arg);
+        r.be.maxpool_forward(t, d, up16(r, random_vec(xs, s), t), relu, d_y, d_arg);
         r.output("y", t, d_y, ys, kExact);
         r.output("argmax", d_arg, ys);
       }});
-      add_case({"maxpool_backward_16", pshape, {}, [=](Run& r) {
+      add_case({"maxpool_backward", pshape, {}, [=](Run& r) {
         std::vector<float> x = test::random_rounded(xs, s, t), y(ys);
         std::vector<int32_t> arg(ys);
         // The winners (and the ReLU's output, exact in 16 bits: a max selects an input), so the backward runs
         // alone.
         maxpool_forward_cpu(d, x.data(), relu, y.data(), arg.data());
         void* d_dx = garbage16(r, xs, t);
-        r.be.maxpool_backward_16(t, d, up16(r, random_vec(ys, s + 1), t), relu ? up16(r, y, t) : nullptr,
+        r.be.maxpool_backward(t, d, up16(r, random_vec(ys, s + 1), t), relu ? up16(r, y, t) : nullptr,
                                  r.upload(arg), d_dx);
         r.output("dx", t, d_dx, xs, rounded(t, 0));  // overlapping windows: a few additions in any order
       }});
     }
-    add_case({"avgpool_forward_16", shape, {"avgpool_backward_16"}, [=](Run& r) {
+    add_case({"avgpool_forward", shape, {"avgpool_backward"}, [=](Run& r) {
       void* d_y = garbage16(r, ys, t);
       void* d_dx = garbage16(r, xs, t);
-      r.be.avgpool_forward_16(t, d, up16(r, random_vec(xs, s + 2), t), d_y);
-      r.be.avgpool_backward_16(t, d, up16(r, random_vec(ys, s + 3), t), d_dx);
+      r.be.avgpool_forward(t, d, up16(r, random_vec(xs, s + 2), t), d_y);
+      r.be.avgpool_backward(t, d, up16(r, random_vec(ys, s + 3), t), d_dx);
       r.output("y", t, d_y, ys, rounded(t, 1e-6));
       r.output("dx", t, d_dx, xs, rounded(t, 1e-6));
     }});
-    add_case({"avgpool_backward_16", shape, {}, [=](Run& r) {
+    add_case({"avgpool_backward", shape, {}, [=](Run& r) {
       void* d_dx = garbage16(r, xs, t);
-      r.be.avgpool_backward_16(t, d, up16(r, random_vec(ys, s + 4), t), d_dx);
+      r.be.avgpool_backward(t, d, up16(r, random_vec(ys, s + 4), t), d_dx);
       r.output("dx", t, d_dx, xs, rounded(t, 1e-6));
     }});
   }
@@ -263,7 +266,7 @@ void add_batchnorm(DType t) {
     };
     for (const BnEpilogue ep : kBnEpilogues) {
       const std::string eshape = shape + ep.name();
-      add_case({"batchnorm_forward_train_16", eshape, {"batchnorm_forward_infer_16"}, [=](Run& r) {
+      add_case({"batchnorm_forward_train", eshape, {"batchnorm_forward_infer"}, [=](Run& r) {
         void* d_y = garbage16(r, nx, t);
         void* d_yi = garbage16(r, nx, t);
         float *d_mean = r.garbage(c), *d_invstd = r.garbage(c);
@@ -273,8 +276,8 @@ void add_batchnorm(DType t) {
         const float *d_g = r.upload(random_vec(c, s + 3)), *d_b = r.upload(random_vec(c, s + 4));
         const void* d_x = up16(r, input(), t);
         const void* d_z = ep.residual ? up16(r, random_vec(nx, s + 8), t) : nullptr;
-        r.be.batchnorm_forward_infer_16(t, rows, c, d_x, d_z, d_g, d_b, d_rm, d_rv, eps, ep.relu, d_yi);
-        r.be.batchnorm_forward_train_16(t, rows, c, d_x, d_z, d_g, d_b, eps, momentum, ep.relu, d_y, d_mask, d_mean,
+        r.be.batchnorm_forward_infer(t, rows, c, d_x, d_z, d_g, d_b, d_rm, d_rv, eps, ep.relu, d_yi);
+        r.be.batchnorm_forward_train(t, rows, c, d_x, d_z, d_g, d_b, eps, momentum, ep.relu, d_y, d_mask, d_mean,
                                         d_invstd, d_rm, d_rv);
         r.output("y infer", t, d_yi, nx, rounded(t, 1e-5));
         r.output("y", t, d_y, nx, rounded(t, 1e-4));
@@ -284,15 +287,15 @@ void add_batchnorm(DType t) {
         r.output("running_var", d_rv, c, kDefault);
         if (ep.relu) r.output_host("relu_mask", mask_bits(r, d_mask, nx), kExact);
       }});
-      add_case({"batchnorm_forward_infer_16", eshape, {}, [=](Run& r) {
+      add_case({"batchnorm_forward_infer", eshape, {}, [=](Run& r) {
         void* d_y = garbage16(r, nx, t);
         const void* d_z = ep.residual ? up16(r, random_vec(nx, s + 9), t) : nullptr;
-        r.be.batchnorm_forward_infer_16(t, rows, c, up16(r, input(), t), d_z, r.upload(random_vec(c, s + 3)),
+        r.be.batchnorm_forward_infer(t, rows, c, up16(r, input(), t), d_z, r.upload(random_vec(c, s + 3)),
                                         r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 10, 0.f, 100.f)),
                                         r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
         r.output("y", t, d_y, nx, rounded(t, 1e-5));
       }});
-      add_case({"batchnorm_backward_16", eshape, {}, [=](Run& r) {
+      add_case({"batchnorm_backward", eshape, {}, [=](Run& r) {
         const auto x = input();
         const auto gamma = random_vec(c, s + 3), z = test::random_rounded(nx, s + 8, t);
         std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
@@ -307,10 +310,10 @@ void add_batchnorm(DType t) {
         const void* d_x = up16(r, x, t);
         const float* d_gamma = r.upload(gamma);
         // A forward pass of this shape first, as in training: cuDNN's backward takes its epsilon.
-        r.be.batchnorm_forward_train_16(t, rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false,
+        r.be.batchnorm_forward_train(t, rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false,
                                         garbage16(r, nx, t), r.upload(std::vector<uint32_t>(relu_mask_words(nx))),
                                         r.garbage(c), r.garbage(c), r.upload(rm), r.upload(rv));
-        r.be.batchnorm_backward_16(t, rows, c, d_x, ep.relu ? r.upload(mask) : nullptr,
+        r.be.batchnorm_backward(t, rows, c, d_x, ep.relu ? r.upload(mask) : nullptr,
                                    up16(r, random_vec(nx, s + 7), t), d_gamma, r.upload(mean), r.upload(invstd), d_dx,
                                    d_dz, d_dgamma, d_dbeta);
         r.output("dx", t, d_dx, nx, rounded(t, 1e-4));
@@ -325,7 +328,7 @@ void add_batchnorm(DType t) {
 void add_softmax_xent(DType t) {
   for (int n : {1, 300})
     for (int classes : {10, 45}) {
-      add_case({"softmax_xent_16", tag(t, "n " + std::to_string(n) + " classes " + std::to_string(classes)), {},
+      add_case({"softmax_xent", tag(t, "n " + std::to_string(n) + " classes " + std::to_string(classes)), {},
                 [=](Run& r) {
                   const uint64_t s = 12000 + n * 64 + classes;
                   std::vector<int32_t> labels(n);
@@ -335,7 +338,7 @@ void add_softmax_xent(DType t) {
                   double loss = 0.5;
                   int64_t correct = 2;
                   // The scale of fp16 loss scaling: the gradient carries it, the loss does not.
-                  r.be.softmax_xent_16(t, n, classes, up16(r, random_vec(static_cast<size_t>(n) * classes, s, -3.f, 3.f), t),
+                  r.be.softmax_xent(t, n, classes, up16(r, random_vec(static_cast<size_t>(n) * classes, s, -3.f, 3.f), t),
                                        r.upload(labels), 0.1f, 65536.f / n, d_dz, &loss, &correct);
                   r.output_host("loss_sum", {loss}, Tol{0, 1e-5});
                   r.output_host("correct", {static_cast<double>(correct)}, kExact);
@@ -353,7 +356,7 @@ void add_softmax_xent(DType t) {
                   r.output_host("dlogits", oracle::through16(t, o.dlogits), rounded(t, 1e-3));
                 }});
     }
-  add_case({"softmax_xent_totals_16", tag(t, "n 1, 33, 70 classes 7, accumulated"), {}, [=](Run& r) {
+  add_case({"softmax_xent_totals", tag(t, "n 1, 33, 70 classes 7, accumulated"), {}, [=](Run& r) {
     LossTotals* d_totals = r.upload(std::vector<LossTotals>(1, LossTotals{0.5, 3}));  // added onto
     for (int n : {1, 33, 70}) {
       const int classes = 7;
@@ -361,7 +364,7 @@ void add_softmax_xent(DType t) {
       std::vector<int32_t> labels(n);
       for (int i = 0; i < n; ++i) labels[i] = (i * 5 + n) % classes;
       void* d_dz = garbage16(r, count, t);
-      r.be.softmax_xent_totals_16(t, n, classes, up16(r, random_vec(count, 60 + n, -3.f, 3.f), t), r.upload(labels),
+      r.be.softmax_xent_totals(t, n, classes, up16(r, random_vec(count, 60 + n, -3.f, 3.f), t), r.upload(labels),
                                   0.1f, 65536.f / n, d_dz, d_totals);
       r.output("dlogits n " + std::to_string(n), t, d_dz, count, rounded(t, 1e-3));
     }
@@ -392,6 +395,7 @@ CNN_SWEEP_CASES(half) {
   for (DType t : test::kHalfTypes) {
     add_conv_linear(t);
     add_pointwise(t);
+    add_dropout(t);
     add_pooling(t);
     add_batchnorm(t);
     add_softmax_xent(t);

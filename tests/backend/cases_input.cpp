@@ -98,7 +98,7 @@ CNN_SWEEP_CASES(input) {
     const float* d_w = r.upload(random_vec(6 * 5, 32));
     float* d_y = r.garbage(2 * 3 * 4 * 6);
     r.be.set_label("sweep.conv");
-    r.be.conv2d_forward(d, d_x, d_w, nullptr, d_y);
+    r.be.conv2d_forward(DType::kF32, d, d_x, d_w, nullptr, d_y);
     r.be.set_label(nullptr);
     r.output("y", d_y, 2 * 3 * 4 * 6, kDefault);
   }});

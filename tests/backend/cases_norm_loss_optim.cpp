@@ -24,7 +24,7 @@ void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
     float* d_rv = r.upload(random_vec(c, s + 2, 0.5f, 2.f));
     uint32_t* d_mask = r.upload(std::vector<uint32_t>(relu_mask_words(nx), 0x5a5a5a5au));
     const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
-    r.be.batchnorm_forward_train(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
+    r.be.batchnorm_forward_train(DType::kF32, rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
                                  r.upload(random_vec(c, s + 4)), eps, momentum, ep.relu, d_y, d_mask, d_mean,
                                  d_invstd, d_rm, d_rv);
     // One row: the variance is 0 and invstd = 1/sqrt(eps) ~ 316, which scales every rounding error.
@@ -42,7 +42,7 @@ void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
   add_case({"batchnorm_forward_infer", shape, {}, [=](Run& r) {
     float* d_y = r.garbage(nx);
     const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
-    r.be.batchnorm_forward_infer(rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
+    r.be.batchnorm_forward_infer(DType::kF32, rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
                                  r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 1)),
                                  r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
     r.output("y", d_y, nx, kDefault);
@@ -65,10 +65,10 @@ void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
       const float *d_x = r.upload(x), *d_gamma = r.upload(gamma);
       // As in training, a forward pass of this shape first: cuDNN's backward takes that pass's epsilon
       // (kernels/cudnn_batchnorm.h), so on a GPU the vendor path is the one compared, not the fallback.
-      r.be.batchnorm_forward_train(rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false, r.garbage(nx),
+      r.be.batchnorm_forward_train(DType::kF32, rows, c, d_x, nullptr, d_gamma, d_gamma, eps, momentum, false, r.garbage(nx),
                                    r.upload(std::vector<uint32_t>(relu_mask_words(nx))), r.garbage(c), r.garbage(c),
                                    r.upload(rm), r.upload(rv));
-      r.be.batchnorm_backward(rows, c, d_x, ep.relu ? r.upload(mask) : nullptr, r.upload(random_vec(nx, s + 7)),
+      r.be.batchnorm_backward(DType::kF32, rows, c, d_x, ep.relu ? r.upload(mask) : nullptr, r.upload(random_vec(nx, s + 7)),
                               d_gamma, r.upload(mean), r.upload(invstd), d_dx, d_dz, d_dgamma, d_dbeta);
       // Sums over up to 1100 rows of values of order 1: the absolute error grows with the reduction.
       if (with_dx) r.output("dx", d_dx, nx, Tol{1e-4, 1e-3});
@@ -97,7 +97,7 @@ void add_softmax_xent_cases() {
             float* d_dz = grad ? r.garbage(z.size()) : nullptr;
             double loss = 0.5;
             int64_t correct = 2;  // both accumulate onto what is there
-            r.be.softmax_xent(n, classes, r.upload(z), r.upload(labels), smooth, 1.f / n, d_dz, &loss, &correct);
+            r.be.softmax_xent(DType::kF32, n, classes, r.upload(z), r.upload(labels), smooth, 1.f / n, d_dz, &loss, &correct);
             r.output_host("loss_sum", {loss}, Tol{0, 1e-5});
             r.output_host("correct", {static_cast<double>(correct)}, kExact);
             if (grad) r.output("dlogits", d_dz, z.size(), Tol{1e-6, 1e-4});

@@ -15,22 +15,22 @@ CNN_SWEEP_CASES(pointwise) {
   for (size_t n : kSizes) {
     add_case({"relu_forward", n_str(n), {}, [n](Run& r) {
       float* d_y = r.garbage(n);
-      r.be.relu_forward(n, r.upload(random_vec(n, n)), d_y);
+      r.be.relu_forward(DType::kF32, n, r.upload(random_vec(n, n)), d_y);
       r.output("y", d_y, n, kExact);
     }});
     add_case({"relu_forward", n_str(n) + " in place", {}, [n](Run& r) {
       float* d_x = r.upload(random_vec(n, n + 1));
-      r.be.relu_forward(n, d_x, d_x);
+      r.be.relu_forward(DType::kF32, n, d_x, d_x);
       r.output("y", d_x, n, kExact);
     }});
     add_case({"relu_backward", n_str(n), {}, [n](Run& r) {
       float* d_dx = r.garbage(n);
-      r.be.relu_backward(n, r.upload(random_vec(n, n + 2)), r.upload(random_vec(n, n + 3)), d_dx);
+      r.be.relu_backward(DType::kF32, n, r.upload(random_vec(n, n + 2)), r.upload(random_vec(n, n + 3)), d_dx);
       r.output("dx", d_dx, n, kExact);
     }});
     add_case({"axpy", n_str(n), {}, [n](Run& r) {
       float* d_y = r.upload(random_vec(n, n + 6));
-      r.be.axpy(n, 0.3f, r.upload(random_vec(n, n + 7)), d_y);
+      r.be.axpy(DType::kF32, n, 0.3f, r.upload(random_vec(n, n + 7)), d_y);
       r.output("y", d_y, n, kDefault);  // a fused multiply-add may round once instead of twice
     }});
     add_case({"scale", n_str(n), {}, [n](Run& r) {
@@ -51,12 +51,12 @@ CNN_SWEEP_CASES(pointwise) {
                                 std::to_string(stride);
       add_case({"shortcut_pad_forward", shape, {}, [=](Run& r) {
         float* d_y = r.garbage(ys);
-        r.be.shortcut_pad_forward(n, h, w, c, stride, k, r.upload(random_vec(xs, 50 + h)), d_y);
+        r.be.shortcut_pad_forward(DType::kF32, n, h, w, c, stride, k, r.upload(random_vec(xs, 50 + h)), d_y);
         r.output("y", d_y, ys, kExact);
       }});
       add_case({"shortcut_pad_backward", shape, {}, [=](Run& r) {
         float* d_dx = r.garbage(xs);  // overwritten, positions skipped by the stride included
-        r.be.shortcut_pad_backward(n, h, w, c, stride, k, r.upload(random_vec(ys, 60 + h)), d_dx);
+        r.be.shortcut_pad_backward(DType::kF32, n, h, w, c, stride, k, r.upload(random_vec(ys, 60 + h)), d_dx);
         r.output("dx", d_dx, xs, kExact);
       }});
     }
@@ -74,7 +74,8 @@ CNN_SWEEP_CASES(pointwise) {
       ids.resize(t.n);
       float* d_y = r.garbage(count);
       uint8_t* d_mask = r.upload(std::vector<uint8_t>(count, 7));
-      r.be.dropout_forward(t.n, t.per, r.upload(random_vec(count, 11)), t.p, 0x5eed, r.upload(ids), d_y, d_mask);
+      r.be.dropout_forward(DType::kF32, t.n, t.per, r.upload(random_vec(count, 11)), t.p, 0x5eed, r.upload(ids), d_y,
+                           d_mask);
       r.output("mask", d_mask, count);
       r.output("y", d_y, count, kExact);
     }});
@@ -83,7 +84,7 @@ CNN_SWEEP_CASES(pointwise) {
       CounterRng rng(12, 3);
       for (auto& m : mask) m = rng.uniform() >= t.p;
       float* d_dx = r.garbage(count);
-      r.be.dropout_backward(count, t.p, r.upload(random_vec(count, 13)), r.upload(mask), d_dx);
+      r.be.dropout_backward(DType::kF32, count, t.p, r.upload(random_vec(count, 13)), r.upload(mask), d_dx);
       r.output("dx", d_dx, count, kExact);
     }});
   }

@@ -43,7 +43,7 @@ CNN_SWEEP_CASES(pooling) {
       add_case({"maxpool_forward", shape, {}, [d, s, relu](Run& r) {
         float* d_y = r.garbage(out_size(d));
         int32_t* d_arg = r.upload(std::vector<int32_t>(out_size(d), -7));
-        r.be.maxpool_forward(d, r.upload(random_vec(in_size(d), s)), relu, d_y, d_arg);
+        r.be.maxpool_forward(DType::kF32, d, r.upload(random_vec(in_size(d), s)), relu, d_y, d_arg);
         r.output("y", d_y, out_size(d), kExact);
         r.output("argmax", d_arg, out_size(d));
       }});
@@ -54,7 +54,7 @@ CNN_SWEEP_CASES(pooling) {
         std::vector<int32_t> arg(out_size(d));
         maxpool_forward_cpu(d, x.data(), relu, y.data(), arg.data());
         float* d_dx = r.garbage(in_size(d));  // overwritten
-        r.be.maxpool_backward(d, r.upload(random_vec(out_size(d), s + 1)), relu ? r.upload(y) : nullptr,
+        r.be.maxpool_backward(DType::kF32, d, r.upload(random_vec(out_size(d), s + 1)), relu ? r.upload(y) : nullptr,
                               r.upload(arg), d_dx);
         // Overlapping windows add several dy into one tap; the order of those few additions may differ.
         r.output("dx", d_dx, in_size(d), kDefault);
@@ -62,12 +62,12 @@ CNN_SWEEP_CASES(pooling) {
     }
     add_case({"avgpool_forward", describe(d), {}, [d, s](Run& r) {
       float* d_y = r.garbage(out_size(d));
-      r.be.avgpool_forward(d, r.upload(random_vec(in_size(d), s + 2)), d_y);
+      r.be.avgpool_forward(DType::kF32, d, r.upload(random_vec(in_size(d), s + 2)), d_y);
       r.output("y", d_y, out_size(d), kDefault);
     }});
     add_case({"avgpool_backward", describe(d), {}, [d, s](Run& r) {
       float* d_dx = r.garbage(in_size(d));
-      r.be.avgpool_backward(d, r.upload(random_vec(out_size(d), s + 3)), d_dx);
+      r.be.avgpool_backward(DType::kF32, d, r.upload(random_vec(out_size(d), s + 3)), d_dx);
       r.output("dx", d_dx, in_size(d), kDefault);
     }});
   }

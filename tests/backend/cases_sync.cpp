@@ -145,7 +145,8 @@ void add_xent_totals_case() {
       std::vector<int32_t> labels(n);
       for (int i = 0; i < n; ++i) labels[i] = (i * 5 + n) % classes;
       float* d_dz = r.garbage(static_cast<size_t>(n) * classes);
-      r.be.softmax_xent_totals(n, classes, r.upload(random_vec(static_cast<size_t>(n) * classes, 50 + n, -3.f, 3.f)),
+      r.be.softmax_xent_totals(DType::kF32, n, classes,
+                               r.upload(random_vec(static_cast<size_t>(n) * classes, 50 + n, -3.f, 3.f)),
                                r.upload(labels), 0.1f, 0.5f, d_dz, d_totals);
       r.output("dlogits n " + std::to_string(n), d_dz, static_cast<size_t>(n) * classes, kDefault);
     }

@@ -106,12 +106,12 @@ TEST_P(HalfRule, Convolution) {
         const auto x = random_rounded(in_size(d), ++seed, t), w = random_rounded(filter_size(d), ++seed, t);
         const auto dy = random_rounded(out_size(d), ++seed, t), b = random_vec(d.k, ++seed);
         std::vector<float> y(out_size(d)), dx(in_size(d));
-        ref_->conv2d_forward(d, x.data(), w.data(), b.data(), y.data());
-        ref_->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+        ref_->conv2d_forward(DType::kF32, d, x.data(), w.data(), b.data(), y.data());
+        ref_->conv2d_backward_data(DType::kF32, d, dy.data(), w.data(), dx.data());
         void *d_y = out16(y.size()), *d_dx = out16(dx.size());
         const void* d_w = up(w, t);
-        be_->conv2d_forward_16(t, d, up(x, t), d_w, up32(b), d_y);
-        be_->conv2d_backward_data_16(t, d, up(dy, t), d_w, d_dx);
+        be_->conv2d_forward(t, d, up(x, t), d_w, up32(b), d_y);
+        be_->conv2d_backward_data(t, d, up(dy, t), d_w, d_dx);
         const std::string what = describe(d) + " [" + path + "]";
         EXPECT_TRUE(close16(result(d_y, y.size(), t), y, t, 1e-5, "conv y " + what));
         EXPECT_TRUE(close16(result(d_dx, dx.size(), t), dx, t, 1e-5, "conv dx " + what));
@@ -133,12 +133,12 @@ TEST_P(HalfRule, Matmul) {
         const auto x = random_rounded(xs, ++seed, t), w = random_rounded(ws, ++seed, t);
         const auto dy = random_rounded(ys, ++seed, t), b = random_vec(c.n, ++seed);
         std::vector<float> y(ys), dx(xs);
-        ref_->linear_forward(c.m, c.k, c.n, x.data(), w.data(), b.data(), y.data());
-        ref_->linear_backward_data(c.m, c.k, c.n, dy.data(), w.data(), dx.data());
+        ref_->linear_forward(DType::kF32, c.m, c.k, c.n, x.data(), w.data(), b.data(), y.data());
+        ref_->linear_backward_data(DType::kF32, c.m, c.k, c.n, dy.data(), w.data(), dx.data());
         void *d_y = out16(ys), *d_dx = out16(xs);
         const void* d_w = up(w, t);
-        be_->linear_forward_16(t, c.m, c.k, c.n, up(x, t), d_w, up32(b), d_y);
-        be_->linear_backward_data_16(t, c.m, c.k, c.n, up(dy, t), d_w, d_dx);
+        be_->linear_forward(t, c.m, c.k, c.n, up(x, t), d_w, up32(b), d_y);
+        be_->linear_backward_data(t, c.m, c.k, c.n, up(dy, t), d_w, d_dx);
         const std::string what = std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n) + " [" +
                                  path + "]";
         EXPECT_TRUE(close16(result(d_y, ys, t), y, t, 1e-5, "linear y " + what));
@@ -160,12 +160,12 @@ TEST_P(HalfRule, SameShapeFiltersUnderOneParamVersion) {
       for (int layer = 0; layer < 2; ++layer) {
         const auto w = random_rounded(filter_size(d), ++seed, t);
         std::vector<float> y(out_size(d)), dx(in_size(d));
-        ref_->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
-        ref_->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+        ref_->conv2d_forward(DType::kF32, d, x.data(), w.data(), nullptr, y.data());
+        ref_->conv2d_backward_data(DType::kF32, d, dy.data(), w.data(), dx.data());
         void *d_y = out16(y.size()), *d_dx = out16(dx.size());
         const void* d_w = up(w, t);
-        be_->conv2d_forward_16(t, d, d_x, d_w, nullptr, d_y);
-        be_->conv2d_backward_data_16(t, d, d_dy, d_w, d_dx);
+        be_->conv2d_forward(t, d, d_x, d_w, nullptr, d_y);
+        be_->conv2d_backward_data(t, d, d_dy, d_w, d_dx);
         const std::string what = describe(d) + " layer " + std::to_string(layer);
         EXPECT_TRUE(close16(result(d_y, y.size(), t), y, t, 1e-5, "conv y " + what));
         EXPECT_TRUE(close16(result(d_dx, dx.size(), t), dx, t, 1e-5, "conv dx " + what));
@@ -189,9 +189,9 @@ TEST_P(HalfRule, BatchNormAndSoftmax) {
             dg(c), db(c);
         std::vector<uint32_t> mask(relu_mask_words(x.size()));
         const float* zp = join ? z.data() : nullptr;
-        ref_->batchnorm_forward_train(rows, c, x.data(), zp, gamma.data(), beta.data(), 1e-5f, 0.1f, join, y.data(),
-                                      mask.data(), mean.data(), invstd.data(), rm.data(), rv.data());
-        ref_->batchnorm_backward(rows, c, x.data(), join ? mask.data() : nullptr, dy.data(), gamma.data(),
+        ref_->batchnorm_forward_train(DType::kF32, rows, c, x.data(), zp, gamma.data(), beta.data(), 1e-5f, 0.1f, join,
+                                      y.data(), mask.data(), mean.data(), invstd.data(), rm.data(), rv.data());
+        ref_->batchnorm_backward(DType::kF32, rows, c, x.data(), join ? mask.data() : nullptr, dy.data(), gamma.data(),
                                  mean.data(), invstd.data(), dx.data(), join ? dz.data() : nullptr, dg.data(),
                                  db.data());
         void *d_y = out16(x.size()), *d_dx = out16(x.size()), *d_dz = join ? out16(x.size()) : nullptr;
@@ -200,11 +200,10 @@ TEST_P(HalfRule, BatchNormAndSoftmax) {
         const void* d_x = up(x, t);
         const float *d_g = up32(gamma), *d_b = up32(beta);
         be_->fill(d_stats + 3 * c, c, 1.f);  // running variance starts at 1
-        be_->batchnorm_forward_train_16(t, rows, c, d_x, join ? up(z, t) : nullptr, d_g, d_b, 1e-5f, 0.1f, join, d_y,
-                                        join ? d_mask : nullptr, d_stats, d_stats + c, d_stats + 2 * c,
-                                        d_stats + 3 * c);
-        be_->batchnorm_backward_16(t, rows, c, d_x, join ? d_mask : nullptr, up(dy, t), d_g, d_stats, d_stats + c,
-                                   d_dx, d_dz, d_stats + 4 * c, d_stats + 5 * c);
+        be_->batchnorm_forward_train(t, rows, c, d_x, join ? up(z, t) : nullptr, d_g, d_b, 1e-5f, 0.1f, join, d_y,
+                                     join ? d_mask : nullptr, d_stats, d_stats + c, d_stats + 2 * c, d_stats + 3 * c);
+        be_->batchnorm_backward(t, rows, c, d_x, join ? d_mask : nullptr, up(dy, t), d_g, d_stats, d_stats + c, d_dx,
+                                d_dz, d_stats + 4 * c, d_stats + 5 * c);
         const std::string what = "rows " + std::to_string(rows) + (join ? " join" : "");
         EXPECT_TRUE(close16(result(d_y, x.size(), t), y, t, 1e-4, "bn y " + what));
         EXPECT_TRUE(close16(result(d_dx, x.size(), t), dx, t, 1e-4, "bn dx " + what));
@@ -222,11 +221,11 @@ TEST_P(HalfRule, BatchNormAndSoftmax) {
     double loss = 0, got_loss = 0;
     int64_t correct = 0, got_correct = 0;
     const float scale = 65536.f / n;  // fp16 loss scaling's: the gradient carries the scale, the loss does not
-    ref_->softmax_xent(n, classes, z.data(), labels.data(), 0.1f, scale, dz.data(), &loss, &correct);
+    ref_->softmax_xent(DType::kF32, n, classes, z.data(), labels.data(), 0.1f, scale, dz.data(), &loss, &correct);
     void* d_dz = out16(z.size());
     int32_t* d_labels = static_cast<int32_t*>(be_->alloc(4 * n));
     be_->upload(d_labels, labels.data(), 4 * n);
-    be_->softmax_xent_16(t, n, classes, up(z, t), d_labels, 0.1f, scale, d_dz, &got_loss, &got_correct);
+    be_->softmax_xent(t, n, classes, up(z, t), d_labels, 0.1f, scale, d_dz, &got_loss, &got_correct);
     EXPECT_NEAR(got_loss, loss, 1e-5 * loss) << dtype_name(t);
     EXPECT_EQ(got_correct, correct);
     EXPECT_TRUE(close16(result(d_dz, z.size(), t), dz, t, 1e-3, "dlogits"));

@@ -61,12 +61,12 @@ TEST_P(NetGrad, SoftmaxCrossEntropyWithSmoothing) {
   auto loss = [&] {
     double s = 0;
     int64_t c = 0;
-    be_->softmax_xent(n, k, d_z, d_y, eps, scale, nullptr, &s, &c);
+    be_->softmax_xent(DType::kF32, n, k, d_z, d_y, eps, scale, nullptr, &s, &c);
     return s * scale;
   };
   double s = 0;
   int64_t c = 0;
-  be_->softmax_xent(n, k, d_z, d_y, eps, scale, d_dz, &s, &c);
+  be_->softmax_xent(DType::kF32, n, k, d_z, d_y, eps, scale, d_dz, &s, &c);
   EXPECT_TRUE(fd_check(z, download(d_dz, z.size()), loss, "softmax-xent dlogits", config(),
                        [&](size_t i) { be_->upload(d_z + i, &z[i], sizeof(float)); }));
 }
@@ -103,13 +103,14 @@ TEST_P(NetGrad, WholeNetParameterGradients) {
     double s = 0;
     int64_t c = 0;
     const float* z = static_cast<const float*>(net.forward(d_x, n, true));  // an fp32 net
-    be_->softmax_xent(n, 3, z, d_y, 0.f, 1.f / n, nullptr, &s, &c);
+    be_->softmax_xent(DType::kF32, n, 3, z, d_y, 0.f, 1.f / n, nullptr, &s, &c);
     return s / n;
   };
   net.zero_grads();
   double s = 0;
   int64_t c = 0;
-  be_->softmax_xent(n, 3, static_cast<const float*>(net.forward(d_x, n, true)), d_y, 0.f, 1.f / n, d_dl, &s, &c);
+  be_->softmax_xent(DType::kF32, n, 3, static_cast<const float*>(net.forward(d_x, n, true)), d_y, 0.f, 1.f / n, d_dl,
+                    &s, &c);
   std::vector<size_t> ready;
   net.backward(d_dl, n, [&](size_t off) { ready.push_back(off); });
   const std::vector<float> analytic = download(net.grads(), net.num_params());

@@ -19,7 +19,7 @@
 //            add_case({"my_op", "n=" + std::to_string(n), {}, [n](Run& r) {
 //              const float* d_x = r.upload(random_vec(n, 1));  // explicit seeds: same inputs on every backend
 //              float* d_y = r.garbage(n);                      // NaN-filled: an output must be written
-//              r.be.my_op(n, d_x, d_y);
+//              r.be.my_op(DType::kF32, n, d_x, d_y);           // bf16/fp16 cases: cases_half.cpp
 //              r.output("y", d_y, n, kDefault);                // downloaded, compared with the oracle's
 //            }});
 //          }
@@ -89,7 +89,7 @@ class Run {
   void output(const std::string& name, const float* d, size_t n, Tol tol);
   void output(const std::string& name, const int32_t* d, size_t n);  // exact
   void output(const std::string& name, const uint8_t* d, size_t n);  // exact
-  // n values of the 16-bit type t (bf16/fp16, backend.h's "Reduced precision" ops), compared widened.
+  // n values of the 16-bit type t (bf16/fp16: backend.h, "Ops on activations"), compared widened.
   void output(const std::string& name, DType t, const void* d, size_t n, Tol tol);
   void output_host(const std::string& name, std::vector<double> values, Tol tol);
 

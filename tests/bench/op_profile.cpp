@@ -45,94 +45,106 @@ class ProfilingBackend : public Backend {
   void synchronize() override { be_.synchronize(); }
   void set_param_version(uint64_t version) override { be_.set_param_version(version); }
 
-  void conv2d_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) override {
-    CNN_TIMED("conv2d_forward", conv2d_forward(d, x, w, b, y));
+  void convert(size_t n, DType from, const void* x, DType to, void* y) override {
+    CNN_TIMED("convert", convert(n, from, x, to, y));
   }
-  void conv2d_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) override {
-    CNN_TIMED("conv2d_backward_data", conv2d_backward_data(d, dy, w, dx));
+  void conv2d_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
+    CNN_TIMED("conv2d_forward", conv2d_forward(t, d, x, w, b, y));
   }
-  void conv2d_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) override {
-    CNN_TIMED("conv2d_backward_filter", conv2d_backward_filter(d, x, dy, dw, db));
+  void conv2d_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    CNN_TIMED("conv2d_backward_data", conv2d_backward_data(t, d, dy, w, dx));
   }
-  void linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) override {
-    CNN_TIMED("linear_forward", linear_forward(m, k, n, x, w, b, y));
+  void conv2d_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
+                              float* db) override {
+    CNN_TIMED("conv2d_backward_filter", conv2d_backward_filter(t, d, x, dy, dw, db));
   }
-  void linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) override {
-    CNN_TIMED("linear_backward_data", linear_backward_data(m, k, n, dy, w, dx));
+  void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
+                      void* y) override {
+    CNN_TIMED("linear_forward", linear_forward(t, m, k, n, x, w, b, y));
   }
-  void linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) override {
-    CNN_TIMED("linear_backward_weight", linear_backward_weight(m, k, n, x, dy, dw, db));
+  void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
+    CNN_TIMED("linear_backward_data", linear_backward_data(t, m, k, n, dy, w, dx));
   }
-  void relu_forward(size_t n, const float* x, float* y) override { CNN_TIMED("relu_forward", relu_forward(n, x, y)); }
-  void relu_backward(size_t n, const float* y, const float* dy, float* dx) override {
-    CNN_TIMED("relu_backward", relu_backward(n, y, dy, dx));
+  void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
+                              float* db) override {
+    CNN_TIMED("linear_backward_weight", linear_backward_weight(t, m, k, n, x, dy, dw, db));
   }
-  void maxpool_forward(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax) override {
-    CNN_TIMED("maxpool_forward", maxpool_forward(d, x, relu, y, argmax));
+  void relu_forward(DType t, size_t n, const void* x, void* y) override {
+    CNN_TIMED("relu_forward", relu_forward(t, n, x, y));
   }
-  void maxpool_backward(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax,
-                        float* dx) override {
-    CNN_TIMED("maxpool_backward", maxpool_backward(d, dy, relu_y, argmax, dx));
+  void relu_backward(DType t, size_t n, const void* y, const void* dy, void* dx) override {
+    CNN_TIMED("relu_backward", relu_backward(t, n, y, dy, dx));
   }
-  void softmax_xent(int n, int classes, const float* logits, const int32_t* labels, float eps, float scale,
-                    float* dlogits, double* loss_sum, int64_t* correct) override {
-    CNN_TIMED("softmax_xent", softmax_xent(n, classes, logits, labels, eps, scale, dlogits, loss_sum, correct));
+  void maxpool_forward(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
+    CNN_TIMED("maxpool_forward", maxpool_forward(t, d, x, relu, y, argmax));
+  }
+  void maxpool_backward(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
+                        void* dx) override {
+    CNN_TIMED("maxpool_backward", maxpool_backward(t, d, dy, relu_y, argmax, dx));
+  }
+  void softmax_xent(DType t, int n, int classes, const void* logits, const int32_t* labels, float eps, float scale,
+                    void* dlogits, double* loss_sum, int64_t* correct) override {
+    CNN_TIMED("softmax_xent", softmax_xent(t, n, classes, logits, labels, eps, scale, dlogits, loss_sum, correct));
   }
   void sgd_update(size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                   bool nesterov) override {
     CNN_TIMED("sgd_update", sgd_update(n, w, g, v, lr, momentum, wd, nesterov));
   }
-  void batchnorm_forward_train(int rows, int c, const float* x, const float* residual, const float* gamma,
-                               const float* beta, float eps, float momentum, bool relu, float* y, uint32_t* relu_mask,
+  void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
+                               const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    CNN_TIMED("batchnorm_forward_train", batchnorm_forward_train(rows, c, x, residual, gamma, beta, eps, momentum,
+    CNN_TIMED("batchnorm_forward_train", batchnorm_forward_train(t, rows, c, x, residual, gamma, beta, eps, momentum,
                                                                  relu, y, relu_mask, save_mean, save_invstd,
                                                                  running_mean, running_var));
   }
-  void batchnorm_forward_infer(int rows, int c, const float* x, const float* residual, const float* gamma,
+  void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
-                               bool relu, float* y) override {
-    CNN_TIMED("batchnorm_forward_infer", batchnorm_forward_infer(rows, c, x, residual, gamma, beta, running_mean,
+                               bool relu, void* y) override {
+    CNN_TIMED("batchnorm_forward_infer", batchnorm_forward_infer(t, rows, c, x, residual, gamma, beta, running_mean,
                                                                  running_var, eps, relu, y));
   }
-  void batchnorm_backward(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,
-                          const float* gamma, const float* save_mean, const float* save_invstd, float* dx,
-                          float* dresidual, float* dgamma, float* dbeta) override {
-    CNN_TIMED("batchnorm_backward", batchnorm_backward(rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx,
-                                                       dresidual, dgamma, dbeta));
+  void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
+                          const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                          void* dresidual, float* dgamma, float* dbeta) override {
+    CNN_TIMED("batchnorm_backward", batchnorm_backward(t, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd,
+                                                       dx, dresidual, dgamma, dbeta));
   }
-  void dropout_forward(int n, size_t per_sample, const float* x, float p, uint64_t key, const int64_t* ids, float* y,
-                       uint8_t* mask) override {
-    CNN_TIMED("dropout_forward", dropout_forward(n, per_sample, x, p, key, ids, y, mask));
+  void dropout_forward(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key, const int64_t* ids,
+                       void* y, uint8_t* mask) override {
+    CNN_TIMED("dropout_forward", dropout_forward(t, n, per_sample, x, p, key, ids, y, mask));
   }
-  void dropout_backward(size_t count, float p, const float* dy, const uint8_t* mask, float* dx) override {
-    CNN_TIMED("dropout_backward", dropout_backward(count, p, dy, mask, dx));
+  void dropout_backward(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
+    CNN_TIMED("dropout_backward", dropout_backward(t, count, p, dy, mask, dx));
   }
-  void avgpool_forward(const PoolDesc& d, const float* x, float* y) override {
-    CNN_TIMED("avgpool_forward", avgpool_forward(d, x, y));
+  void avgpool_forward(DType t, const PoolDesc& d, const void* x, void* y) override {
+    CNN_TIMED("avgpool_forward", avgpool_forward(t, d, x, y));
   }
-  void avgpool_backward(const PoolDesc& d, const float* dy, float* dx) override {
-    CNN_TIMED("avgpool_backward", avgpool_backward(d, dy, dx));
+  void avgpool_backward(DType t, const PoolDesc& d, const void* dy, void* dx) override {
+    CNN_TIMED("avgpool_backward", avgpool_backward(t, d, dy, dx));
   }
-  void axpy(size_t n, float alpha, const float* x, float* y) override { CNN_TIMED("axpy", axpy(n, alpha, x, y)); }
+  void axpy(DType t, size_t n, float alpha, const void* x, void* y) override {
+    CNN_TIMED("axpy", axpy(t, n, alpha, x, y));
+  }
   void scale(size_t n, float alpha, float* x) override { CNN_TIMED("scale", scale(n, alpha, x)); }
   double sum_squares(size_t n, const float* x) override { CNN_TIMED("sum_squares", sum_squares(n, x)); }
-  void shortcut_pad_forward(int n, int h, int w, int c, int stride, int k, const float* x, float* y) override {
-    CNN_TIMED("shortcut_pad_forward", shortcut_pad_forward(n, h, w, c, stride, k, x, y));
+  void shortcut_pad_forward(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
+                            void* y) override {
+    CNN_TIMED("shortcut_pad_forward", shortcut_pad_forward(t, n, h, w, c, stride, k, x, y));
   }
-  void shortcut_pad_backward(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) override {
-    CNN_TIMED("shortcut_pad_backward", shortcut_pad_backward(n, h, w, c, stride, k, dy, dx));
+  void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                             void* dx) override {
+    CNN_TIMED("shortcut_pad_backward", shortcut_pad_backward(t, n, h, w, c, stride, k, dy, dx));
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {
     CNN_TIMED("adamw_update", adamw_update(n, w, g, m, v, lr, beta1, beta2, eps, wd, bc1, bc2));
   }
-  // Synchronised batch norm, the device loss totals and the reduced-precision block (kernels/backend.h).
-  void softmax_xent_totals(int n, int classes, const float* logits, const int32_t* labels, float label_smoothing,
-                           float scale, float* dlogits, LossTotals* totals) override {
-    CNN_TIMED("softmax_xent_totals", softmax_xent_totals(n, classes, logits, labels, label_smoothing, scale, dlogits,
-        totals));
+  // The device loss totals and synchronised batch norm (kernels/backend.h).
+  void softmax_xent_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                           float label_smoothing, float scale, void* dlogits, LossTotals* totals) override {
+    CNN_TIMED("softmax_xent_totals", softmax_xent_totals(t, n, classes, logits, labels, label_smoothing, scale,
+                                                         dlogits, totals));
   }
   void batchnorm_stats(int rows, int c, const float* x, double* stats) override {
     CNN_TIMED("batchnorm_stats", batchnorm_stats(rows, c, x, stats));
@@ -152,96 +164,6 @@ class ProfilingBackend : public Backend {
                                     const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
     CNN_TIMED("batchnorm_backward_from_sums", batchnorm_backward_from_sums(rows, c, x, dy, gamma, save_mean,
         save_invstd, local_sums, global_sums, dx, dgamma, dbeta));
-  }
-  void convert(size_t n, DType from, const void* x, DType to, void* y) override {
-    CNN_TIMED("convert", convert(n, from, x, to, y));
-  }
-  void conv2d_forward_16(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
-    CNN_TIMED("conv2d_forward_16", conv2d_forward_16(t, d, x, w, b, y));
-  }
-  void conv2d_backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
-    CNN_TIMED("conv2d_backward_data_16", conv2d_backward_data_16(t, d, dy, w, dx));
-  }
-  void conv2d_backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
-                                 float* db) override {
-    CNN_TIMED("conv2d_backward_filter_16", conv2d_backward_filter_16(t, d, x, dy, dw, db));
-  }
-  void linear_forward_16(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
-                         void* y) override {
-    CNN_TIMED("linear_forward_16", linear_forward_16(t, m, k, n, x, w, b, y));
-  }
-  void linear_backward_data_16(DType t, int m, int k, int n, const void* dy, const void* w, void* dx) override {
-    CNN_TIMED("linear_backward_data_16", linear_backward_data_16(t, m, k, n, dy, w, dx));
-  }
-  void linear_backward_weight_16(DType t, int m, int k, int n, const void* x, const void* dy, float* dw,
-                                 float* db) override {
-    CNN_TIMED("linear_backward_weight_16", linear_backward_weight_16(t, m, k, n, x, dy, dw, db));
-  }
-  void relu_forward_16(DType t, size_t n, const void* x, void* y) override {
-    CNN_TIMED("relu_forward_16", relu_forward_16(t, n, x, y));
-  }
-  void relu_backward_16(DType t, size_t n, const void* y, const void* dy, void* dx) override {
-    CNN_TIMED("relu_backward_16", relu_backward_16(t, n, y, dy, dx));
-  }
-  void maxpool_forward_16(DType t, const PoolDesc& d, const void* x, bool relu, void* y, int32_t* argmax) override {
-    CNN_TIMED("maxpool_forward_16", maxpool_forward_16(t, d, x, relu, y, argmax));
-  }
-  void maxpool_backward_16(DType t, const PoolDesc& d, const void* dy, const void* relu_y, const int32_t* argmax,
-                           void* dx) override {
-    CNN_TIMED("maxpool_backward_16", maxpool_backward_16(t, d, dy, relu_y, argmax, dx));
-  }
-  void avgpool_forward_16(DType t, const PoolDesc& d, const void* x, void* y) override {
-    CNN_TIMED("avgpool_forward_16", avgpool_forward_16(t, d, x, y));
-  }
-  void avgpool_backward_16(DType t, const PoolDesc& d, const void* dy, void* dx) override {
-    CNN_TIMED("avgpool_backward_16", avgpool_backward_16(t, d, dy, dx));
-  }
-  void softmax_xent_16(DType t, int n, int classes, const void* logits, const int32_t* labels, float label_smoothing,
-                       float scale, void* dlogits, double* host_loss_sum, int64_t* host_correct) override {
-    CNN_TIMED("softmax_xent_16", softmax_xent_16(t, n, classes, logits, labels, label_smoothing, scale, dlogits,
-        host_loss_sum, host_correct));
-  }
-  void softmax_xent_totals_16(DType t, int n, int classes, const void* logits, const int32_t* labels,
-                              float label_smoothing, float scale, void* dlogits, LossTotals* totals) override {
-    CNN_TIMED("softmax_xent_totals_16", softmax_xent_totals_16(t, n, classes, logits, labels, label_smoothing, scale,
-        dlogits, totals));
-  }
-  void batchnorm_forward_train_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                                  const float* beta, float eps, float momentum, bool relu, void* y,
-                                  uint32_t* relu_mask, float* save_mean, float* save_invstd, float* running_mean,
-                                  float* running_var) override {
-    CNN_TIMED("batchnorm_forward_train_16", batchnorm_forward_train_16(t, rows, c, x, residual, gamma, beta, eps,
-        momentum, relu, y, relu_mask, save_mean, save_invstd, running_mean, running_var));
-  }
-  void batchnorm_forward_infer_16(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                                  const float* beta, const float* running_mean, const float* running_var, float eps,
-                                  bool relu, void* y) override {
-    CNN_TIMED("batchnorm_forward_infer_16", batchnorm_forward_infer_16(t, rows, c, x, residual, gamma, beta,
-        running_mean, running_var, eps, relu, y));
-  }
-  void batchnorm_backward_16(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
-                             const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
-                             void* dresidual, float* dgamma, float* dbeta) override {
-    CNN_TIMED("batchnorm_backward_16", batchnorm_backward_16(t, rows, c, x, relu_mask, dy, gamma, save_mean,
-        save_invstd, dx, dresidual, dgamma, dbeta));
-  }
-  void dropout_forward_16(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key,
-                          const int64_t* ids, void* y, uint8_t* mask) override {
-    CNN_TIMED("dropout_forward_16", dropout_forward_16(t, n, per_sample, x, p, key, ids, y, mask));
-  }
-  void dropout_backward_16(DType t, size_t count, float p, const void* dy, const uint8_t* mask, void* dx) override {
-    CNN_TIMED("dropout_backward_16", dropout_backward_16(t, count, p, dy, mask, dx));
-  }
-  void axpy_16(DType t, size_t n, float alpha, const void* x, void* y) override {
-    CNN_TIMED("axpy_16", axpy_16(t, n, alpha, x, y));
-  }
-  void shortcut_pad_forward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
-                               void* y) override {
-    CNN_TIMED("shortcut_pad_forward_16", shortcut_pad_forward_16(t, n, h, w, c, stride, k, x, y));
-  }
-  void shortcut_pad_backward_16(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                                void* dx) override {
-    CNN_TIMED("shortcut_pad_backward_16", shortcut_pad_backward_16(t, n, h, w, c, stride, k, dy, dx));
   }
   void set_label(const char* layer) override { be_.set_label(layer); }
   void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {

@@ -201,7 +201,7 @@ std::vector<LayerTime> breakdown(Rig& r, const ModelSpec& m, int reps) {
     int64_t correct = 0;
     t0 = Clock::now();
     float* dlogits = static_cast<float*>(r.buf.dlogits);  // an fp32 net
-    be.softmax_xent(n, 10, cur, r.buf.labels, 0.f, 1.f / n, dlogits, &loss, &correct);
+    be.softmax_xent(DType::kF32, n, 10, cur, r.buf.labels, 0.f, 1.f / n, dlogits, &loss, &correct);
     be.synchronize();
     if (rep) t_loss.push_back(since(t0));
     const float* dy = dlogits;

@@ -18,7 +18,7 @@ TEST(CudaCheckDeathTest, LaunchErrorInsideTheBackend) {
   // 2^22 + 1 output features need 65537 column tiles, over the grid's y limit: the launch is refused before
   // any thread runs, so the null pointers are never touched.
   auto be = make_emu_backend();
-  EXPECT_DEATH(be->linear_forward(1, 1, (1 << 22) + 1, nullptr, nullptr, nullptr, nullptr),
+  EXPECT_DEATH(be->linear_forward(DType::kF32, 1, 1, (1 << 22) + 1, nullptr, nullptr, nullptr, nullptr),
                "cudaErrorInvalidConfiguration.*kernels/cuda/cuda_backend.cu:[0-9]+");
 }
 

@@ -36,7 +36,7 @@ class SplitK : public ::testing::Test {
     be->upload(d_x, x.data(), sizeof(float) * x.size());
     be->upload(d_dy, dy.data(), sizeof(float) * dy.size());
     be->fill(d_dw, ws, 0.f);
-    be->conv2d_backward_filter(d, d_x, d_dy, d_dw, nullptr);
+    be->conv2d_backward_filter(DType::kF32, d, d_x, d_dy, d_dw, nullptr);
     std::vector<float> dw(ws);
     be->download(dw.data(), d_dw, sizeof(float) * ws);
     for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_dy), static_cast<void*>(d_dw)}) be->release(p);
@@ -53,7 +53,8 @@ TEST_F(SplitK, H100ShapesMatchCpuAndDeterministicModeIsBitExact) {
   const auto x = random_vec(static_cast<size_t>(d.n) * d.h * d.w * d.c, 11);
   const auto dy = random_vec(static_cast<size_t>(d.n) * d.p() * d.q() * d.k, 12);
   std::vector<float> want(static_cast<size_t>(d.k) * d.r * d.s * d.c, 0.f);
-  make_cpu_backend(1, CpuKernels::kReference)->conv2d_backward_filter(d, x.data(), dy.data(), want.data(), nullptr);
+  make_cpu_backend(1, CpuKernels::kReference)
+      ->conv2d_backward_filter(DType::kF32, d, x.data(), dy.data(), want.data(), nullptr);
   const auto fast_a = filter_grad(d, x, dy, false, 101), fast_b = filter_grad(d, x, dy, false, 202);
   const auto det_a = filter_grad(d, x, dy, true, 101), det_b = filter_grad(d, x, dy, true, 202);
   EXPECT_TRUE(all_close(fast_a, want, 1e-4, 1e-4, "split-K filter gradient"));

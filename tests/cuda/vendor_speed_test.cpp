@@ -97,14 +97,14 @@ TEST(VendorSpeed, ResNet50LayersCustomVsCudnn) {
       Buffers dev(be);
       const float *d_x = dev.upload(x), *d_w = dev.upload(w), *d_dy = dev.upload(dy);
       float *d_y = dev.zeros(ys), *d_dx = dev.zeros(xs), *d_dw = dev.zeros(ws);
-      t[v][0] = time_ms(be, [&] { be.conv2d_forward(d, d_x, d_w, nullptr, d_y); });
-      t[v][1] = time_ms(be, [&] { be.conv2d_backward_data(d, d_dy, d_w, d_dx); });
+      t[v][0] = time_ms(be, [&] { be.conv2d_forward(DType::kF32, d, d_x, d_w, nullptr, d_y); });
+      t[v][1] = time_ms(be, [&] { be.conv2d_backward_data(DType::kF32, d, d_dy, d_w, d_dx); });
       be.fill(d_dw, ws, 0.f);
-      be.conv2d_backward_filter(d, d_x, d_dy, d_dw, nullptr);  // once, for the comparison (it accumulates)
+      be.conv2d_backward_filter(DType::kF32, d, d_x, d_dy, d_dw, nullptr);  // once, for the comparison (it accumulates)
       out[v][0] = dev.download(d_y, ys);
       out[v][1] = dev.download(d_dx, xs);
       out[v][2] = dev.download(d_dw, ws);
-      t[v][2] = time_ms(be, [&] { be.conv2d_backward_filter(d, d_x, d_dy, d_dw, nullptr); });
+      t[v][2] = time_ms(be, [&] { be.conv2d_backward_filter(DType::kF32, d, d_x, d_dy, d_dw, nullptr); });
     }
     const char* what[3] = {"forward", "backward-data", "backward-filter"};
     for (int i = 0; i < 3; ++i)

@@ -137,7 +137,7 @@ std::vector<std::vector<float>> simulate_ranks(int world, int steps) {
       double loss = 0;
       int64_t correct = 0;
       const float* z = static_cast<const float*>(net.forward(x.data(), local, true));  // an fp32 net
-      be->softmax_xent(local, kClasses, z, y.data(), 0.f, 1.f / kGlobal, dl.data(), &loss, &correct);
+      be->softmax_xent(DType::kF32, local, kClasses, z, y.data(), 0.f, 1.f / kGlobal, dl.data(), &loss, &correct);
       net.backward(dl.data(), local);
       for (size_t i = 0; i < np; ++i) sum[i] += net.grads()[i];
     }

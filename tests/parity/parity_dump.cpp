@@ -100,7 +100,7 @@ int run(int argc, char** argv) {
   const std::vector<float> logits = download(*be, d_logits, static_cast<size_t>(n) * classes);
   double loss_sum = 0;
   int64_t correct = 0;
-  be->softmax_xent(n, classes, d_logits, d_labels, 0.f, 1.f / n, d_dl, &loss_sum, &correct);
+  be->softmax_xent(DType::kF32, n, classes, d_logits, d_labels, 0.f, 1.f / n, d_dl, &loss_sum, &correct);
   net.backward(d_dl, n);
   const std::vector<float> grads = download(*be, net.grads(), net.num_params());
   const std::vector<float> buffers = download(*be, net.buffers(), net.num_buffers());

@@ -46,12 +46,13 @@ BnRun run_bn(Backend& be, const Shape& s, bool residual, bool relu, bool want_dx
   r.dres.assign(n, 7.f);
   r.mask_words.assign(relu_mask_words(n), 0x5a5a5a5au);
   const float* z = residual ? res.data() : nullptr;
-  be.batchnorm_forward_infer(s.rows, s.c, x.data(), z, gamma.data(), beta.data(), r.rmean.data(), r.rvar.data(),
-                             1e-5f, relu, r.y_infer.data());
-  be.batchnorm_forward_train(s.rows, s.c, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, relu, r.y.data(),
-                             r.mask_words.data(), r.mean.data(), r.invstd.data(), r.rmean.data(), r.rvar.data());
+  be.batchnorm_forward_infer(DType::kF32, s.rows, s.c, x.data(), z, gamma.data(), beta.data(), r.rmean.data(),
+                             r.rvar.data(), 1e-5f, relu, r.y_infer.data());
+  be.batchnorm_forward_train(DType::kF32, s.rows, s.c, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, relu,
+                             r.y.data(), r.mask_words.data(), r.mean.data(), r.invstd.data(), r.rmean.data(),
+                             r.rvar.data());
   const uint32_t* m = mask ? mask->data() : r.mask_words.data();
-  be.batchnorm_backward(s.rows, s.c, x.data(), relu ? m : nullptr, dy.data(), gamma.data(), r.mean.data(),
+  be.batchnorm_backward(DType::kF32, s.rows, s.c, x.data(), relu ? m : nullptr, dy.data(), gamma.data(), r.mean.data(),
                         r.invstd.data(), want_dx ? r.dx.data() : nullptr, residual ? r.dres.data() : nullptr,
                         r.dgamma.data(), r.dbeta.data());
   if (relu)

@@ -30,10 +30,11 @@ TEST_P(FastKernels, RunToRunBitExact) {
     for (int rep = 0; rep < 3; ++rep) {
       auto be = make_cpu_backend(GetParam(), CpuKernels::kFast);  // fresh primitives each time
       std::vector<float> y(nx), dx(nx), dw(nw, 0.f), lw(256 * 10, 0.f);
-      be->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
-      be->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
-      be->conv2d_backward_filter(d, x.data(), dy.data(), dw.data(), nullptr);
-      be->linear_backward_weight(static_cast<int>(nx / 256), 256, 10, x.data(), dy.data(), lw.data(), nullptr);
+      be->conv2d_forward(DType::kF32, d, x.data(), w.data(), nullptr, y.data());
+      be->conv2d_backward_data(DType::kF32, d, dy.data(), w.data(), dx.data());
+      be->conv2d_backward_filter(DType::kF32, d, x.data(), dy.data(), dw.data(), nullptr);
+      be->linear_backward_weight(DType::kF32, static_cast<int>(nx / 256), 256, 10, x.data(), dy.data(), lw.data(),
+                                 nullptr);
       std::vector<float>* now[4] = {&y, &dx, &dw, &lw};
       for (int i = 0; i < 4; ++i) {
         if (rep == 0) first[i] = *now[i];
@@ -64,8 +65,8 @@ TEST_P(FastKernels, FilterLayoutsFollowParamVersion) {
     auto run = [&](uint64_t version) {
       be->set_param_version(version);
       std::vector<float> y(ny), dx(nx);
-      be->conv2d_forward(d, x.data(), w.data(), nullptr, y.data());
-      be->conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+      be->conv2d_forward(DType::kF32, d, x.data(), w.data(), nullptr, y.data());
+      be->conv2d_backward_data(DType::kF32, d, dy.data(), w.data(), dx.data());
       be->set_param_version(0);
       return std::make_pair(y, dx);
     };

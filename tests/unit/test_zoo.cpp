@@ -85,8 +85,8 @@ TEST(Zoo, ResNet20TrainsOnAFewSamples) {
     double loss = 0;
     int64_t correct = 0;
     net.zero_grads();
-    be->softmax_xent(n, 4, static_cast<const float*>(net.forward(x.data(), n, true)), y.data(), 0.f, 1.f / n,
-                     dl.data(), &loss, &correct);
+    be->softmax_xent(DType::kF32, n, 4, static_cast<const float*>(net.forward(x.data(), n, true)), y.data(), 0.f,
+                     1.f / n, dl.data(), &loss, &correct);
     net.backward(dl.data(), n);
     for (size_t i = 0; i < net.num_params(); ++i) net.params()[i] -= 0.05f * net.grads()[i];
     if (it == 0) first = loss;

@@ -126,18 +126,6 @@ bool CublasLtLinear::matmul(const char* what, bool trans_a, bool trans_b, int ro
 }
 
 // Row-major M[r, c] is the column-major M^T, so each product is computed transposed (see the header).
-bool CublasLtLinear::forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
-  return forward(DType::kF32, m, k, n, x, w, b, y);
-}
-
-bool CublasLtLinear::backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
-  return backward_data(DType::kF32, m, k, n, dy, w, dx);
-}
-
-bool CublasLtLinear::backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw) {
-  return backward_weight(DType::kF32, m, k, n, x, dy, dw);
-}
-
 bool CublasLtLinear::forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y) {
   // y^T [n, m] = w [n, k] x^T: w stored column-major is [k, n] (transposed), x^T is [k, m].
   return matmul("cuBLASLt linear forward", true, false, n, m, k, t, w, x, 0.f, t, y, b);

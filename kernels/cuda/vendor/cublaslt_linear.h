@@ -21,16 +21,12 @@ class CublasLtLinear {
   CublasLtLinear(const CublasLtLinear&) = delete;
   CublasLtLinear& operator=(const CublasLtLinear&) = delete;
 
-  bool forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y);
-  bool backward_data(int m, int k, int n, const float* dy, const float* w, float* dx);
-  // dw += dy^T x; the bias gradient stays with the caller (a column sum of dy).
-  bool backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw);
-
-  // The same with x, w, y, dx and dy of type t (fp32 or 16-bit: tensor cores, fp32 accumulation; dw stays
-  // fp32). cuBLASLt's bias epilogue wants the bias in the output's type, so a 16-bit forward takes b only
-  // when it is null (the caller runs biased 16-bit layers on its own kernel).
+  // x, w, y, dx and dy of type t (fp32, or 16-bit: tensor cores, fp32 accumulation; dw stays fp32).
+  // cuBLASLt's bias epilogue wants the bias in the output's type, so a 16-bit forward takes b only when it is
+  // null (the caller runs biased 16-bit layers on its own kernel).
   bool forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y);
   bool backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
+  // dw += dy^T x; the bias gradient stays with the caller (a column sum of dy).
   bool backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw);
 
  private:

@@ -23,7 +23,7 @@ class CudnnBatchNorm {
   CudnnBatchNorm(const CudnnBatchNorm&) = delete;
   CudnnBatchNorm& operator=(const CudnnBatchNorm&) = delete;
 
-  // x, y, dy, dx of type t (fp32, or 16-bit as backend.h's "Reduced precision" ops: statistics, gamma, beta
+  // x, y, dy, dx of type t (fp32, or 16-bit as backend.h's "Ops on activations": statistics, gamma, beta
   // and their gradients stay fp32).
   bool forward_train(DType t, int rows, int c, const void* x, const float* gamma, const float* beta, float eps,
                      float momentum, void* y, float* save_mean, float* save_invstd, float* running_mean,

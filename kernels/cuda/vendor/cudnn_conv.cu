@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/vendor/vendor_check.h"
+#include "src/base/error.h"
 
 namespace cnn {
 namespace gpu {
@@ -203,30 +204,20 @@ bool CudnnConv::run_backward_filter(VendorType type, const ConvDesc& d, const vo
   return true;
 }
 
-bool CudnnConv::forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
-  if (!run_forward(VendorType::kF32, d, x, w, y)) return false;
-  const Plan& p = plan(d, VendorType::kF32);
+bool CudnnConv::forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) {
+  CNN_CHECK(!b || t == DType::kF32, "cuDNN convolution forward: a bias needs fp32 data (16-bit: custom kernel)");
+  if (!run_forward(vendor_type(t), d, x, w, y)) return false;
+  const Plan& p = plan(d, vendor_type(t));
   if (b) CUDNN_CHECK(cudnnAddTensor(handle_, &kOne, p.bias, b, &kOne, p.y, y));
   return true;
 }
 
-bool CudnnConv::backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) {
-  return run_backward_data(VendorType::kF32, d, dy, w, dx);
-}
-
-bool CudnnConv::backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw) {
-  return run_backward_filter(VendorType::kF32, d, x, dy, dw, 1.f);  // beta = 1: the gradient accumulates
-}
-
-bool CudnnConv::forward_16(DType t, const ConvDesc& d, const void* x, const void* w, void* y) {
-  return run_forward(vendor_type(t), d, x, w, y);
-}
-
-bool CudnnConv::backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
+bool CudnnConv::backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
   return run_backward_data(vendor_type(t), d, dy, w, dx);
 }
 
-bool CudnnConv::backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw) {
+bool CudnnConv::backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw) {
+  if (t == DType::kF32) return run_backward_filter(VendorType::kF32, d, x, dy, dw, 1.f);  // beta 1: accumulates
   Plan& p = plan(d, vendor_type(t));
   if (!run_backward_filter(vendor_type(t), d, x, dy, p.dw16, 0.f)) return false;
   CUDA_CHECK(add_widened_cuda(t, static_cast<size_t>(d.k) * d.r * d.s * d.c, p.dw16, dw, ctx_.stream));

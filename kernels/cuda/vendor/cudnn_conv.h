@@ -24,21 +24,17 @@ class CudnnConv {
   CudnnConv& operator=(const CudnnConv&) = delete;
 
   cudnnHandle_t handle() const { return handle_; }
-  // y = conv(x, w) (+ b when not null).
-  bool forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
+  // x, w, y, dx and dy of type t: fp32, or 16-bit (backend.h, "Ops on activations") on tensor cores with fp32
+  // compute (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
+  // y = conv(x, w) (+ b when not null; fp32 only: cuDNN adds an fp32 bias only to an fp32 output, so the
+  // caller runs biased 16-bit convolutions on its own kernel).
+  bool forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y);
   // dx = conv_transpose(dy, w) (overwritten).
-  bool backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx);
-  // dw += dL/dw; the bias gradient stays with the caller (a column sum of dy).
-  bool backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw);
-
-  // The same with x, w, y, dx and dy of the 16-bit type t (backend.h, "Reduced precision"): tensor cores,
-  // fp32 compute (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations). No bias (the caller runs biased
-  // convolutions on its own kernel: cuDNN would add an fp32 bias only to an fp32 output). The filter gradient
-  // has the activations' type in cuDNN: it lands in a 16-bit scratch (one rounding) and is added to the fp32
+  bool backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
+  // dw (fp32) += dL/dw; the bias gradient stays with the caller (a column sum of dy). In 16 bits cuDNN's
+  // filter gradient has the activations' type: it lands in a 16-bit scratch (one rounding) and is added to
   // dw by a kernel.
-  bool forward_16(DType t, const ConvDesc& d, const void* x, const void* w, void* y);
-  bool backward_data_16(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
-  bool backward_filter_16(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw);
+  bool backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw);
 
  private:
   enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
