@@ -10,6 +10,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/pooling.h"
+#include "kernels/window.h"
 
 namespace cnn {
 
@@ -33,31 +34,25 @@ void pool_pixel(const PoolDesc& d, const float* __restrict x, int n, int p, int 
                 int32_t* __restrict ao) {
   const int C = d.c;
   bool first = true;
-  for (int r = 0; r < d.r; ++r) {
-    const int h = p * d.stride - d.pad + r;
-    if (h < 0 || h >= d.h) continue;
-    for (int s = 0; s < d.s; ++s) {
-      const int w = q * d.stride - d.pad + s;
-      if (w < 0 || w >= d.w) continue;
-      const int32_t base = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + h) * d.w + w) * C);
-      const float* __restrict xi = x + base;
-      if (first) {
-        for (int c = 0; c < C; ++c) {
-          yo[c] = xi[c];
-          ao[c] = base + c;
-        }
-        first = false;
-      } else {
-        // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
-        for (int c = 0; c < C; ++c) {
-          const float v = xi[c], b = yo[c];
-          const bool take = !(v <= b);
-          yo[c] = take ? v : b;
-          ao[c] = take ? base + c : ao[c];
-        }
+  for_each_tap(window_of(d), n, p, q, [&](size_t pixel, int) {
+    const int32_t base = static_cast<int32_t>(pixel * C);
+    const float* __restrict xi = x + base;
+    if (first) {
+      for (int c = 0; c < C; ++c) {
+        yo[c] = xi[c];
+        ao[c] = base + c;
+      }
+      first = false;
+    } else {
+      // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
+      for (int c = 0; c < C; ++c) {
+        const float v = xi[c], b = yo[c];
+        const bool take = !(v <= b);
+        yo[c] = take ? v : b;
+        ao[c] = take ? base + c : ao[c];
       }
     }
-  }
+  });
   if (first)
     for (int c = 0; c < C; ++c) {
       yo[c] = -std::numeric_limits<float>::infinity();
