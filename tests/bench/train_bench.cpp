@@ -27,6 +27,7 @@
 #include "src/train/optimizer.h"
 #include "src/train/step.h"
 #include "tests/bench/alloc_count.h"
+#include "tests/bench/bench_util.h"
 #include "tests/bench/bn_bench.h"
 #include "tests/bench/conv_bench.h"
 #include "tests/bench/op_profile.h"
@@ -39,32 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-std::string load_average() {
-  char buf[128] = "?";
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
-    std::fclose(f);
-  }
-  std::string s(buf);
-  return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t a = 0, b; a <= s.size(); a = b + 1) {
-    b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-  }
-  return out;
-}
 
 // ResNet-20's convolution stack without BN or shortcuts (buildable from the layers that exist today): 3x3
 // conv + ReLU with 16/32/64 channels at 32x32/16x16/8x8, stride-2 convs opening stages 2 and 3, an 8x8 max
@@ -280,6 +255,67 @@ void print_layers(const std::string& name, int threads, int batch, int reps, con
   std::printf("%-12s %-34s %9.3f ms per step (layers run one at a time)\n", "total", "", 1e3 * total);
 }
 
+// Images/s of `rig` (threads t, batch b) and of PyTorch, alternating, `reps` repetitions of steps that take
+// about `seconds`; *steps_out: that step count.
+Result measure(Rig& rig, const ModelSpec& spec, int t, int b, double seconds, int reps, TorchPeer& torch,
+               const std::string& torch_threads, int* steps_out) {
+  rig.steps(1);
+  auto t0 = Clock::now();
+  rig.steps(1);
+  const double per_step = since(t0);
+  const int steps = std::max(1, static_cast<int>(seconds / per_step));
+  const uint64_t a0 = allocation_count();
+  rig.steps(steps);
+  Result r;
+  r.spec = spec;
+  r.batch = b;
+  r.threads = t;
+  r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
+  r.flops_per_image = rig.train_flops();
+  std::vector<double> ours, theirs, ratios;
+  for (int rep = 0; rep < reps; ++rep) {
+    t0 = Clock::now();
+    rig.steps(steps);
+    ours.push_back(static_cast<double>(b) * steps / since(t0));
+    const TorchPeer::Run th = torch.run(spec.name, torch_threads, b, steps);
+    if (th.images_per_s > 0) {
+      r.torch_setting = th;
+      theirs.push_back(th.images_per_s);
+      ratios.push_back(ours.back() / th.images_per_s);
+    }
+    std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch %.1f)\n", spec.name.c_str(), b, t,
+                 rep, ours.back(), theirs.empty() ? 0.0 : theirs.back());
+  }
+  r.ours = median(ours);
+  r.torch = median(theirs);
+  r.ratio = median(ratios);
+  *steps_out = steps;
+  return r;
+}
+
+// The summary table: each result beside PyTorch, its target ratio and its share of the FMA peak.
+void print_results(const std::vector<Result>& results, int reps, const Peak& peak) {
+  std::printf("\nTraining step, FP32, synthetic data: images/s, median of %d repetitions, cnntrain and PyTorch "
+              "alternating; ratio = median of the per-repetition ratios; %%peak = achieved GFLOP/s (nominal "
+              "training FLOPs) over the measured FMA peak of the threads used (%.1f GFLOP/s per core); "
+              "load average now %s\n", reps, peak.per_core, load_average().c_str());
+  std::printf("%-14s %5s %3s %10s %10s %7s %7s %5s %8s %6s %7s %8s  %s\n", "model", "batch", "thr", "cnntrain",
+              "pytorch", "ratio", "target", "met", "GFLOP/s", "%peak", "torch%", "allocs", "pytorch setting");
+  for (const Result& r : results) {
+    const double gf = r.ours * r.flops_per_image / 1e9, tgf = r.torch * r.flops_per_image / 1e9;
+    const int tt = r.torch_setting.threads > 0 ? r.torch_setting.threads : r.threads;
+    char target[16] = "-", met[8] = "-";
+    if (r.spec.target > 0 && r.torch > 0) {
+      std::snprintf(target, sizeof target, "%.1fx", r.spec.target);
+      std::snprintf(met, sizeof met, "%s", r.ratio >= r.spec.target ? "yes" : "NO");
+    }
+    std::printf("%-14s %5d %3d %10.1f %10.1f %6.2fx %7s %5s %8.1f %5.0f%% %6.0f%% %8.1f  %s, %d threads\n",
+                r.spec.name.c_str(), r.batch, r.threads, r.ours, r.torch, r.ratio, target, met, gf,
+                100 * gf / (peak.per_core * r.threads), 100 * tgf / (peak.per_core * tt), r.allocs_per_step,
+                r.torch_setting.format.empty() ? "-" : r.torch_setting.format.c_str(), tt);
+  }
+}
+
 int main_impl(int argc, char** argv) {
   std::string models = "resnet20,lenet5,resnet50", threads_s = "2", torch_threads = "1,2",
               script = "tests/bench/torch_bench.py";
@@ -315,9 +351,9 @@ int main_impl(int argc, char** argv) {
     }
   }
   std::vector<int> threads;
-  for (const auto& t : split(threads_s)) threads.push_back(std::stoi(t));
+  for (const auto& t : split_list(threads_s)) threads.push_back(std::stoi(t));
   int max_t = *std::max_element(threads.begin(), threads.end());
-  for (const auto& t : split(torch_threads)) max_t = std::max(max_t, std::stoi(t));
+  for (const auto& t : split_list(torch_threads)) max_t = std::max(max_t, std::stoi(t));
 
   const Peak peak = measure_peak(max_t);
   std::printf("FP32 peak (FMA micro-benchmark, %s): %.1f GFLOP/s per core alone; %d threads at once: %.1f GFLOP/s "
@@ -331,7 +367,7 @@ int main_impl(int argc, char** argv) {
                 torch_threads.c_str());
 
   std::vector<Result> results;
-  for (const std::string& name : split(models)) {
+  for (const std::string& name : split_list(models)) {
     ModelSpec spec;
     bool found = false;
     for (const auto& m : known_models())
@@ -347,62 +383,15 @@ int main_impl(int argc, char** argv) {
     const int b = batch > 0 ? batch : spec.batch;
     for (int t : threads) {
       Rig rig(spec, t, b);
-      rig.steps(1);
-      auto t0 = Clock::now();
-      rig.steps(1);
-      const double per_step = since(t0);
-      const int steps = std::max(1, static_cast<int>(seconds / per_step));
-      const uint64_t a0 = allocation_count();
-      rig.steps(steps);
-      Result r;
-      r.spec = spec;
-      r.batch = b;
-      r.threads = t;
-      r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
-      r.flops_per_image = rig.train_flops();
-      std::vector<double> ours, theirs, ratios;
-      for (int rep = 0; rep < reps; ++rep) {
-        t0 = Clock::now();
-        rig.steps(steps);
-        ours.push_back(static_cast<double>(b) * steps / since(t0));
-        const TorchPeer::Run th = torch.run(name, torch_threads, b, steps);
-        if (th.images_per_s > 0) {
-          r.torch_setting = th;
-          theirs.push_back(th.images_per_s);
-          ratios.push_back(ours.back() / th.images_per_s);
-        }
-        std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch %.1f)\n", name.c_str(), b, t,
-                     rep, ours.back(), theirs.empty() ? 0.0 : theirs.back());
-      }
-      r.ours = median(ours);
-      r.torch = median(theirs);
-      r.ratio = median(ratios);
-      results.push_back(r);
+      int steps = 0;
+      results.push_back(measure(rig, spec, t, b, seconds, reps, torch, torch_threads, &steps));
       if (t != max_t && t != threads.back()) continue;
       if (layers) print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
-      if (ops) op_table(spec, t, b, std::max(2, steps), b / r.ours, cpu_clock);
+      if (ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, cpu_clock);
     }
   }
 
-  std::printf("\nTraining step, FP32, synthetic data: images/s, median of %d repetitions, cnntrain and PyTorch "
-              "alternating; ratio = median of the per-repetition ratios; %%peak = achieved GFLOP/s (nominal "
-              "training FLOPs) over the measured FMA peak of the threads used (%.1f GFLOP/s per core); "
-              "load average now %s\n", reps, peak.per_core, load_average().c_str());
-  std::printf("%-14s %5s %3s %10s %10s %7s %7s %5s %8s %6s %7s %8s  %s\n", "model", "batch", "thr", "cnntrain",
-              "pytorch", "ratio", "target", "met", "GFLOP/s", "%peak", "torch%", "allocs", "pytorch setting");
-  for (const Result& r : results) {
-    const double gf = r.ours * r.flops_per_image / 1e9, tgf = r.torch * r.flops_per_image / 1e9;
-    const int tt = r.torch_setting.threads > 0 ? r.torch_setting.threads : r.threads;
-    char target[16] = "-", met[8] = "-";
-    if (r.spec.target > 0 && r.torch > 0) {
-      std::snprintf(target, sizeof target, "%.1fx", r.spec.target);
-      std::snprintf(met, sizeof met, "%s", r.ratio >= r.spec.target ? "yes" : "NO");
-    }
-    std::printf("%-14s %5d %3d %10.1f %10.1f %6.2fx %7s %5s %8.1f %5.0f%% %6.0f%% %8.1f  %s, %d threads\n",
-                r.spec.name.c_str(), r.batch, r.threads, r.ours, r.torch, r.ratio, target, met, gf,
-                100 * gf / (peak.per_core * r.threads), 100 * tgf / (peak.per_core * tt), r.allocs_per_step,
-                r.torch_setting.format.empty() ? "-" : r.torch_setting.format.c_str(), tt);
-  }
+  print_results(results, reps, peak);
   if (convs) conv_table(threads, peak, reps);
   if (bn) bn_table(threads, reps);
   return 0;
