@@ -4,11 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CNN_HD __host__ __device__ __forceinline__
-#else
-#define CNN_HD inline
-#endif
+#include "kernels/host_device.h"
 
 namespace cnn {
 

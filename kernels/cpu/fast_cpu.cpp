@@ -10,6 +10,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/pooling.h"
+#include "kernels/window.h"
 
 namespace cnn {
 
@@ -33,31 +34,25 @@ void pool_pixel(const PoolDesc& d, const float* __restrict x, int n, int p, int 
                 int32_t* __restrict ao) {
   const int C = d.c;
   bool first = true;
-  for (int r = 0; r < d.r; ++r) {
-    const int h = p * d.stride - d.pad + r;
-    if (h < 0 || h >= d.h) continue;
-    for (int s = 0; s < d.s; ++s) {
-      const int w = q * d.stride - d.pad + s;
-      if (w < 0 || w >= d.w) continue;
-      const int32_t base = static_cast<int32_t>(((static_cast<size_t>(n) * d.h + h) * d.w + w) * C);
-      const float* __restrict xi = x + base;
-      if (first) {
-        for (int c = 0; c < C; ++c) {
-          yo[c] = xi[c];
-          ao[c] = base + c;
-        }
-        first = false;
-      } else {
-        // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
-        for (int c = 0; c < C; ++c) {
-          const float v = xi[c], b = yo[c];
-          const bool take = !(v <= b);
-          yo[c] = take ? v : b;
-          ao[c] = take ? base + c : ao[c];
-        }
+  for_each_tap(window_of(d), n, p, q, [&](size_t pixel, int) {
+    const int32_t base = static_cast<int32_t>(pixel * C);
+    const float* __restrict xi = x + base;
+    if (first) {
+      for (int c = 0; c < C; ++c) {
+        yo[c] = xi[c];
+        ao[c] = base + c;
+      }
+      first = false;
+    } else {
+      // `!(v <= best)`: the first maximum wins ties and a NaN wins, as in the reference.
+      for (int c = 0; c < C; ++c) {
+        const float v = xi[c], b = yo[c];
+        const bool take = !(v <= b);
+        yo[c] = take ? v : b;
+        ao[c] = take ? base + c : ao[c];
       }
     }
-  }
+  });
   if (first)
     for (int c = 0; c < C; ++c) {
       yo[c] = -std::numeric_limits<float>::infinity();
@@ -178,38 +173,55 @@ double sum_squares_fast(int threads, size_t n, const float* x) {
 
 // Samples are independent in the ops below: each thread runs the reference kernel on whole samples, so the
 // results are the reference's bits.
+namespace {
+
+struct Samples {  // n samples of `in` input and `out` output elements each
+  long long n;
+  size_t in, out;
+};
+
+// f(input offset, output offset) of each sample, the samples split over the threads.
+template <class F>
+void for_each_sample(int threads, const Samples& s, F f) {
+  parallel_for(threads, (s.in + s.out) * s.n, s.n, [&](long long i) { f(i * s.in, i * s.out); });
+}
+
+Samples shortcut_samples(int n, int h, int w, int c, int stride, int k) {
+  return {n, static_cast<size_t>(h) * w * c,
+          static_cast<size_t>((h + stride - 1) / stride) * ((w + stride - 1) / stride) * k};
+}
+
+Samples pool_samples(const PoolDesc& d) {
+  return {d.n, static_cast<size_t>(d.h) * d.w * d.c, static_cast<size_t>(d.p()) * d.q() * d.c};
+}
+
+PoolDesc one_sample(PoolDesc d) {
+  d.n = 1;
+  return d;
+}
+
+}  // namespace
 
 void shortcut_pad_forward_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* x,
                                float* y) {
-  const size_t in = static_cast<size_t>(h) * w * c;
-  const size_t out = static_cast<size_t>((h + stride - 1) / stride) * ((w + stride - 1) / stride) * k;
-  parallel_for(threads, (in + out) * n, n, [&](long long i) {
-    shortcut_pad_forward_cpu(1, h, w, c, stride, k, x + i * in, y + i * out);
-  });
+  for_each_sample(threads, shortcut_samples(n, h, w, c, stride, k),
+                  [&](size_t i, size_t o) { shortcut_pad_forward_cpu(1, h, w, c, stride, k, x + i, y + o); });
 }
 
 void shortcut_pad_backward_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* dy,
                                 float* dx) {
-  const size_t in = static_cast<size_t>(h) * w * c;
-  const size_t out = static_cast<size_t>((h + stride - 1) / stride) * ((w + stride - 1) / stride) * k;
-  parallel_for(threads, (in + out) * n, n, [&](long long i) {
-    shortcut_pad_backward_cpu(1, h, w, c, stride, k, dy + i * out, dx + i * in);
-  });
+  for_each_sample(threads, shortcut_samples(n, h, w, c, stride, k),
+                  [&](size_t i, size_t o) { shortcut_pad_backward_cpu(1, h, w, c, stride, k, dy + o, dx + i); });
 }
 
 void avgpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y) {
-  PoolDesc one = d;
-  one.n = 1;
-  const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(d.p()) * d.q() * d.c;
-  parallel_for(threads, (in + out) * d.n, d.n, [&](long long i) { avgpool_forward_cpu(one, x + i * in, y + i * out); });
+  const PoolDesc one = one_sample(d);
+  for_each_sample(threads, pool_samples(d), [&](size_t i, size_t o) { avgpool_forward_cpu(one, x + i, y + o); });
 }
 
 void avgpool_backward_fast(int threads, const PoolDesc& d, const float* dy, float* dx) {
-  PoolDesc one = d;
-  one.n = 1;
-  const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(d.p()) * d.q() * d.c;
-  parallel_for(threads, (in + out) * d.n, d.n,
-               [&](long long i) { avgpool_backward_cpu(one, dy + i * out, dx + i * in); });
+  const PoolDesc one = one_sample(d);
+  for_each_sample(threads, pool_samples(d), [&](size_t i, size_t o) { avgpool_backward_cpu(one, dy + o, dx + i); });
 }
 
 void dropout_forward_fast(int threads, int n, size_t per_sample, const float* x, float p, uint64_t key,

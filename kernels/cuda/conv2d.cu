@@ -26,29 +26,31 @@ ConvGeom geom(const ConvDesc& d) {
   return g;
 }
 
+// i = (hi * m + mid) * n + lo with 0 <= mid < m, 0 <= lo < n: returns hi, sets mid and lo.
+__device__ __forceinline__ int unflatten3(int i, const FastDiv& n, const FastDiv& m, int& mid, int& lo) {
+  return m.divmod(n.divmod(i, lo), mid);
+}
+
 // An output pixel m = (n, p, q) as the corner of its receptive field: offset of x[n, h0, w0, 0] (negative
 // in the padding) and h0 = p*sh - ph, w0 = q*sw - pw.
 struct Pixel {
   int off, h0, w0;
+  __device__ static Pixel of(const ConvGeom& g, int m) {
+    int p, q;
+    const int n = unflatten3(m, g.div_q, g.div_p, p, q);
+    const int h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
+    return {((n * g.h + h0) * g.w + w0) * g.c, h0, w0};
+  }
 };
 // A filter tap j = (r, s, c): its offset from the corner, and r, s for the bounds check.
 struct Tap {
   int off, r, s;
+  __device__ static Tap of(const ConvGeom& g, int j) {
+    int s, c;
+    const int r = unflatten3(j, g.div_c, g.div_s, s, c);
+    return {(r * g.w + s) * g.c + c, r, s};
+  }
 };
-
-__device__ __forceinline__ Pixel pixel(const ConvGeom& g, int m) {
-  int q, p;
-  const int np = g.div_q.divmod(m, q);
-  const int n = g.div_p.divmod(np, p);
-  const int h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
-  return {((n * g.h + h0) * g.w + w0) * g.c, h0, w0};
-}
-__device__ __forceinline__ Tap tap(const ConvGeom& g, int j) {
-  int c, s;
-  const int rs = g.div_c.divmod(j, c);
-  const int r = g.div_s.divmod(rs, s);
-  return {(r * g.w + s) * g.c + c, r, s};
-}
 // x at tap t of pixel px; zero in the padding (the unsigned compares also reject negative coordinates). T: the
 // storage type of activations and filters (cuda_dtype.cuh); loads widen to fp32.
 template <class T>
@@ -57,31 +59,28 @@ __device__ __forceinline__ float patch_at(const ConvGeom& g, const T* x, const P
                   static_cast<unsigned>(px.w0 + t.s) < static_cast<unsigned>(g.w);
   return in ? widen(x[px.off + t.off]) : 0.f;
 }
+template <class T>
+__device__ __forceinline__ float patch_at(const ConvGeom& g, const T* x, const Tap& t, const Pixel& px) {
+  return patch_at(g, x, px, t);
+}
 
-// The im2col matrix [npq, rsc] with the output pixel outer: A of the forward GEMM.
-template <class T>
-struct PatchesByPixel {
+// The im2col matrix [npq, rsc] as a GEMM operand: with the output pixel outer (Outer = Pixel), A of the forward
+// GEMM; with the tap outer and the pixel as the reduction index (Outer = Tap), B of the filter-gradient GEMM.
+template <class T, class O, class I>
+struct Patches {
   ConvGeom g;
   const T* x;
   using Storage = T;
-  using Outer = Pixel;
-  using Inner = Tap;
-  __device__ Outer outer(int m) const { return pixel(g, m); }
-  __device__ Inner inner(int j) const { return tap(g, j); }
-  __device__ float at(const Pixel& px, const Tap& t) const { return patch_at(g, x, px, t); }
+  using Outer = O;
+  using Inner = I;
+  __device__ Outer outer(int i) const { return O::of(g, i); }
+  __device__ Inner inner(int i) const { return I::of(g, i); }
+  __device__ float at(const O& o, const I& i) const { return patch_at(g, x, o, i); }
 };
-// The same matrix with the tap outer and the pixel as the reduction index: B of the filter-gradient GEMM.
 template <class T>
-struct PatchesByTap {
-  ConvGeom g;
-  const T* x;
-  using Storage = T;
-  using Outer = Tap;
-  using Inner = Pixel;
-  __device__ Outer outer(int j) const { return tap(g, j); }
-  __device__ Inner inner(int m) const { return pixel(g, m); }
-  __device__ float at(const Tap& t, const Pixel& px) const { return patch_at(g, x, px, t); }
-};
+using PatchesByPixel = Patches<T, Pixel, Tap>;
+template <class T>
+using PatchesByTap = Patches<T, Tap, Pixel>;
 
 // Backward data, A(m = nhw, j = rsk) = dy[n, p, q, k] where input (h, w) is tap (r, s) of output (p, q); the
 // reduction index runs k fastest so that dy reads are contiguous.
@@ -99,15 +98,13 @@ struct DataGradRows {
   using Outer = InputPixel;
   using Inner = TapChannel;
   __device__ Outer outer(int m) const {
-    int w, h;
-    const int nh = g.div_w.divmod(m, w);
-    const int n = g.div_h.divmod(nh, h);
+    int h, w;
+    const int n = unflatten3(m, g.div_w, g.div_h, h, w);
     return {n * g.p * g.q * g.k, h + g.pad_h, w + g.pad_w};
   }
   __device__ Inner inner(int j) const {
-    int k, s;
-    const int rs = g.div_k.divmod(j, k);
-    const int r = g.div_s.divmod(rs, s);
+    int s, k;
+    const int r = unflatten3(j, g.div_k, g.div_s, s, k);
     return {r, s, k};
   }
   __device__ float at(const InputPixel& px, const TapChannel& t) const {

@@ -3,6 +3,7 @@
 // squares is a block reduction in double with one atomicAdd per block.
 #include "kernels/cuda/cuda_dtype.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -49,32 +50,20 @@ struct PadGeom {
 // y[n,p,q,k'] = x[n, p*stride, q*stride, k'] for k' < c, else 0.
 template <class T>
 __global__ void shortcut_pad_forward_kernel(PadGeom g, const T* __restrict__ x, T* __restrict__ y) {
-  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.k;
-  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
-       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int ch = static_cast<int>(o % g.k);
-    const size_t npq = o / g.k;
-    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
-    const int n = static_cast<int>(npq / g.q / g.p);
-    y[o] = ch < g.c ? x[((static_cast<size_t>(n) * g.h + p * g.stride) * g.w + q * g.stride) * g.c + ch]
-                    : narrow<T>(0.f);
-  }
+  for_each_nhwc(g.n, g.p, g.q, g.k, [&](size_t o, Nhwc at) {
+    y[o] = at.c < g.c ? x[((static_cast<size_t>(at.n) * g.h + at.h * g.stride) * g.w + at.w * g.stride) * g.c + at.c]
+                      : narrow<T>(0.f);
+  });
 }
 
 // Gathers: dx[n,h,w,c] = dy[n, h/stride, w/stride, c] where the stride samples (h, w), else 0.
 template <class T>
 __global__ void shortcut_pad_backward_kernel(PadGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
-  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int ch = static_cast<int>(i % g.c);
-    const size_t nhw = i / g.c;
-    const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
-    const int n = static_cast<int>(nhw / g.w / g.h);
-    const bool sampled = h % g.stride == 0 && w % g.stride == 0;
-    dx[i] = sampled ? dy[((static_cast<size_t>(n) * g.p + h / g.stride) * g.q + w / g.stride) * g.k + ch]
+  for_each_nhwc(g.n, g.h, g.w, g.c, [&](size_t i, Nhwc at) {
+    const bool sampled = at.h % g.stride == 0 && at.w % g.stride == 0;
+    dx[i] = sampled ? dy[((static_cast<size_t>(at.n) * g.p + at.h / g.stride) * g.q + at.w / g.stride) * g.k + at.c]
                     : narrow<T>(0.f);
-  }
+  });
 }
 
 PadGeom pad_geom(int n, int h, int w, int c, int stride, int k) {

@@ -188,16 +188,18 @@ struct StoreAccumulate {
   __device__ void operator()(int m, int n, float acc) const { atomicAdd(&y[static_cast<size_t>(m) * ld + n], acc); }
 };
 
-// Launches gemm_tile_kernel. With split_k (accumulating stores only) a long reduction over few output tiles
-// (weight gradients: K = batch * output pixels) is cut into slices so that the device fills up. Under
-// deterministic_reductions() the reduction is not split: each output element then gets exactly one
-// atomicAdd, so the result does not depend on the order in which blocks finish.
-template <class LoadA, class LoadB, class Store>
-cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
-                             cudaStream_t stream) {
-  if (M <= 0 || N <= 0 || K <= 0) return cudaSuccess;
-  const int tiles_m = (M + kTileM - 1) / kTileM, tiles_n = (N + kTileN - 1) / kTileN;
-  const int k_tiles = (K + kTileK - 1) / kTileK;
+// The grid of a tiled GEMM (tile_m x tile_n output tiles, k-tiles of tile_k) and the reduction length of each
+// grid slice. With split_k (accumulating stores only) a long reduction over few output tiles (weight gradients:
+// K = batch * output pixels) is cut into slices so that the device fills up. Under deterministic_reductions()
+// the reduction is not split: each output element then gets exactly one atomicAdd, so the result does not
+// depend on the order in which blocks finish.
+struct GemmGrid {
+  dim3 blocks;
+  int k_chunk;
+};
+inline GemmGrid gemm_grid(int M, int N, int K, int tile_m, int tile_n, int tile_k, bool split_k) {
+  const int tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
+  const int k_tiles = (K + tile_k - 1) / tile_k;
   int splits = 1;
   if (split_k && !deterministic_reductions()) {
     const int want = 2 * multiprocessor_count() / (tiles_m * tiles_n);
@@ -205,11 +207,18 @@ cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, Lo
     splits = want < most ? want : most;
     if (splits < 1) splits = 1;
   }
-  const int k_chunk = (k_tiles + splits - 1) / splits * kTileK;
-  const int slices = (K + k_chunk - 1) / k_chunk;
+  const int k_chunk = (k_tiles + splits - 1) / splits * tile_k;
+  return {dim3(tiles_m, tiles_n, (K + k_chunk - 1) / k_chunk), k_chunk};
+}
+
+// Launches gemm_tile_kernel on gemm_grid's grid.
+template <class LoadA, class LoadB, class Store>
+cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
+                             cudaStream_t stream) {
+  if (M <= 0 || N <= 0 || K <= 0) return cudaSuccess;
+  const GemmGrid g = gemm_grid(M, N, K, kTileM, kTileN, kTileK, split_k);
   auto* kernel = &gemm_tile_kernel<LoadA, LoadB, Store>;
-  return CNN_LAUNCH(kernel, dim3(tiles_m, tiles_n, slices), dim3(kTileThreads), 0, stream, M, N, K, k_chunk, load_a,
-                    load_b, store);
+  return CNN_LAUNCH(kernel, g.blocks, dim3(kTileThreads), 0, stream, M, N, K, g.k_chunk, load_a, load_b, store);
 }
 
 }  // namespace CNN_CUDA_NS

@@ -73,26 +73,14 @@ __global__ void __launch_bounds__(kWmmaThreads, 1)
   }
 }
 
-// Launches gemm_wmma_kernel; split_k (accumulating stores only) and deterministic_reductions() as
-// launch_gemm_tile.
+// Launches gemm_wmma_kernel on gemm_grid's grid (split-K as for launch_gemm_tile).
 template <class T, class LoadA, class LoadB, class Store>
 cudaError_t launch_gemm_wmma(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
                              cudaStream_t stream) {
   if (M <= 0 || N <= 0 || K <= 0) return cudaSuccess;
-  const int tiles_m = (M + kWmmaTile - 1) / kWmmaTile, tiles_n = (N + kWmmaTile - 1) / kWmmaTile;
-  const int k_tiles = (K + kWmmaK - 1) / kWmmaK;
-  int splits = 1;
-  if (split_k && !deterministic_reductions()) {
-    const int want = 2 * multiprocessor_count() / (tiles_m * tiles_n);
-    const int most = k_tiles / 4;
-    splits = want < most ? want : most;
-    if (splits < 1) splits = 1;
-  }
-  const int k_chunk = (k_tiles + splits - 1) / splits * kWmmaK;
-  const int slices = (K + k_chunk - 1) / k_chunk;
+  const GemmGrid g = gemm_grid(M, N, K, kWmmaTile, kWmmaTile, kWmmaK, split_k);
   auto* kernel = &gemm_wmma_kernel<T, LoadA, LoadB, Store>;
-  return CNN_LAUNCH(kernel, dim3(tiles_m, tiles_n, slices), dim3(kWmmaThreads), 0, stream, M, N, K, k_chunk, load_a,
-                    load_b, store);
+  return CNN_LAUNCH(kernel, g.blocks, dim3(kWmmaThreads), 0, stream, M, N, K, g.k_chunk, load_a, load_b, store);
 }
 
 // The GEMM every convolution and linear op runs; the loaders' storage type picks the kernel.

@@ -5,6 +5,8 @@
 
 #include "kernels/cuda/cuda_dtype.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/grid_stride.cuh"
+#include "kernels/window.h"
 
 namespace cnn {
 namespace CNN_CUDA_NS {
@@ -13,60 +15,42 @@ namespace {
 
 constexpr int kBlock = 256;
 
-struct PoolGeom {  // PoolDesc's members as plain ints (its p()/q() are host functions)
-  int n, h, w, c, r, s, stride, pad, p, q;
+struct PoolGeom {  // PoolDesc's sizes as plain ints (its p()/q() are host functions)
+  int n, c, p, q;
+  Window win;
 };
 
 // T: the storage type of x and y (cuda_dtype.cuh); comparisons and sums in fp32.
 template <class T>
 __global__ void maxpool_forward_kernel(PoolGeom g, const T* __restrict__ x, bool relu, T* __restrict__ y,
                                        int32_t* __restrict__ argmax) {
-  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
-  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
-       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(o % g.c);
-    const size_t npq = o / g.c;
-    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
-    const int n = static_cast<int>(npq / g.q / g.p);
+  for_each_nhwc(g.n, g.p, g.q, g.c, [&](size_t o, Nhwc at) {
     float best = -INFINITY;
-    int32_t at = -1;
-    for (int r = 0; r < g.r; ++r) {
-      const int h = p * g.stride - g.pad + r;
-      if (h < 0 || h >= g.h) continue;
-      for (int s = 0; s < g.s; ++s) {
-        const int w = q * g.stride - g.pad + s;
-        if (w < 0 || w >= g.w) continue;
-        const int32_t i = static_cast<int32_t>(((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c);
-        // As in the CPU reference: first maximum wins ties, and a NaN wins so that it propagates.
-        const float v = widen(x[i]);
-        if (at < 0 || !(v <= best)) {
-          best = v;
-          at = i;
-        }
+    int32_t arg = -1;
+    for_each_tap(g.win, at.n, at.h, at.w, [&](size_t pixel, int) {
+      const int32_t i = static_cast<int32_t>(pixel * g.c + at.c);
+      // As in the CPU reference: first maximum wins ties, and a NaN wins so that it propagates.
+      const float v = widen(x[i]);
+      if (arg < 0 || !(v <= best)) {
+        best = v;
+        arg = i;
       }
-    }
+    });
     y[o] = narrow<T>(relu && !(best > 0.f) ? 0.f : best);
-    argmax[o] = at;
-  }
+    argmax[o] = arg;
+  });
 }
 
-// The pooling windows (output rows p_lo..p_hi, columns q_lo..q_hi) that contain flat NHWC input element i,
-// i.e. p*stride - pad <= h <= p*stride - pad + r - 1; shared by the gathering backward kernels.
+// The pooling windows (output rows p_lo..p_hi, columns q_lo..q_hi) that contain input element `at`, i.e.
+// p*stride - pad <= h <= p*stride - pad + r - 1; shared by the gathering backward kernels.
 struct Windows {
-  int n, c, p_lo, p_hi, q_lo, q_hi;
+  int p_lo, p_hi, q_lo, q_hi;
 };
 
-__device__ __forceinline__ Windows windows_of(const PoolGeom& g, size_t i) {
-  const size_t nhw = i / g.c;
-  const int w = static_cast<int>(nhw % g.w), h = static_cast<int>(nhw / g.w % g.h);
-  Windows win;
-  win.c = static_cast<int>(i % g.c);
-  win.n = static_cast<int>(nhw / g.w / g.h);
-  win.p_lo = max(0, (h + g.pad - g.r + g.stride) / g.stride);
-  win.p_hi = min(g.p - 1, (h + g.pad) / g.stride);
-  win.q_lo = max(0, (w + g.pad - g.s + g.stride) / g.stride);
-  win.q_hi = min(g.q - 1, (w + g.pad) / g.stride);
-  return win;
+__device__ __forceinline__ Windows windows_of(const PoolGeom& g, const Nhwc& at) {
+  const Window& v = g.win;
+  return {max(0, (at.h + v.pad_h - v.r + v.stride_h) / v.stride_h), min(g.p - 1, (at.h + v.pad_h) / v.stride_h),
+          max(0, (at.w + v.pad_w - v.s + v.stride_w) / v.stride_w), min(g.q - 1, (at.w + v.pad_w) / v.stride_w)};
 }
 
 // dx[i] = sum of dy over the windows containing input i whose winner was i (and whose relu_y > 0 when
@@ -74,71 +58,45 @@ __device__ __forceinline__ Windows windows_of(const PoolGeom& g, size_t i) {
 template <class T>
 __global__ void maxpool_backward_kernel(PoolGeom g, const T* __restrict__ dy, const T* __restrict__ relu_y,
                                         const int32_t* __restrict__ argmax, T* __restrict__ dx) {
-  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const Windows win = windows_of(g, i);
+  for_each_nhwc(g.n, g.win.h, g.win.w, g.c, [&](size_t i, Nhwc at) {
+    const Windows win = windows_of(g, at);
     float acc = 0.f;
     for (int p = win.p_lo; p <= win.p_hi; ++p)
       for (int q = win.q_lo; q <= win.q_hi; ++q) {
-        const size_t o = ((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c;
+        const size_t o = ((static_cast<size_t>(at.n) * g.p + p) * g.q + q) * g.c + at.c;
         if (argmax[o] == static_cast<int32_t>(i) && (!relu_y || widen(relu_y[o]) > 0.f)) acc += widen(dy[o]);
       }
     dx[i] = narrow<T>(acc);
-  }
+  });
 }
 
 // Average over the in-bounds taps (padding excluded from the count), in the reference's order: sum, then
 // multiply by 1/taps.
 template <class T>
 __global__ void avgpool_forward_kernel(PoolGeom g, const T* __restrict__ x, T* __restrict__ y) {
-  const size_t total = static_cast<size_t>(g.n) * g.p * g.q * g.c;
-  for (size_t o = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; o < total;
-       o += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(o % g.c);
-    const size_t npq = o / g.c;
-    const int q = static_cast<int>(npq % g.q), p = static_cast<int>(npq / g.q % g.p);
-    const int n = static_cast<int>(npq / g.q / g.p);
+  for_each_nhwc(g.n, g.p, g.q, g.c, [&](size_t o, Nhwc at) {
     float acc = 0.f;
-    int taps = 0;
-    for (int r = 0; r < g.r; ++r) {
-      const int h = p * g.stride - g.pad + r;
-      if (h < 0 || h >= g.h) continue;
-      for (int s = 0; s < g.s; ++s) {
-        const int w = q * g.stride - g.pad + s;
-        if (w < 0 || w >= g.w) continue;
-        acc += widen(x[((static_cast<size_t>(n) * g.h + h) * g.w + w) * g.c + c]);
-        ++taps;
-      }
-    }
+    const int taps = for_each_tap(g.win, at.n, at.h, at.w,
+                                  [&](size_t pixel, int) { acc += widen(x[pixel * g.c + at.c]); });
     y[o] = narrow<T>(acc * (taps ? 1.0f / taps : 0.f));
-  }
-}
-
-// In-bounds taps of the window of output (p, q): the divisor of its average.
-__device__ __forceinline__ int window_taps(const PoolGeom& g, int p, int q) {
-  const int h0 = p * g.stride - g.pad, w0 = q * g.stride - g.pad;
-  const int rows = min(h0 + g.r, g.h) - max(h0, 0), cols = min(w0 + g.s, g.w) - max(w0, 0);
-  return rows > 0 && cols > 0 ? rows * cols : 0;
+  });
 }
 
 // dx[i] = sum over the windows containing input i of dy / taps, gathered in (p, q) order like the reference.
 template <class T>
 __global__ void avgpool_backward_kernel(PoolGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
-  const size_t total = static_cast<size_t>(g.n) * g.h * g.w * g.c;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const Windows win = windows_of(g, i);
+  for_each_nhwc(g.n, g.win.h, g.win.w, g.c, [&](size_t i, Nhwc at) {
+    const Windows win = windows_of(g, at);
     float acc = 0.f;
     for (int p = win.p_lo; p <= win.p_hi; ++p)
       for (int q = win.q_lo; q <= win.q_hi; ++q)
-        acc += widen(dy[((static_cast<size_t>(win.n) * g.p + p) * g.q + q) * g.c + win.c]) *
-               (1.0f / window_taps(g, p, q));
+        acc += widen(dy[((static_cast<size_t>(at.n) * g.p + p) * g.q + q) * g.c + at.c]) *
+               (1.0f / window_taps(g.win, p, q));
     dx[i] = narrow<T>(acc);
-  }
+  });
 }
 
-PoolGeom geom(const PoolDesc& d) { return {d.n, d.h, d.w, d.c, d.r, d.s, d.stride, d.pad, d.p(), d.q()}; }
+PoolGeom geom(const PoolDesc& d) { return {d.n, d.c, d.p(), d.q(), window_of(d)}; }
 size_t out_size(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.c; }
 size_t in_size(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 

@@ -1,6 +1,8 @@
 // Shared between the emulator's scheduler and its runtime API; not for kernel or backend code.
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "kernels/simt/simt.h"
@@ -22,6 +24,15 @@ cudaError_t take_pending_error();
 cudaError_t check_device_selected(const char* fn);
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Whether [p, p + bytes) lies inside one of `ranges` (start address -> length); the caller holds its lock.
+inline bool inside_one(const std::map<uintptr_t, size_t>& ranges, const void* p, size_t bytes) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = ranges.upper_bound(a);
+  if (it == ranges.begin()) return false;
+  --it;
+  return a >= it->first && a + bytes <= it->first + it->second;
+}
 
 // Streams (streams.cpp). With deferred streams off, submit_work runs `work` at once and returns its error;
 // on, it queues it on the stream (the null stream is one more stream) and returns success.

@@ -49,12 +49,8 @@ constexpr size_t kAlign = 256;  // cudaMalloc's guaranteed alignment
 
 // Whether [p, p + bytes) lies inside one live allocation.
 bool inside_allocation(const void* p, size_t bytes) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(g_mem_mutex);
-  auto it = g_allocs.upper_bound(a);
-  if (it == g_allocs.begin()) return false;
-  --it;
-  return a >= it->first && a + bytes <= it->first + it->second;
+  return detail::inside_one(g_allocs, p, bytes);
 }
 
 cudaError_t api_error(cudaError_t code, const std::string& message) {

@@ -82,6 +82,19 @@ cudaError_t bad_handle(const char* fn) {
                               detail::ErrorKind::kApi);
 }
 
+// *out = a new stream or event with `flags`, for the Create calls (fn).
+template <class Handle>
+cudaError_t create_handle(const char* fn, Handle** out, unsigned flags) {
+  if (cudaError_t e = detail::check_device_selected(fn)) return e;
+  if (!out) {
+    return detail::record_error(cudaErrorInvalidValue, detail::format("%s: null result pointer", fn),
+                                detail::ErrorKind::kApi);
+  }
+  *out = new Handle;
+  (*out)->flags = flags;
+  return cudaSuccess;
+}
+
 // Runs queued operations, one at a time from a randomly chosen stream whose next operation may run, until
 // done() holds (checked under g_mu). Work runs without the lock; kernels record their own faults for the
 // next synchronising call.
@@ -173,12 +186,8 @@ void forget_pinned(const void* p) {
 }
 
 bool is_pinned(const void* p, size_t bytes) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lk(g_mu);
-  auto it = g_pinned.upper_bound(a);
-  if (it == g_pinned.begin()) return false;
-  --it;
-  return a >= it->first && a + bytes <= it->first + it->second;
+  return inside_one(g_pinned, p, bytes);
 }
 
 }  // namespace detail
@@ -188,13 +197,7 @@ namespace runtime {
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
-  if (cudaError_t e = detail::check_device_selected("cudaStreamCreate")) return e;
-  if (!stream) {
-    return detail::record_error(cudaErrorInvalidValue, "cudaStreamCreate: null result pointer",
-                                detail::ErrorKind::kApi);
-  }
-  *stream = new CUstream_st;
-  (*stream)->flags = flags;
+  if (cudaError_t e = create_handle("cudaStreamCreate", stream, flags)) return e;
   std::lock_guard<std::mutex> lk(g_mu);
   g_streams.push_back(*stream);
   return cudaSuccess;
@@ -241,14 +244,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  if (cudaError_t e = detail::check_device_selected("cudaEventCreate")) return e;
-  if (!event) {
-    return detail::record_error(cudaErrorInvalidValue, "cudaEventCreate: null result pointer",
-                                detail::ErrorKind::kApi);
-  }
-  *event = new CUevent_st;
-  (*event)->flags = flags;
-  return cudaSuccess;
+  return create_handle("cudaEventCreate", event, flags);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {

@@ -8,9 +8,76 @@ namespace cnn {
 
 namespace {
 
-class Chain : public Layer {
+// What Chain and Residual share: their parameters, buffers and per-sample bytes are their parts' in order
+// (spec names prefixed as prefix() says), and the calls that only distribute go to every part.
+class Composite : public Layer {
  public:
-  Chain(const std::string& name, std::vector<std::unique_ptr<Layer>> layers) : Layer(name), subs_(std::move(layers)) {
+  using Layer::Layer;
+  std::vector<ParamSpec> param_specs() const override { return collect(&Layer::param_specs); }
+  std::vector<ParamSpec> buffer_specs() const override { return collect(&Layer::buffer_specs); }
+  void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
+    each_slice(&Layer::param_specs, [&](Layer* l, size_t at, size_t k) {
+      l->bind({p.begin() + at, p.begin() + at + k}, {g.begin() + at, g.begin() + at + k});
+    });
+  }
+  void bind_copy(const std::vector<const void*>& p) override {
+    each_slice(&Layer::param_specs,
+               [&](Layer* l, size_t at, size_t k) { l->bind_copy({p.begin() + at, p.begin() + at + k}); });
+  }
+  void bind_buffers(const std::vector<float*>& b) override {
+    each_slice(&Layer::buffer_specs,
+               [&](Layer* l, size_t at, size_t k) { l->bind_buffers({b.begin() + at, b.begin() + at + k}); });
+  }
+  void set_dtype(DType t) override {
+    Layer::set_dtype(t);
+    for (Layer* l : parts()) l->set_dtype(t);
+  }
+  void set_batch(const BatchContext& ctx) override {
+    for (Layer* l : parts()) l->set_batch(ctx);
+  }
+  size_t bytes_per_sample() const override {
+    size_t b = Layer::bytes_per_sample();
+    for (Layer* l : parts()) b += l->bytes_per_sample();
+    return b;
+  }
+  double flops_per_sample() const override {
+    double f = 0;
+    for (Layer* l : parts()) f += l->flops_per_sample();
+    return f;
+  }
+
+ protected:
+  virtual std::vector<Layer*> parts() const = 0;
+  // What goes before the names of `part`'s parameters and buffers.
+  virtual std::string prefix(const Layer& part) const = 0;
+
+ private:
+  using Specs = std::vector<ParamSpec> (Layer::*)() const;
+  // f(part, first, count) for each part's slice of a list that concatenates the parts' specs.
+  template <class F>
+  void each_slice(Specs specs, F f) {
+    size_t at = 0;
+    for (Layer* l : parts()) {
+      const size_t k = (l->*specs)().size();
+      f(l, at, k);
+      at += k;
+    }
+  }
+  std::vector<ParamSpec> collect(Specs specs) const {
+    std::vector<ParamSpec> v;
+    for (Layer* l : parts())
+      for (ParamSpec s : (l->*specs)()) {
+        s.name = prefix(*l) + s.name;
+        v.push_back(s);
+      }
+    return v;
+  }
+};
+
+class Chain : public Composite {
+ public:
+  Chain(const std::string& name, std::vector<std::unique_ptr<Layer>> layers)
+      : Composite(name), subs_(std::move(layers)) {
     CNN_CHECK(!subs_.empty(), "empty chain %s", name.c_str());
     for (const auto& l : subs_) CNN_CHECK(!l->is_view(), "view layer %s inside chain %s", l->name().c_str(), name.c_str());
   }
@@ -37,39 +104,6 @@ class Chain : public Layer {
     }
     return d;
   }
-  std::vector<ParamSpec> param_specs() const override { return collect(&Layer::param_specs); }
-  std::vector<ParamSpec> buffer_specs() const override { return collect(&Layer::buffer_specs); }
-  void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
-    size_t at = 0;
-    for (auto& l : subs_) {
-      const size_t k = l->param_specs().size();
-      l->bind({p.begin() + at, p.begin() + at + k}, {g.begin() + at, g.begin() + at + k});
-      at += k;
-    }
-  }
-  void bind_copy(const std::vector<const void*>& p) override {
-    size_t at = 0;
-    for (auto& l : subs_) {
-      const size_t k = l->param_specs().size();
-      l->bind_copy({p.begin() + at, p.begin() + at + k});
-      at += k;
-    }
-  }
-  void set_dtype(DType t) override {
-    Layer::set_dtype(t);
-    for (auto& l : subs_) l->set_dtype(t);
-  }
-  void bind_buffers(const std::vector<float*>& b) override {
-    size_t at = 0;
-    for (auto& l : subs_) {
-      const size_t k = l->buffer_specs().size();
-      l->bind_buffers({b.begin() + at, b.begin() + at + k});
-      at += k;
-    }
-  }
-  void set_batch(const BatchContext& ctx) override {
-    for (auto& l : subs_) l->set_batch(ctx);
-  }
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
     size_t most = in_.size();
@@ -80,11 +114,6 @@ class Chain : public Layer {
       if (i + 1 < subs_.size()) acts_.push_back(alloc_per_sample(be, act_size() * dims_[i].size(), max_n));
     }
     for (auto& g : g_) g = alloc_per_sample(be, act_size() * most, max_n);
-  }
-  size_t bytes_per_sample() const override {
-    size_t b = Layer::bytes_per_sample();
-    for (const auto& l : subs_) b += l->bytes_per_sample();
-    return b;
   }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     const void* cur = x;
@@ -106,21 +135,14 @@ class Chain : public Layer {
       flip ^= 1;
     }
   }
-  double flops_per_sample() const override {
-    double f = 0;
-    for (const auto& l : subs_) f += l->flops_per_sample();
-    return f;
-  }
-
  private:
-  std::vector<ParamSpec> collect(std::vector<ParamSpec> (Layer::*get)() const) const {
-    std::vector<ParamSpec> v;
-    for (const auto& l : subs_)
-      for (ParamSpec s : (l.get()->*get)()) {
-        s.name = (name_.empty() ? "" : name_ + ".") + l->name() + "." + s.name;
-        v.push_back(s);
-      }
+  std::vector<Layer*> parts() const override {
+    std::vector<Layer*> v;
+    for (const auto& l : subs_) v.push_back(l.get());
     return v;
+  }
+  std::string prefix(const Layer& part) const override {
+    return (name_.empty() ? "" : name_ + ".") + part.name() + ".";
   }
 
   std::vector<std::unique_ptr<Layer>> subs_;
@@ -142,11 +164,11 @@ void conv_bn(std::vector<std::unique_ptr<Layer>>& v, const std::string& conv, co
 // the ReLU (one pass over the activations, and one in backward). The shortcut is decided at setup, once the
 // input shape is known. Parameters: main's, the batch norm's, then the projection's (the order of a chain
 // main + bn, so checkpoint names and offsets are those of the unfused block).
-class Residual : public Layer {
+class Residual : public Composite {
  public:
   Residual(const std::string& name, std::unique_ptr<Layer> main, std::unique_ptr<BatchNormJoin> bn,
            const std::string& kind, int out, int stride, Shortcut sc, const BnOptions& bn_opt)
-      : Layer(name), main_(std::move(main)), bn_(std::move(bn)), kind_(kind), out_(out), stride_(stride), sc_(sc),
+      : Composite(name), main_(std::move(main)), bn_(std::move(bn)), kind_(kind), out_(out), stride_(stride), sc_(sc),
         bn_opt_(bn_opt) {}
   ~Residual() override {
     main_.reset();
@@ -190,40 +212,6 @@ class Residual : public Layer {
             name_.c_str(), sd.h, sd.w, sd.c, out_dims_.h, out_dims_.w, out_dims_.c, in.h, in.w);
     return out_dims_;
   }
-  std::vector<ParamSpec> param_specs() const override { return collect(&Layer::param_specs); }
-  std::vector<ParamSpec> buffer_specs() const override { return collect(&Layer::buffer_specs); }
-  void bind(const std::vector<float*>& p, const std::vector<float*>& g) override {
-    size_t at = 0;
-    for (Layer* l : parts()) {
-      const size_t k = l->param_specs().size();
-      l->bind({p.begin() + at, p.begin() + at + k}, {g.begin() + at, g.begin() + at + k});
-      at += k;
-    }
-  }
-  void bind_copy(const std::vector<const void*>& p) override {
-    size_t at = 0;
-    for (Layer* l : parts()) {
-      const size_t k = l->param_specs().size();
-      l->bind_copy({p.begin() + at, p.begin() + at + k});
-      at += k;
-    }
-  }
-  void set_dtype(DType t) override {
-    Layer::set_dtype(t);
-    main_->set_dtype(t);
-    bn_->set_dtype(t);
-  }
-  void bind_buffers(const std::vector<float*>& b) override {
-    size_t at = 0;
-    for (Layer* l : parts()) {
-      const size_t k = l->buffer_specs().size();
-      l->bind_buffers({b.begin() + at, b.begin() + at + k});
-      at += k;
-    }
-  }
-  void set_batch(const BatchContext& ctx) override {
-    for (Layer* l : parts()) l->set_batch(ctx);
-  }
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
     for (Layer* l : parts()) l->allocate(be, max_n);
@@ -235,11 +223,6 @@ class Residual : public Layer {
       s_ = alloc_per_sample(be, out, max_n);
       tmp_ = alloc_per_sample(be, act_size() * in_.size(), max_n);
     }
-  }
-  size_t bytes_per_sample() const override {
-    size_t b = Layer::bytes_per_sample();
-    for (Layer* l : parts()) b += l->bytes_per_sample();
-    return b;
   }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     main_->forward(be, x, m_, n, train);
@@ -267,30 +250,18 @@ class Residual : public Layer {
       be.axpy(dt_, in, 1.f, dz_, dx);
     }
   }
-  double flops_per_sample() const override {
-    return main_->flops_per_sample() + bn_->flops_per_sample() + (proj_ ? proj_->flops_per_sample() : 0) +
-           2.0 * out_dims_.size();
-  }
+  double flops_per_sample() const override { return Composite::flops_per_sample() + 2.0 * out_dims_.size(); }
 
  private:
   enum Mode { kIdentity, kProject, kPad };
-  std::vector<Layer*> parts() const {
+  std::vector<Layer*> parts() const override {
     std::vector<Layer*> v{main_.get(), bn_.get()};
     if (proj_) v.push_back(proj_.get());
     return v;
   }
-  // main's specs as they are (its sub-layers are named by the unnamed chain), the batch norm's prefixed with
-  // its name (as the chain would), the projection's (a named chain: "downsample.").
-  std::vector<ParamSpec> collect(std::vector<ParamSpec> (Layer::*get)() const) const {
-    std::vector<ParamSpec> v = (main_.get()->*get)();
-    for (ParamSpec s : (bn_.get()->*get)()) {
-      s.name = bn_->name() + "." + s.name;
-      v.push_back(s);
-    }
-    if (proj_)
-      for (const ParamSpec& s : (proj_.get()->*get)()) v.push_back(s);
-    return v;
-  }
+  // main's names as they are (its sub-layers are named by the unnamed chain), the batch norm's prefixed with
+  // its name (as the chain would), the projection's as they are (a named chain: "downsample.").
+  std::string prefix(const Layer& part) const override { return &part == bn_.get() ? bn_->name() + "." : ""; }
 
   std::unique_ptr<Layer> main_;
   std::unique_ptr<BatchNormJoin> bn_;

@@ -6,33 +6,41 @@ namespace cnn {
 
 namespace {
 
-// Padding wider than half the window would make windows that hold only padding.
-void check_window(const std::string& layer, const PoolDesc& d, const Dims& in) {
-  if (in.h + 2 * d.pad < d.r || in.w + 2 * d.pad < d.s || d.pad * 2 > d.r)
-    raise(kExitUsage, "layer %s: a %dx%d pooling window (padding %d) does not fit a %dx%d input", layer.c_str(),
-          d.r, d.s, d.pad, in.h, in.w);
-}
-
-class MaxPool : public Layer {
+// A k x k window with stride and padding, fitted to the input at setup.
+class PoolLayer : public Layer {
  public:
-  MaxPool(const std::string& name, int k, int stride, int pad, bool relu) : Layer(name), relu_(relu) {
+  PoolLayer(const std::string& name, int k, int stride, int pad) : Layer(name) {
     d_.r = d_.s = k;
     d_.stride = stride;
     d_.pad = pad;
   }
+
+ protected:
+  // The output shape over `in`. Padding wider than half the window would make windows that hold only padding.
+  Dims fit(const Dims& in) {
+    d_.h = in.h;
+    d_.w = in.w;
+    d_.c = in.c;
+    if (in.h + 2 * d_.pad < d_.r || in.w + 2 * d_.pad < d_.s || d_.pad * 2 > d_.r)
+      raise(kExitUsage, "layer %s: a %dx%d pooling window (padding %d) does not fit a %dx%d input", name_.c_str(),
+            d_.r, d_.s, d_.pad, in.h, in.w);
+    return {d_.p(), d_.q(), in.c};
+  }
+
+  PoolDesc d_;
+};
+
+class MaxPool : public PoolLayer {
+ public:
+  MaxPool(const std::string& name, int k, int stride, int pad, bool relu)
+      : PoolLayer(name, k, stride, pad), relu_(relu) {}
   ~MaxPool() override {
     if (be_) be_->release(argmax_);
   }
   std::string describe() const override {
     return strprintf("%smaxpool %dx%d stride %d pad %d", relu_ ? "relu + " : "", d_.r, d_.s, d_.stride, d_.pad);
   }
-  Dims setup(const Dims& in) override {
-    d_.h = in.h;
-    d_.w = in.w;
-    d_.c = in.c;
-    check_window(name_, d_, in);
-    return {d_.p(), d_.q(), in.c};
-  }
+  Dims setup(const Dims& in) override { return fit(in); }
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
     argmax_ = static_cast<int32_t*>(alloc_per_sample(be, sizeof(int32_t) * d_.p() * d_.q() * d_.c, max_n));
@@ -48,34 +56,26 @@ class MaxPool : public Layer {
 
  private:
   bool relu_;
-  PoolDesc d_;
   Backend* be_ = nullptr;
   int32_t* argmax_ = nullptr;
 };
 
-class AvgPool : public Layer {
+class AvgPool : public PoolLayer {
  public:
-  AvgPool(const std::string& name, int k, int stride, int pad, bool global) : Layer(name), global_(global) {
-    d_.r = d_.s = k;
-    d_.stride = stride;
-    d_.pad = pad;
-  }
+  AvgPool(const std::string& name, int k, int stride, int pad, bool global)
+      : PoolLayer(name, k, stride, pad), global_(global) {}
   std::string describe() const override {
     if (global_) return "global avgpool";
     return strprintf("avgpool %dx%d stride %d pad %d", d_.r, d_.s, d_.stride, d_.pad);
   }
   Dims setup(const Dims& in) override {
-    d_.h = in.h;
-    d_.w = in.w;
-    d_.c = in.c;
     if (global_) {
       d_.r = in.h;
       d_.s = in.w;
       d_.stride = 1;
       d_.pad = 0;
     }
-    check_window(name_, d_, in);
-    return {d_.p(), d_.q(), in.c};
+    return fit(in);
   }
   void forward(Backend& be, const void* x, void* y, int n, bool) override {
     d_.n = n;
@@ -88,7 +88,6 @@ class AvgPool : public Layer {
 
  private:
   bool global_;
-  PoolDesc d_;
 };
 
 }  // namespace

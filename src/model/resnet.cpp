@@ -10,15 +10,13 @@ namespace cnn {
 void build_resnet_cifar(Net& net, int depth, const ModelOptions& opt) {
   CNN_CHECK((depth - 2) % 6 == 0, "CIFAR ResNet depth %d is not 6n+2", depth);
   const int n = (depth - 2) / 6;
-  net.add(make_conv2d("conv1", 16, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn1", opt.bn, true));
+  add_conv_bn_relu(net, 1, 16, {3, 1, 1, false}, opt.bn);
   const int widths[3] = {16, 32, 64};
   for (int stage = 0; stage < 3; ++stage)
     for (int b = 0; b < n; ++b)
       net.add(make_basic_block(strprintf("layer%d.%d", stage + 1, b), widths[stage], stage > 0 && b == 0 ? 2 : 1,
                                Shortcut::kPad, opt.bn));
-  net.add(make_global_avgpool("avgpool"));
-  net.add(make_linear("fc", net.num_classes()));
+  add_pool_fc_head(net);
 }
 
 void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt) {
@@ -30,8 +28,7 @@ void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt) {
     case 50: blocks = {3, 4, 6, 3}; bottleneck = true; break;
     default: raise(kExitUsage, "no ImageNet ResNet of depth %d (18, 34, 50)", depth);
   }
-  net.add(make_conv2d("conv1", 64, {7, 2, 3, false}));
-  net.add(make_batchnorm("bn1", opt.bn, true));
+  add_conv_bn_relu(net, 1, 64, {7, 2, 3, false}, opt.bn);
   net.add(make_maxpool("maxpool", 3, 2, 1));
   for (int stage = 0; stage < 4; ++stage) {
     const int width = 64 << stage;
@@ -42,21 +39,18 @@ void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt) {
                          : make_basic_block(name, width, stride, Shortcut::kProjection, opt.bn));
     }
   }
-  net.add(make_global_avgpool("avgpool"));
-  net.add(make_linear("fc", net.num_classes()));
+  add_pool_fc_head(net);
 }
 
 // Cheap enough for the reference CPU kernels (~15 MFLOP/sample forward at 28x28): a 3x3 stem, one pooling,
 // then three basic blocks at 14x14 (32), 7x7 (64) and 4x4 (128) with projection shortcuts.
 void build_fmnist_resnet(Net& net, const ModelOptions& opt) {
-  net.add(make_conv2d("conv1", 32, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn1", opt.bn, true));
+  add_conv_bn_relu(net, 1, 32, {3, 1, 1, false}, opt.bn);
   net.add(make_maxpool("pool1", 2, 2));
   net.add(make_basic_block("layer1.0", 32, 1, Shortcut::kProjection, opt.bn));
   net.add(make_basic_block("layer2.0", 64, 2, Shortcut::kProjection, opt.bn));
   net.add(make_basic_block("layer3.0", 128, 2, Shortcut::kProjection, opt.bn));
-  net.add(make_global_avgpool("avgpool"));
-  net.add(make_linear("fc", net.num_classes()));
+  add_pool_fc_head(net);
 }
 
 }  // namespace cnn

@@ -28,11 +28,9 @@ void lenet5(Net& net, const ModelOptions&) {
 // A small CNN for 28x28 grey images: two 3x3 conv + batch norm + pool stages and a 128-unit hidden layer
 // (~2.5 MFLOP/sample forward, so `make run` stays a few minutes on the reference kernels).
 void fmnist_cnn(Net& net, const ModelOptions& o) {
-  net.add(make_conv2d("conv1", 16, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn1", o.bn, true));
+  add_conv_bn_relu(net, 1, 16, {3, 1, 1, false}, o.bn);
   net.add(make_maxpool("pool1", 2, 2));
-  net.add(make_conv2d("conv2", 32, {3, 1, 1, false}));
-  net.add(make_batchnorm("bn2", o.bn, true));
+  add_conv_bn_relu(net, 2, 32, {3, 1, 1, false}, o.bn);
   net.add(make_maxpool("pool2", 2, 2));
   net.add(make_flatten("flatten"));
   net.add(make_linear("fc1", 128));
@@ -58,6 +56,16 @@ const std::map<std::string, Builder>& registry() {
 }
 
 }  // namespace
+
+void add_conv_bn_relu(Net& net, int i, int out, const ConvOptions& conv, const BnOptions& bn) {
+  net.add(make_conv2d(strprintf("conv%d", i), out, conv));
+  net.add(make_batchnorm(strprintf("bn%d", i), bn, true));
+}
+
+void add_pool_fc_head(Net& net) {
+  net.add(make_global_avgpool("avgpool"));
+  net.add(make_linear("fc", net.num_classes()));
+}
 
 std::vector<std::string> model_names() {
   std::vector<std::string> v;

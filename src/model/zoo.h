@@ -19,6 +19,11 @@ bool is_model(const std::string& name);
 // Adds the named model's layers to `net`. Throws Error(kExitUsage) for unknown names.
 void build_model(const std::string& name, Net& net, const ModelOptions& opt = {});
 
+// Pieces of the builders: "conv<i>" (bias-free: the batch norm's beta is the bias) and "bn<i>" fused with its
+// ReLU; the classifier head of the ResNets, global average pooling ("avgpool") and a linear layer ("fc").
+void add_conv_bn_relu(Net& net, int i, int out, const ConvOptions& conv, const BnOptions& bn);
+void add_pool_fc_head(Net& net);
+
 // ResNets (src/model/resnet.cpp). CIFAR (He et al. 2016, sec. 4.2): 6n+2 layers, 16/32/64 channels, option A
 // shortcuts. ImageNet: torchvision's ResNet-18/34 (basic) and ResNet-50 (bottleneck, v1.5).
 void build_resnet_cifar(Net& net, int depth, const ModelOptions& opt);

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,17 +18,12 @@
 #include "src/comm/comm.h"
 #include "src/model/zoo.h"
 #include "src/train/step.h"
+#include "tests/bench/bench_util.h"
 
 namespace cnn::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 struct Setting {
   double bucket_mb;
@@ -130,23 +124,6 @@ struct Rig {
   }
 };
 
-std::vector<std::string> model_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string m; std::getline(in, m, ',');)
-    if (!m.empty()) out.push_back(m);
-  return out;
-}
-
-std::string load_average() {
-  char buf[64] = "?";
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
-    std::fclose(f);
-  }
-  std::string s(buf);
-  return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));
-}
 
 int main_bench(int argc, char** argv) {
   std::string models = "fmnist_resnet,resnet20";
@@ -164,7 +141,7 @@ int main_bench(int argc, char** argv) {
   if (root)
     std::printf("comm_bench: %d ranks, cpu backend 1 thread/rank, global batch %d, %d steps x %d reps; load average "
                 "at start %s\n", world_size(), batch, steps, reps, load_average().c_str());
-  for (const auto& model : model_list(models)) {
+  for (const auto& model : split_list(models)) {
     Rig rig(model, batch);
     std::vector<Result> res(settings.size());
     for (int r = 0; r < reps; ++r)

@@ -27,6 +27,7 @@
 #include "src/train/optimizer.h"
 #include "src/train/step.h"
 #include "tests/bench/alloc_count.h"
+#include "tests/bench/bench_util.h"
 #include "tests/bench/bn_bench.h"
 #include "tests/bench/conv_bench.h"
 #include "tests/bench/op_profile.h"
@@ -39,32 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-std::string load_average() {
-  char buf[128] = "?";
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
-    std::fclose(f);
-  }
-  std::string s(buf);
-  return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t a = 0, b; a <= s.size(); a = b + 1) {
-    b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-  }
-  return out;
-}
 
 // ResNet-20's convolution stack without BN or shortcuts (buildable from the layers that exist today): 3x3
 // conv + ReLU with 16/32/64 channels at 32x32/16x16/8x8, stride-2 convs opening stages 2 and 3, an 8x8 max
@@ -280,50 +255,15 @@ void print_layers(const std::string& name, int threads, int batch, int reps, con
   std::printf("%-12s %-34s %9.3f ms per step (layers run one at a time)\n", "total", "", 1e3 * total);
 }
 
-struct BenchArgs {
-  std::string models = "resnet20,lenet5,resnet50", threads = "2", torch_threads = "1,2",
-              script = "tests/bench/torch_bench.py";
-  int batch = 0, reps = 5;
-  double seconds = 2;
-  bool layers = true, ops = true, convs = true, bn = true, cpu_clock = false;
-};
-
-// False (after the usage line) on an unknown argument.
-bool parse_args(int argc, char** argv, BenchArgs& o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "train_bench: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--models") o.models = val();
-    else if (a == "--threads") o.threads = val();
-    else if (a == "--torch-threads") o.torch_threads = val();
-    else if (a == "--batch") o.batch = std::stoi(val());
-    else if (a == "--reps") o.reps = std::stoi(val());
-    else if (a == "--seconds") o.seconds = std::stod(val());
-    else if (a == "--torch") o.script = val();
-    else if (a == "--no-layers") o.layers = false;
-    else if (a == "--no-ops") o.ops = false;
-    else if (a == "--no-convs") o.convs = false;
-    else if (a == "--no-bn") o.bn = false;
-    else if (a == "--ops-cpu-clock") o.cpu_clock = true;
-    else {
-      std::fprintf(stderr, "usage: train_bench [--models a,b] [--batch N] [--threads 2] [--torch-threads 1,2] "
-                   "[--reps N] [--seconds S] [--torch SCRIPT|none] [--no-layers] [--no-ops] [--no-convs] "
-                   "[--no-bn] [--ops-cpu-clock]\n");
-      return false;
-    }
-  }
-  return true;
-}
-
-// `reps` timed runs of `steps` training steps on the rig, each followed by PyTorch's run of the same model.
-Result measure_model(Rig& rig, const ModelSpec& spec, int b, int t, int steps, const BenchArgs& o,
-                     TorchPeer& torch) {
+// Images/s of `rig` (threads t, batch b) and of PyTorch, alternating, `reps` repetitions of steps that take
+// about `seconds`; *steps_out: that step count.
+Result measure(Rig& rig, const ModelSpec& spec, int t, int b, double seconds, int reps, TorchPeer& torch,
+               const std::string& torch_threads, int* steps_out) {
+  rig.steps(1);
+  auto t0 = Clock::now();
+  rig.steps(1);
+  const double per_step = since(t0);
+  const int steps = std::max(1, static_cast<int>(seconds / per_step));
   const uint64_t a0 = allocation_count();
   rig.steps(steps);
   Result r;
@@ -333,11 +273,11 @@ Result measure_model(Rig& rig, const ModelSpec& spec, int b, int t, int steps, c
   r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
   r.flops_per_image = rig.train_flops();
   std::vector<double> ours, theirs, ratios;
-  for (int rep = 0; rep < o.reps; ++rep) {
-    auto t0 = Clock::now();
+  for (int rep = 0; rep < reps; ++rep) {
+    t0 = Clock::now();
     rig.steps(steps);
     ours.push_back(static_cast<double>(b) * steps / since(t0));
-    const TorchPeer::Run th = torch.run(spec.name, o.torch_threads, b, steps);
+    const TorchPeer::Run th = torch.run(spec.name, torch_threads, b, steps);
     if (th.images_per_s > 0) {
       r.torch_setting = th;
       theirs.push_back(th.images_per_s);
@@ -349,9 +289,11 @@ Result measure_model(Rig& rig, const ModelSpec& spec, int b, int t, int steps, c
   r.ours = median(ours);
   r.torch = median(theirs);
   r.ratio = median(ratios);
+  *steps_out = steps;
   return r;
 }
 
+// The summary table: each result beside PyTorch, its target ratio and its share of the FMA peak.
 void print_results(const std::vector<Result>& results, int reps, const Peak& peak) {
   std::printf("\nTraining step, FP32, synthetic data: images/s, median of %d repetitions, cnntrain and PyTorch "
               "alternating; ratio = median of the per-repetition ratios; %%peak = achieved GFLOP/s (nominal "
@@ -375,26 +317,57 @@ void print_results(const std::vector<Result>& results, int reps, const Peak& pea
 }
 
 int main_impl(int argc, char** argv) {
-  BenchArgs o;
-  if (!parse_args(argc, argv, o)) return 2;
+  std::string models = "resnet20,lenet5,resnet50", threads_s = "2", torch_threads = "1,2",
+              script = "tests/bench/torch_bench.py";
+  int batch = 0, reps = 5;
+  double seconds = 2;
+  bool layers = true, ops = true, convs = true, bn = true, cpu_clock = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "train_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--models") models = val();
+    else if (a == "--threads") threads_s = val();
+    else if (a == "--torch-threads") torch_threads = val();
+    else if (a == "--batch") batch = std::stoi(val());
+    else if (a == "--reps") reps = std::stoi(val());
+    else if (a == "--seconds") seconds = std::stod(val());
+    else if (a == "--torch") script = val();
+    else if (a == "--no-layers") layers = false;
+    else if (a == "--no-ops") ops = false;
+    else if (a == "--no-convs") convs = false;
+    else if (a == "--no-bn") bn = false;
+    else if (a == "--ops-cpu-clock") cpu_clock = true;
+    else {
+      std::fprintf(stderr, "usage: train_bench [--models a,b] [--batch N] [--threads 2] [--torch-threads 1,2] "
+                   "[--reps N] [--seconds S] [--torch SCRIPT|none] [--no-layers] [--no-ops] [--no-convs] "
+                   "[--no-bn] [--ops-cpu-clock]\n");
+      return 2;
+    }
+  }
   std::vector<int> threads;
-  for (const auto& t : split(o.threads)) threads.push_back(std::stoi(t));
+  for (const auto& t : split_list(threads_s)) threads.push_back(std::stoi(t));
   int max_t = *std::max_element(threads.begin(), threads.end());
-  for (const auto& t : split(o.torch_threads)) max_t = std::max(max_t, std::stoi(t));
+  for (const auto& t : split_list(torch_threads)) max_t = std::max(max_t, std::stoi(t));
 
   const Peak peak = measure_peak(max_t);
   std::printf("FP32 peak (FMA micro-benchmark, %s): %.1f GFLOP/s per core alone; %d threads at once: %.1f GFLOP/s "
               "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("OMP_WAIT_POLICY=%s; load average at start: %s\n", wait ? wait : "(unset)", load_average().c_str());
-  TorchPeer torch(o.script);
+  TorchPeer torch(script);
   if (torch.ok())
     std::printf("PyTorch %s via %s, measured alternately with cnntrain (its fastest of memory formats "
-                "contiguous/channels_last x threads %s)\n", torch.version().c_str(), o.script.c_str(),
-                o.torch_threads.c_str());
+                "contiguous/channels_last x threads %s)\n", torch.version().c_str(), script.c_str(),
+                torch_threads.c_str());
 
   std::vector<Result> results;
-  for (const std::string& name : split(o.models)) {
+  for (const std::string& name : split_list(models)) {
     ModelSpec spec;
     bool found = false;
     for (const auto& m : known_models())
@@ -407,23 +380,20 @@ int main_impl(int argc, char** argv) {
       std::printf("(%s: not in the model zoo of this build; skipped)\n", name.c_str());
       continue;
     }
-    const int b = o.batch > 0 ? o.batch : spec.batch;
+    const int b = batch > 0 ? batch : spec.batch;
     for (int t : threads) {
       Rig rig(spec, t, b);
-      rig.steps(1);
-      auto t0 = Clock::now();
-      rig.steps(1);
-      const int steps = std::max(1, static_cast<int>(o.seconds / since(t0)));
-      results.push_back(measure_model(rig, spec, b, t, steps, o, torch));
+      int steps = 0;
+      results.push_back(measure(rig, spec, t, b, seconds, reps, torch, torch_threads, &steps));
       if (t != max_t && t != threads.back()) continue;
-      const int reps = std::min(o.reps, 3);
-      if (o.layers) print_layers(name, t, b, reps, breakdown(rig, spec, reps));
-      if (o.ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, o.cpu_clock);
+      if (layers) print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
+      if (ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, cpu_clock);
     }
   }
-  print_results(results, o.reps, peak);
-  if (o.convs) conv_table(threads, peak, o.reps);
-  if (o.bn) bn_table(threads, o.reps);
+
+  print_results(results, reps, peak);
+  if (convs) conv_table(threads, peak, reps);
+  if (bn) bn_table(threads, reps);
   return 0;
 }
 

@@ -9,8 +9,27 @@
 #include <vector>
 
 #include "kernels/rng.h"
+#include "src/base/error.h"
 
 namespace cnn::test {
+
+// f() must throw cnn::Error with exit code `code` and a message that contains each of `needles`.
+template <class F>
+void expect_throws(F f, int code, const std::vector<std::string>& needles) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted; expected an error containing '" << needles.front() << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code);
+    const std::string m = e.what();
+    for (const std::string& needle : needles)
+      EXPECT_NE(m.find(needle), std::string::npos) << "missing '" << needle << "' in: " << m;
+  }
+}
+template <class F>
+void expect_throws(F f, int code, const std::string& needle) {
+  expect_throws(f, code, std::vector<std::string>{needle});
+}
 
 // Uniform values in [lo, hi) from an explicit seed.
 inline std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {

@@ -29,6 +29,29 @@ class Deferred : public ::testing::TestWithParam<uint64_t> {
   void TearDown() override { simt::set_deferred_streams(0); }
 };
 
+// The arena tests: two streams a and b. They need blocks to be reused, so they skip under AddressSanitizer
+// (every block is its own cudaMalloc there).
+class ArenaStreams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
+#endif
+  }
+  const Stream sa_, sb_;
+  const cudaStream_t a = sa_.s, b = sb_.s;
+};
+
+// The same under the deferred stream schedule of each seed.
+class DeferredArena : public ArenaStreams, public ::testing::WithParamInterface<uint64_t> {
+ protected:
+  void SetUp() override {
+    ArenaStreams::SetUp();
+    simt::set_deferred_streams(GetParam());
+  }
+  void TearDown() override { simt::set_deferred_streams(0); }
+};
+
 // Many uploads in a row (more than there are staging buffers, some larger than one buffer) into buffers that
 // kernels then read while later uploads are staged: each must land intact.
 TEST_P(Deferred, UploadsThroughTheStagingRingLandIntact) {
@@ -58,67 +81,48 @@ TEST_P(Deferred, UploadsThroughTheStagingRingLandIntact) {
   }
 }
 
-TEST_P(Deferred, ArenaReusesAcrossStreamsOnlyAfterTheEvent) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
-#endif
-  const Stream sa, sb;
-  cudaStream_t a = sa.s, b = sb.s;
-  {
-    emu::DeviceArena arena(1 << 20);
-    void* p = arena.alloc(4000, a);
-    ASSERT_EQ(cudaMemsetAsync(p, 0, 4000, a), cudaSuccess);  // work on `a` still queued at the release
-    arena.release(p, a);
-    void* q = arena.alloc(4000, b);
-    EXPECT_NE(q, p) << "stream b got a block stream a may still be writing";
-    void* r = arena.alloc(4000, a);
-    EXPECT_EQ(r, p) << "stream a's own released block should be reused at once (stream order protects it)";
-    arena.release(r, a);
-    ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
-    EXPECT_EQ(arena.alloc(4000, b), p) << "after the event completed, another stream may reuse the block";
-    arena.release(q, b);
-  }
+TEST_P(DeferredArena, ArenaReusesAcrossStreamsOnlyAfterTheEvent) {
+  emu::DeviceArena arena(1 << 20);
+  void* p = arena.alloc(4000, a);
+  ASSERT_EQ(cudaMemsetAsync(p, 0, 4000, a), cudaSuccess);  // work on `a` still queued at the release
+  arena.release(p, a);
+  void* q = arena.alloc(4000, b);
+  EXPECT_NE(q, p) << "stream b got a block stream a may still be writing";
+  void* r = arena.alloc(4000, a);
+  EXPECT_EQ(r, p) << "stream a's own released block should be reused at once (stream order protects it)";
+  arena.release(r, a);
+  ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+  EXPECT_EQ(arena.alloc(4000, b), p) << "after the event completed, another stream may reuse the block";
+  arena.release(q, b);
 }
 
 // A block released without a stream may still be in use on any stream the arena knows: nobody, not even the
 // null stream, gets it back before the work queued at the release has finished on all of them (before, the
 // null stream counted as a stream of its own: the backend's workspace, used on the compute stream but
 // released "on" the null stream, went straight to an upload on the copy stream).
-TEST_P(Deferred, ArenaNullStreamReleaseWaitsForEveryStream) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
-#endif
-  const Stream sa, sb;
-  cudaStream_t a = sa.s, b = sb.s;
-  {
-    emu::DeviceArena arena(1 << 20);
-    arena.add_stream(a);
-    arena.add_stream(b);
-    void* p = arena.alloc(4000, a);
-    ASSERT_EQ(cudaMemsetAsync(p, 0, 4000, a), cudaSuccess);  // still queued at the release
-    arena.release(p);
-    void* q = arena.alloc(4000, b);
-    void* r = arena.alloc(4000);
-    EXPECT_NE(q, p) << "stream b got a block that work queued on stream a may still use";
-    EXPECT_NE(r, p) << "a block for any stream was handed out while stream a may still use it";
-    EXPECT_NE(arena.alloc(4000, a), p) << "a block released without a stream is no stream's own";
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(arena.alloc(4000, b), p) << "after every stream passed the release, the block is free for all";
-    arena.release(q, b);
-    arena.release(r);
-  }
+TEST_P(DeferredArena, ArenaNullStreamReleaseWaitsForEveryStream) {
+  emu::DeviceArena arena(1 << 20);
+  arena.add_stream(a);
+  arena.add_stream(b);
+  void* p = arena.alloc(4000, a);
+  ASSERT_EQ(cudaMemsetAsync(p, 0, 4000, a), cudaSuccess);  // still queued at the release
+  arena.release(p);
+  void* q = arena.alloc(4000, b);
+  void* r = arena.alloc(4000);
+  EXPECT_NE(q, p) << "stream b got a block that work queued on stream a may still use";
+  EXPECT_NE(r, p) << "a block for any stream was handed out while stream a may still use it";
+  EXPECT_NE(arena.alloc(4000, a), p) << "a block released without a stream is no stream's own";
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(arena.alloc(4000, b), p) << "after every stream passed the release, the block is free for all";
+  arena.release(q, b);
+  arena.release(r);
 }
 
 // Under deferred streams a reused block is NaN-filled on its new stream. A planted bug, a release on the wrong
 // stream (work queued on a, released as if on b, so b reuses it at once): for some seeds the fill runs before
 // a's queued copy out of the block, and the copy reads NaN bytes instead of the value written. With the
 // release on the right stream no seed shows it.
-TEST(DeferredArena, ReusedBlocksAreNaNFilledSoAWrongStreamReleaseShows) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer build: every block is its own cudaMalloc";
-#endif
-  const Stream sa, sb;
-  cudaStream_t a = sa.s, b = sb.s;
+TEST_F(ArenaStreams, ReusedBlocksAreNaNFilledSoAWrongStreamReleaseShows) {
   // Copies 4000 bytes of 0x11 out of an arena block on stream a, then releases the block on `release_on` and
   // has stream b ask for a block of that size; true when the copy read anything but 0x11.
   auto corrupted = [&](uint64_t seed, cudaStream_t release_on) {
@@ -150,6 +154,7 @@ TEST(DeferredArena, ReusedBlocksAreNaNFilledSoAWrongStreamReleaseShows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, Deferred, ::testing::Values(3, 9, 27));
+INSTANTIATE_TEST_SUITE_P(Seeds, DeferredArena, ::testing::Values(3, 9, 27));
 
 }  // namespace
 }  // namespace cnn::test

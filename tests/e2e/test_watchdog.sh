@@ -59,19 +59,26 @@ check_ended() {
   echo "ok: $what: exit $rc, the other ranks ended within $took s of the fault, no process left"
 }
 
-# 1. --device emu, np 3, rank 1 stalls at its 5th collective call (a gradient bucket). With deferred emulator
-# streams, as on a GPU, the host's calls return at once and the device reaches a collective only after it.
-run="$E2E_TMP/stall"
-out="$run.out"
-CNN_SIMT_DEFER=17 CNN_NCCL_EMU_FAULT=stall:1:5 timeout 120 "${MPIRUN[@]}" 3 -x CNN_SIMT_DEFER -x CNN_NCCL_EMU_FAULT \
-  -x CNN_SIMT_STRICT_DEVICE \
-  "$BUILD/cnntrain" "${ARGS[@]}" --device emu --run-dir "$run" > "$out" 2>&1 &
-job=$!
-wait_for "$out" "rank 1 stalls at its collective call #5" 60
-t0=$(now)
-rc=0
-wait $job || rc=$?
-check_ended "$run" $rc "$t0" "emu stall of rank 1" 1
+# An emu job at np 3 whose rank 1 stalls at its 5th collective call (a gradient bucket), extra environment "$@"
+# (VAR=value): waits for the stall and checks that every rank then ended. Sets run and out.
+stall_rank1() {
+  local what=$1 rc=0 t0 job v xs=(-x CNN_NCCL_EMU_FAULT -x CNN_SIMT_STRICT_DEVICE)
+  run="$E2E_TMP/$2"
+  out="$run.out"
+  shift 2
+  for v in "$@"; do xs+=(-x "${v%%=*}"); done
+  env "$@" CNN_NCCL_EMU_FAULT=stall:1:5 timeout 120 "${MPIRUN[@]}" 3 "${xs[@]}" \
+    "$BUILD/cnntrain" "${ARGS[@]}" --device emu --run-dir "$run" > "$out" 2>&1 &
+  job=$!
+  wait_for "$out" "rank 1 stalls at its collective call #5" 60
+  t0=$(now)
+  wait $job || rc=$?
+  check_ended "$run" $rc "$t0" "$what" 1
+}
+
+# 1. With deferred emulator streams, as on a GPU, the host's calls return at once and the device reaches a
+# collective only after it.
+stall_rank1 "emu stall of rank 1" stall CNN_SIMT_DEFER=17
 grep -q "collective timeout: waited .* in NCCL collective #6 .*rank 1 did not arrive" "$run/log.txt" ||
   fail "log.txt does not name rank 1 as missing:\n$(cat "$run/log.txt")"
 grep -q "rank 1 (host .*): did not arrive" "$run/log.txt" || fail "log.txt lacks rank 1's details"
@@ -83,16 +90,7 @@ strict_clean "$out" "emu stall of rank 1"
 # 1b. The same with immediate streams: every rank is inside its NCCL call (the stalled one in the stall, the
 # others waiting for it) when its watchdog aborts the communicator, and the call returns ncclInProgress. The
 # main thread must then leave without touching the aborted communicator.
-run="$E2E_TMP/stall-immediate"
-out="$run.out"
-CNN_NCCL_EMU_FAULT=stall:1:5 timeout 120 "${MPIRUN[@]}" 3 -x CNN_NCCL_EMU_FAULT -x CNN_SIMT_STRICT_DEVICE \
-  "$BUILD/cnntrain" "${ARGS[@]}" --device emu --run-dir "$run" > "$out" 2>&1 &
-job=$!
-wait_for "$out" "rank 1 stalls at its collective call #5" 60
-t0=$(now)
-rc=0
-wait $job || rc=$?
-check_ended "$run" $rc "$t0" "emu stall of rank 1, immediate streams" 1
+stall_rank1 "emu stall of rank 1, immediate streams" stall-immediate
 grep -q "collective timeout: waited .* in NCCL collective #6" "$run/log.txt" ||
   fail "no collective timeout in log.txt:\n$(cat "$run/log.txt")"
 strict_clean "$out" "emu stall of rank 1, immediate streams"

@@ -25,12 +25,12 @@ __global__ void shuffle_loop_kernel(int iterations, float* out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
 
-// Thread CPU time, so that other processes on a shared machine distort the figures less.
 __global__ void saxpy_kernel(int n, float a, const float* x, float* y) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
+// Thread CPU time, so that other processes on a shared machine distort the figures less.
 double cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -41,6 +41,19 @@ simt::detail::Fiber* g_fiber;
 void ping_pong(void* arg) {
   const long n = *static_cast<long*>(arg);
   for (long i = 0; i < n; ++i) g_fiber->yield();
+}
+
+// Switches per second of a kernel whose threads each run `iterations` steps of one synchronising `op`.
+template <class T>
+void time_loop(const char* name, const char* label, const char* op, void (*kernel)(int, T*), T* out) {
+  const int iterations = 200, grid = 16, block = 256;
+  const uint64_t sw0 = simt::fiber_switches();
+  const double t0 = cpu_seconds();
+  CNN_LAUNCH(kernel, grid, block, 0, 0, iterations, out);
+  const double s = cpu_seconds() - t0;
+  const double switches = static_cast<double>(simt::fiber_switches() - sw0);
+  std::printf("%-9s %-21s %7.1f M switches/s, %6.2f M thread-%s/s\n", name, label, switches / s / 1e6,
+              1.0 * grid * block * iterations / s / 1e6, op);
 }
 
 void bench(const char* name) {
@@ -58,26 +71,8 @@ void bench(const char* name) {
   float* d_f;
   cudaMalloc(&d_out, 64 * sizeof(int));
   cudaMalloc(&d_f, 64 * 256 * sizeof(float));
-  {
-    const int iterations = 200, grid = 16, block = 256;
-    const uint64_t sw0 = simt::fiber_switches();
-    const double t0 = cpu_seconds();
-    CNN_LAUNCH(barrier_loop_kernel, grid, block, 0, 0, iterations, d_out);
-    const double s = cpu_seconds() - t0;
-    const double switches = static_cast<double>(simt::fiber_switches() - sw0);
-    std::printf("%-9s __syncthreads loop    %7.1f M switches/s, %6.2f M thread-barriers/s\n", name,
-                switches / s / 1e6, 1.0 * grid * block * iterations / s / 1e6);
-  }
-  {
-    const int iterations = 200, grid = 16, block = 256;
-    const uint64_t sw0 = simt::fiber_switches();
-    const double t0 = cpu_seconds();
-    CNN_LAUNCH(shuffle_loop_kernel, grid, block, 0, 0, iterations, d_f);
-    const double s = cpu_seconds() - t0;
-    const double switches = static_cast<double>(simt::fiber_switches() - sw0);
-    std::printf("%-9s __shfl_xor_sync loop  %7.1f M switches/s, %6.2f M thread-shuffles/s\n", name,
-                switches / s / 1e6, 1.0 * grid * block * iterations / s / 1e6);
-  }
+  time_loop(name, "__syncthreads loop", "barriers", barrier_loop_kernel, d_out);
+  time_loop(name, "__shfl_xor_sync loop", "shuffles", shuffle_loop_kernel, d_f);
   {
     const int n = 1 << 20;
     float *d_x, *d_y;

@@ -5,6 +5,7 @@
 #include "io/synthetic_dataset.h"
 #include "kernels/cuda/vendor/algo_select.h"
 #include "src/base/error.h"
+#include "tests/common/test_util.h"
 
 namespace cnn {
 namespace {
@@ -131,12 +132,7 @@ TEST(SyntheticData, SpecAndContents) {
   EXPECT_EQ(lab[0], lab[1]);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(lab[i], ds->label(ids[i]));
   int64_t bad_id = 300;
-  try {
-    ds->read(&bad_id, 1, img.data(), lab.data());
-    FAIL() << "read past the end";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), kExitData);
-  }
+  test::expect_throws([&] { ds->read(&bad_id, 1, img.data(), lab.data()); }, kExitData, "sample 300 out of range");
 }
 
 // cuDNN 9 status codes (cudnn_graph.h) by number: this test builds without cuDNN's headers.

@@ -24,13 +24,7 @@ void write_records(const std::string& path, int first, int n, int label_bytes) {
 }
 
 void expect_error(const CifarConvertOptions& o, int code, const std::string& needle) {
-  try {
-    convert_cifar_to_hdf5(o);
-    ADD_FAILURE() << "accepted; expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code);
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  test::expect_throws([&] { convert_cifar_to_hdf5(o); }, code, needle);
 }
 
 TEST(Cifar, TenTwoFilesToHwc) {

@@ -17,13 +17,7 @@ ParseResult parse(std::vector<std::string> args, Config& c) {
 
 void expect_usage_error(std::vector<std::string> args, const std::string& needle) {
   Config c;
-  try {
-    parse(args, c);
-    ADD_FAILURE() << "accepted; expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), kExitUsage);
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  test::expect_throws([&] { parse(args, c); }, kExitUsage, needle);
 }
 
 TEST(Config, IniThenCommandLineOverrides) {

@@ -17,13 +17,7 @@ Config parse(std::vector<std::string> args) {
 }
 
 void expect_usage_error(const std::vector<std::string>& args, const std::string& needle) {
-  try {
-    parse(args);
-    ADD_FAILURE() << "accepted; expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), kExitUsage);
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  test::expect_throws([&] { parse(args); }, kExitUsage, needle);
 }
 
 TEST(ConfigRecipe, Values) {

@@ -46,6 +46,16 @@ void write_idx(const std::string& images, const std::string& labels, int n, int 
   for (int i = 0; i < n; ++i) lb.put(static_cast<char>(i % 3));
 }
 
+// write_idx's pair as img.idx and lab.idx in tmp, and the options that convert it to tmp/db.
+IdxConvertOptions idx_pair(const TempDir& tmp, int n, int rows, int cols) {
+  write_idx(tmp.sub("img.idx"), tmp.sub("lab.idx"), n, rows, cols);
+  IdxConvertOptions o;
+  o.images = tmp.sub("img.idx");
+  o.labels = tmp.sub("lab.idx");
+  o.out = tmp.sub("db");
+  return o;
+}
+
 std::vector<uint8_t> read_all(Dataset& ds, std::vector<int32_t>* labels) {
   std::vector<int64_t> ids(ds.info().count);
   std::iota(ids.begin(), ids.end(), 0);
@@ -57,10 +67,7 @@ std::vector<uint8_t> read_all(Dataset& ds, std::vector<int32_t>* labels) {
 
 TEST(LmdbConvert, IdxToLmdbMatchesIdxToHdf5) {
   TempDir tmp;
-  write_idx(tmp.sub("img.idx"), tmp.sub("lab.idx"), 50, 6, 5);
-  IdxConvertOptions o;
-  o.images = tmp.sub("img.idx");
-  o.labels = tmp.sub("lab.idx");
+  IdxConvertOptions o = idx_pair(tmp, 50, 6, 5);
   o.class_names = {"a", "b b", "c/d"};
   o.out = tmp.sub("train.h5");
   convert_idx_to_hdf5(o);
@@ -186,12 +193,7 @@ TEST(LmdbConvert, ImageFolderToEncodedLmdbRawLmdbAndHdf5) {
 
 TEST(LmdbConvert, InspectShowsCountsHistogramAndFirstRecords) {
   TempDir tmp;
-  write_idx(tmp.sub("img.idx"), tmp.sub("lab.idx"), 10, 4, 4);
-  IdxConvertOptions o;
-  o.images = tmp.sub("img.idx");
-  o.labels = tmp.sub("lab.idx");
-  o.out = tmp.sub("db");
-  convert_idx_to_lmdb(o);
+  convert_idx_to_lmdb(idx_pair(tmp, 10, 4, 4));
   const std::string text = inspect_dataset(tmp.sub("db"), "auto", 2);
   for (const char* frag : {"LMDB, 10 samples of 4x4x1", "3 classes", "0: 4", "1: 3", "2: 3", "key '00000001'",
                            "records: raw", "raw 1x4x4 (CxHxW) data"})
@@ -217,12 +219,7 @@ TEST(LmdbConvert, MixedSizesAreInspectedAndNameTheImageSizeOption) {
 
 TEST(LmdbConvert, OpenDatasetFormatChoice) {
   TempDir tmp;
-  write_idx(tmp.sub("img.idx"), tmp.sub("lab.idx"), 4, 2, 2);
-  IdxConvertOptions o;
-  o.images = tmp.sub("img.idx");
-  o.labels = tmp.sub("lab.idx");
-  o.out = tmp.sub("db");
-  convert_idx_to_lmdb(o);
+  convert_idx_to_lmdb(idx_pair(tmp, 4, 2, 2));
   EXPECT_EQ(open_dataset(tmp.sub("db") + "/data.mdb", "lmdb")->info().count, 4);
   EXPECT_THROW(open_dataset(tmp.sub("img.idx"), "lmdb"), Error);
 }

@@ -13,34 +13,37 @@
 namespace cnn {
 namespace {
 
+// A TCP socket bound to a free loopback port, and that address.
+int bound_loopback_socket(sockaddr_in* a) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  *a = sockaddr_in{};
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof *a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(a), sizeof *a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(a), &len);
+  return fd;
+}
+
+std::string address_of(const sockaddr_in& a) { return "127.0.0.1:" + std::to_string(ntohs(a.sin_port)); }
+
 // A loopback port that nothing listens on: bound once, then closed.
 std::string closed_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  sockaddr_in a;
+  ::close(bound_loopback_socket(&a));
+  return address_of(a);
 }
 
 // A loopback listener whose accept queue is full (backlog 0, one connection queued, never accepted): Linux
 // drops further SYNs, as a host behind a cut link never answers them. Returns "IP:port"; fds to close.
 std::string unanswering_listener(std::vector<int>* fds) {
-  const int l = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  sockaddr_in a;
+  const int l = bound_loopback_socket(&a);
   ::listen(l, 0);
-  ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
   const int c = ::socket(AF_INET, SOCK_STREAM, 0);
   ::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a);
   fds->insert(fds->end(), {l, c});
-  return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  return address_of(a);
 }
 
 TEST(PeerProbe, ReachedRefusedSilentAndUnknown) {

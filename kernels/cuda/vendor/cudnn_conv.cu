@@ -1,5 +1,6 @@
 #include "kernels/cuda/vendor/cudnn_conv.h"
 
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -11,7 +12,7 @@ namespace gpu {
 
 namespace {
 
-const float kOne = 1.f, kZero = 0.f;
+const float kOne = 1.f;
 
 cudnnDataType_t cudnn_type(VendorType t) {
   switch (t) {
@@ -39,12 +40,107 @@ std::vector<AlgoCandidate> candidates(const Perf* perf, int count, bool tf32) {
   return v;
 }
 
-}  // namespace
-
-struct CudnnConv::Plan {
+// The descriptors of one problem shape (a plan's, see CudnnConv::Plan).
+struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+};
+
+// The three directions' calls of cuDNN's legacy API on operands (a, b) -> out: forward (x, w) -> y, backward
+// data (w, dy) -> dx, backward filter (x, dy) -> dw. One routine chooses and runs them all (list_algos, run).
+struct Forward {
+  static constexpr int kIndex = 0;  // of the plan's choices
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr const char* kWhat = "cuDNN convolution forward";
+  static void find(cudnnHandle_t h, const Descriptors& p, const void* x, const void* w, void* y, int max, int* count,
+                   Perf* perf, void* ws, size_t cap) {
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, p.x, x, p.w, w, p.conv, p.y, y, max, count, perf, ws, cap));
+  }
+  static void heuristics(cudnnHandle_t h, const Descriptors& p, int max, int* count, Perf* perf) {
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x, p.w, p.conv, p.y, max, count, perf));
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& p, int algo, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv, p.y,
+                                                   static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+  }
+  static void run(cudnnHandle_t h, const Descriptors& p, int algo, void* ws, size_t bytes, const void* x,
+                  const void* w, float beta, void* y) {
+    CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, p.x, x, p.w, w, p.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+                                        ws, bytes, &beta, p.y, y));
+  }
+};
+
+struct BackwardData {
+  static constexpr int kIndex = 1;  // of the plan's choices
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr const char* kWhat = "cuDNN convolution backward-data";
+  static void find(cudnnHandle_t h, const Descriptors& p, const void* w, const void* dy, void* dx, int max,
+                   int* count, Perf* perf, void* ws, size_t cap) {
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, p.w, w, p.y, dy, p.conv, p.x, dx, max, count, perf,
+                                                            ws, cap));
+  }
+  static void heuristics(cudnnHandle_t h, const Descriptors& p, int max, int* count, Perf* perf) {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w, p.y, p.conv, p.x, max, count, perf));
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& p, int algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv, p.x,
+                                                        static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+  }
+  static void run(cudnnHandle_t h, const Descriptors& p, int algo, void* ws, size_t bytes, const void* w,
+                  const void* dy, float beta, void* dx) {
+    CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, p.w, w, p.y, dy, p.conv,
+                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes, &beta, p.x,
+                                             dx));
+  }
+};
+
+struct BackwardFilter {
+  static constexpr int kIndex = 2;  // of the plan's choices
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr const char* kWhat = "cuDNN convolution backward-filter";
+  static void find(cudnnHandle_t h, const Descriptors& p, const void* x, const void* dy, void* dw, int max,
+                   int* count, Perf* perf, void* ws, size_t cap) {
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, p.x, x, p.y, dy, p.conv, p.w, dw, max, count, perf,
+                                                              ws, cap));
+  }
+  static void heuristics(cudnnHandle_t h, const Descriptors& p, int max, int* count, Perf* perf) {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x, p.y, p.conv, p.w, max, count, perf));
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const Descriptors& p, int algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv, p.w,
+                                                          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+  }
+  static void run(cudnnHandle_t h, const Descriptors& p, int algo, void* ws, size_t bytes, const void* x,
+                  const void* dy, float beta, void* dw) {
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, p.x, x, p.y, dy, p.conv,
+                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes, &beta,
+                                               p.w, dw));
+  }
+};
+
+// The candidates of one direction: timed on (a, b) -> out when `ws` (the search's workspace, `cap` bytes) is
+// given, else cuDNN's heuristics with each workspace size asked for (their memory field is an estimate).
+template <class Dir>
+std::vector<AlgoCandidate> list_algos(cudnnHandle_t h, const Descriptors& p, bool tensor_ops, const void* a,
+                                      const void* b, void* out, void* ws, size_t cap) {
+  constexpr int kMax = 16;
+  typename Dir::Perf perf[kMax];
+  int count = 0;
+  if (ws) {
+    Dir::find(h, p, a, b, out, kMax, &count, perf, ws, cap);
+    return candidates(perf, count, tensor_ops);
+  }
+  Dir::heuristics(h, p, kMax, &count, perf);
+  std::vector<AlgoCandidate> v = candidates(perf, count, tensor_ops);
+  for (AlgoCandidate& c : v)
+    if (c.ok && Dir::workspace(h, p, c.algo, &c.workspace) != CUDNN_STATUS_SUCCESS) c.ok = false;
+  return v;
+}
+
+}  // namespace
+
+struct CudnnConv::Plan : Descriptors {
   bool chosen[3] = {false, false, false};
   AlgoChoice choice[3];
   bool tensor_ops;             // tensor-core algorithms allowed: 16-bit data, or fp32 with TF32
@@ -97,129 +193,53 @@ CudnnConv::Plan& CudnnConv::plan(const ConvDesc& d, VendorType type) {
   return *plans_.get(key, [&] { return std::make_unique<Plan>(d, type, ctx_.tf32, *ctx_.arena); });
 }
 
-const AlgoChoice& CudnnConv::choose(Plan& p, Dir dir, const void* x, const void* w, const void* y) {
-  if (p.chosen[dir]) return p.choice[dir];
-  constexpr int kMax = 16;
-  int count = 0;
-  std::vector<AlgoCandidate> cands;
-  // A timed search writes its output: the filter gradient must not be clobbered, so it gets scratch.
-  void* scratch = nullptr;
-  if (ctx_.search) {
-    void* ws = ctx_.workspace(ctx_.policy.workspace_cap);
-    if (dir == kFwd) {
-      cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle_, p.x, x, p.w, w, p.conv, p.y,
-                                                         const_cast<void*>(y), kMax, &count, perf, ws,
-                                                         ctx_.policy.workspace_cap));
-      cands = candidates(perf, count, p.tensor_ops);
-    } else if (dir == kBwdData) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, p.w, w, p.y, y, p.conv, p.x,
-                                                              const_cast<void*>(x), kMax, &count, perf, ws,
-                                                              ctx_.policy.workspace_cap));
-      cands = candidates(perf, count, p.tensor_ops);
-    } else {
+template <class Dir>
+bool CudnnConv::run(VendorType type, const ConvDesc& d, const void* a, const void* b, void* out, float beta) {
+  Plan& p = plan(d, type);
+  constexpr int dir = Dir::kIndex;
+  if (!p.chosen[dir]) {
+    // A timed search writes its output: the filter gradient accumulates (beta), so it searches on scratch.
+    const size_t cap = ctx_.policy.workspace_cap;
+    void* ws = ctx_.search ? ctx_.workspace(cap) : nullptr;
+    void* scratch = nullptr;
+    if (ws && std::is_same<Dir, BackwardFilter>::value) {
       size_t bytes = 0;
       CUDNN_CHECK(cudnnGetFilterSizeInBytes(p.w, &bytes));
       scratch = ctx_.arena->alloc(bytes);
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle_, p.x, x, p.y, y, p.conv, p.w, scratch, kMax,
-                                                                &count, perf, ws, ctx_.policy.workspace_cap));
-      cands = candidates(perf, count, p.tensor_ops);
     }
-  } else if (dir == kFwd) {
-    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, p.x, p.w, p.conv, p.y, kMax, &count, perf));
-    cands = candidates(perf, count, p.tensor_ops);
-    for (AlgoCandidate& c : cands)  // the heuristics' memory field is an estimate; ask for the real size
-      if (c.ok && cudnnGetConvolutionForwardWorkspaceSize(handle_, p.x, p.w, p.conv, p.y,
-                                                          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                                          &c.workspace) != CUDNN_STATUS_SUCCESS)
-        c.ok = false;
-  } else if (dir == kBwdData) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, p.w, p.y, p.conv, p.x, kMax, &count, perf));
-    cands = candidates(perf, count, p.tensor_ops);
-    for (AlgoCandidate& c : cands)
-      if (c.ok && cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, p.w, p.y, p.conv, p.x,
-                                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-                                                               &c.workspace) != CUDNN_STATUS_SUCCESS)
-        c.ok = false;
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, p.x, p.y, p.conv, p.w, kMax, &count, perf));
-    cands = candidates(perf, count, p.tensor_ops);
-    for (AlgoCandidate& c : cands)
-      if (c.ok && cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                      handle_, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-                      &c.workspace) != CUDNN_STATUS_SUCCESS)
-        c.ok = false;
+    p.choice[dir] = choose_algo(list_algos<Dir>(handle_, p, p.tensor_ops, a, b, scratch ? scratch : out, ws, cap),
+                                ctx_.policy);
+    p.chosen[dir] = true;
+    if (scratch) {
+      CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the search ran on the stream; then the scratch is free
+      ctx_.arena->release(scratch);
+    }
   }
-  if (scratch) {
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the search ran on the stream; then the scratch is free
-    ctx_.arena->release(scratch);
-  }
-  p.choice[dir] = choose_algo(cands, ctx_.policy);
-  p.chosen[dir] = true;
-  return p.choice[dir];
-}
-
-bool CudnnConv::run_forward(VendorType type, const ConvDesc& d, const void* x, const void* w, void* y) {
-  Plan& p = plan(d, type);
-  const AlgoChoice& a = choose(p, kFwd, x, w, y);
-  if (!a.found()) {
-    ctx_.fallbacks->note(ctx_.layer, "cuDNN convolution forward", a.why_none);
+  const AlgoChoice& algo = p.choice[dir];
+  if (!algo.found()) {
+    ctx_.fallbacks->note(ctx_.layer, Dir::kWhat, algo.why_none);
     return false;
   }
-  CUDNN_CHECK(cudnnConvolutionForward(handle_, &kOne, p.x, x, p.w, w, p.conv,
-                                      static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), ctx_.workspace(a.workspace),
-                                      a.workspace, &kZero, p.y, y));
-  return true;
-}
-
-bool CudnnConv::run_backward_data(VendorType type, const ConvDesc& d, const void* dy, const void* w, void* dx) {
-  Plan& p = plan(d, type);
-  const AlgoChoice& a = choose(p, kBwdData, dx, w, dy);
-  if (!a.found()) {
-    ctx_.fallbacks->note(ctx_.layer, "cuDNN convolution backward-data", a.why_none);
-    return false;
-  }
-  CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &kOne, p.w, w, p.y, dy, p.conv,
-                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
-                                           ctx_.workspace(a.workspace), a.workspace, &kZero, p.x, dx));
-  return true;
-}
-
-bool CudnnConv::run_backward_filter(VendorType type, const ConvDesc& d, const void* x, const void* dy, void* dw,
-                                    float beta) {
-  Plan& p = plan(d, type);
-  const AlgoChoice& a = choose(p, kBwdFilter, x, nullptr, dy);
-  if (!a.found()) {
-    ctx_.fallbacks->note(ctx_.layer, "cuDNN convolution backward-filter", a.why_none);
-    return false;
-  }
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, &kOne, p.x, x, p.y, dy, p.conv,
-                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
-                                             ctx_.workspace(a.workspace), a.workspace, &beta, p.w, dw));
+  Dir::run(handle_, p, algo.algo, ctx_.workspace(algo.workspace), algo.workspace, a, b, beta, out);
   return true;
 }
 
 bool CudnnConv::forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) {
   CNN_CHECK(!b || t == DType::kF32, "cuDNN convolution forward: a bias needs fp32 data (16-bit: custom kernel)");
-  if (!run_forward(vendor_type(t), d, x, w, y)) return false;
+  if (!run<Forward>(vendor_type(t), d, x, w, y, 0.f)) return false;
   const Plan& p = plan(d, vendor_type(t));
   if (b) CUDNN_CHECK(cudnnAddTensor(handle_, &kOne, p.bias, b, &kOne, p.y, y));
   return true;
 }
 
 bool CudnnConv::backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
-  return run_backward_data(vendor_type(t), d, dy, w, dx);
+  return run<BackwardData>(vendor_type(t), d, w, dy, dx, 0.f);
 }
 
 bool CudnnConv::backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw) {
-  if (t == DType::kF32) return run_backward_filter(VendorType::kF32, d, x, dy, dw, 1.f);  // beta 1: accumulates
+  if (t == DType::kF32) return run<BackwardFilter>(VendorType::kF32, d, x, dy, dw, 1.f);  // beta 1: accumulates
   Plan& p = plan(d, vendor_type(t));
-  if (!run_backward_filter(vendor_type(t), d, x, dy, p.dw16, 0.f)) return false;
+  if (!run<BackwardFilter>(vendor_type(t), d, x, dy, p.dw16, 0.f)) return false;
   CUDA_CHECK(add_widened_cuda(t, static_cast<size_t>(d.k) * d.r * d.s * d.c, p.dw16, dw, ctx_.stream));
   return true;
 }

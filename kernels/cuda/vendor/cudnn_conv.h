@@ -37,16 +37,13 @@ class CudnnConv {
   bool backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw);
 
  private:
-  enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
   struct Plan;
   Plan& plan(const ConvDesc& d, VendorType type);
-  // One direction with the plan of `type`; false (and a fallback log line) when cuDNN has no algorithm.
-  bool run_forward(VendorType type, const ConvDesc& d, const void* x, const void* w, void* y);
-  bool run_backward_data(VendorType type, const ConvDesc& d, const void* dy, const void* w, void* dx);
-  bool run_backward_filter(VendorType type, const ConvDesc& d, const void* x, const void* dy, void* dw, float beta);
-  // The algorithm for one direction of a plan, chosen on first use; x/w/y (and scratch) are what a timed
-  // search runs on.
-  const AlgoChoice& choose(Plan& p, Dir dir, const void* x, const void* w, const void* y);
+  // One direction (Forward, BackwardData, BackwardFilter in the .cu: operands a, b -> out, out = conv + beta *
+  // out) with the plan of `type`, its algorithm chosen on first use (a timed search runs on a, b and out);
+  // false (and a fallback log line) when cuDNN has no algorithm.
+  template <class Dir>
+  bool run(VendorType type, const ConvDesc& d, const void* a, const void* b, void* out, float beta);
 
   VendorContext& ctx_;
   cudnnHandle_t handle_ = nullptr;
