@@ -29,7 +29,7 @@ std::vector<BackendTarget> backend_targets(size_t emu_schedules) {
 }
 
 bool gpu_required() {
-  const char* v = std::getenv("CNN_REQUIRE_GPU");
+  const char* v = std::getenv("CNNTRAIN_REQUIRE_GPU");
   return v && v[0] == '1';
 }
 
@@ -74,7 +74,7 @@ TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
     case TargetKind::kGpu:
     case TargetKind::kGpuVendor:
       be_ = make_gpu_test_backend(t.kind == TargetKind::kGpuVendor, &skip_);
-      if (!be_ && gpu_required()) ADD_FAILURE() << "CNN_REQUIRE_GPU=1: " << skip_;
+      if (!be_ && gpu_required()) ADD_FAILURE() << "CNNTRAIN_REQUIRE_GPU=1: " << skip_;
       break;
   }
 }
