@@ -174,6 +174,11 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
+  BackendCaps caps() const override {
+    BackendCaps c;
+    c.device_image_prep = true;
+    return c;
+  }
 
   void* alloc(size_t bytes) override { return arena_.alloc(bytes, stream_); }
   void release(void* p) override { arena_.release(p, stream_); }
