@@ -131,11 +131,8 @@ cudaError_t prepare_images_cuda(int n, int h, int w, int c, const uint8_t* d_pix
 // stored as the 16-bit type t (kBF16 or kF16; fp32 gets cudaErrorInvalidValue). The same kernels templated
 // on the storage type: loads widen to fp32, arithmetic is fp32, each 16-bit store rounds once; biases,
 // parameter gradients and batch-norm statistics stay fp32. Convolution and matmul run on tensor cores
-// (wmma, fp32 accumulators) with the SIMT tile kernel as the portable path (gemm_wmma.cuh). ---
-// Whether 16-bit convolution and matmul run on the tensor-core kernel (the default) or the portable SIMT tile
-// kernel (CNNTRAIN_CUDA_GEMM=simt in the environment, or set_tensor_core_gemm(false), e.g. in tests of both).
-bool tensor_core_gemm();
-void set_tensor_core_gemm(bool on);
+// (wmma, fp32 accumulators) with the SIMT tile kernel as the portable path (gemm_wmma.cuh), as the stream's
+// KernelSettings say (cuda_common.h). ---
 // fp32 <-> t conversion (or a copy for equal types).
 cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* d_y, cudaStream_t stream);
 // d_y[i] += d_x[i] widened from t: a 16-bit partial result joining an fp32 accumulator.

@@ -116,7 +116,8 @@ cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream) {
 }
 
 cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream) {
-  return CNN_LAUNCH(sum_squares_kernel, reduction_blocks(grid_stride_blocks(n, kBlock)), kBlock, 0, stream, n, d_x, d_sum);
+  return CNN_LAUNCH(sum_squares_kernel, reduction_blocks(grid_stride_blocks(n, kBlock), stream), kBlock, 0, stream, n,
+                    d_x, d_sum);
 }
 
 cudaError_t shortcut_pad_forward_cuda(int n, int h, int w, int c, int stride, int k, const float* d_x, float* d_y,

@@ -190,7 +190,7 @@ struct StoreAccumulate {
 
 // Launches gemm_tile_kernel. With split_k (accumulating stores only) a long reduction over few output tiles
 // (weight gradients: K = batch * output pixels) is cut into slices so that the device fills up. Under
-// deterministic_reductions() the reduction is not split: each output element then gets exactly one
+// the stream's deterministic setting (KernelSettings) the reduction is not split: each output element then gets exactly one
 // atomicAdd, so the result does not depend on the order in which blocks finish.
 template <class LoadA, class LoadB, class Store>
 cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
@@ -199,7 +199,7 @@ cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, Lo
   const int tiles_m = (M + kTileM - 1) / kTileM, tiles_n = (N + kTileN - 1) / kTileN;
   const int k_tiles = (K + kTileK - 1) / kTileK;
   int splits = 1;
-  if (split_k && !deterministic_reductions()) {
+  if (split_k && !kernel_settings(stream).deterministic) {
     const int want = 2 * multiprocessor_count() / (tiles_m * tiles_n);
     const int most = k_tiles / 4;  // keep at least 4 k-tiles per slice so the atomics stay a small share
     splits = want < most ? want : most;

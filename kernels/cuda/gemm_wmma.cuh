@@ -4,7 +4,7 @@
 // 32x16 piece as two wmma m16n16k16 fragments with fp32 accumulators, and the accumulators leave through
 // shared memory to the store functor (bias and rounding, or fp32 atomics for split-K weight gradients).
 // launch_gemm() picks this kernel for 16-bit operands unless the portable SIMT tile kernel is selected
-// (set_tensor_core_gemm(false) or CNNTRAIN_CUDA_GEMM=simt), and gemm_tile_kernel for fp32. The SIMT emulator
+// (GpuOptions::tensor_core_gemm false, or CNNTRAIN_CUDA_GEMM=simt), and gemm_tile_kernel for fp32. The SIMT emulator
 // runs the same source through its wmma implementation (kernels/simt/simt_wmma.h).
 #pragma once
 #include <type_traits>
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kWmmaThreads, 1)
   }
 }
 
-// Launches gemm_wmma_kernel; split_k (accumulating stores only) and deterministic_reductions() as
+// Launches gemm_wmma_kernel; split_k (accumulating stores only) and the deterministic setting as
 // launch_gemm_tile.
 template <class T, class LoadA, class LoadB, class Store>
 cudaError_t launch_gemm_wmma(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
@@ -82,7 +82,7 @@ cudaError_t launch_gemm_wmma(int M, int N, int K, bool split_k, LoadA load_a, Lo
   const int tiles_m = (M + kWmmaTile - 1) / kWmmaTile, tiles_n = (N + kWmmaTile - 1) / kWmmaTile;
   const int k_tiles = (K + kWmmaK - 1) / kWmmaK;
   int splits = 1;
-  if (split_k && !deterministic_reductions()) {
+  if (split_k && !kernel_settings(stream).deterministic) {
     const int want = 2 * multiprocessor_count() / (tiles_m * tiles_n);
     const int most = k_tiles / 4;
     splits = want < most ? want : most;
@@ -102,7 +102,7 @@ cudaError_t launch_gemm(int M, int N, int K, bool split_k, LoadA load_a, LoadB l
   using T = typename LoadA::Storage;
   static_assert(std::is_same<T, typename LoadB::Storage>::value, "both operands in one storage type");
   if constexpr (!std::is_same<T, float>::value)
-    if (tensor_core_gemm()) return launch_gemm_wmma<T>(M, N, K, split_k, load_a, load_b, store, stream);
+    if (kernel_settings(stream).tensor_cores) return launch_gemm_wmma<T>(M, N, K, split_k, load_a, load_b, store, stream);
   return launch_gemm_tile(M, N, K, split_k, load_a, load_b, store, stream);
 }
 

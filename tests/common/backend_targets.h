@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 
 namespace cnn::test {
 
@@ -41,12 +42,12 @@ std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason)
 std::unique_ptr<Backend> make_reference_backend();
 
 // Creates a target's backend for the duration of a test: sets the emulator's schedule, resident blocks and
-// wmma scrambling (back to the defaults afterwards), and on destruction fails the test if the emulated device
+// wmma scrambling (back to the defaults afterwards), gives an emulated target `emu_opts`, and on destruction fails the test if the emulated device
 // leaked memory. skip_reason() is non-empty when the target cannot run here (no GPU); the caller then
 // GTEST_SKIP()s with it (under CNNTRAIN_REQUIRE_GPU=1 the test has already failed by then).
 class TargetBackend {
  public:
-  explicit TargetBackend(const BackendTarget& t);
+  explicit TargetBackend(const BackendTarget& t, const GpuOptions& emu_opts = {});
   ~TargetBackend();
   TargetBackend(const TargetBackend&) = delete;
   TargetBackend& operator=(const TargetBackend&) = delete;
