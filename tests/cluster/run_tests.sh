@@ -17,9 +17,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 CL="bash tests/cluster/cluster.sh"
-TIMEOUT_S=${CNNTRAIN_CLUSTER_TEST_TIMEOUT_S:-15}   # --comm.timeout_s of tests 3 and 4 (start-up under load must fit)
-WAIT=${CNNTRAIN_CLUSTER_TEST_WAIT:-120}            # seconds any one state change may take
-PY=/usr/bin/python3                        # Debian's, with h5py (make deps)
+# --comm.timeout_s of tests 3 and 4 (start-up under load must fit); seconds any one state change may take.
+TIMEOUT_S=${CNNTRAIN_CLUSTER_TEST_TIMEOUT_S:-15}
+WAIT=${CNNTRAIN_CLUSTER_TEST_WAIT:-120}
+PY=/usr/bin/python3  # Debian's, with h5py (make deps)
 [[ -x $BUILD/cnntrain ]] || { echo "run_tests.sh: $BUILD/cnntrain not built (make test-cluster builds it)" >&2; exit 1; }
 
 export CNNTRAIN_CLUSTER_DIR=${CNNTRAIN_CLUSTER_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cnntrain-cluster.XXXXXX")}

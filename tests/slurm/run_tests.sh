@@ -18,8 +18,8 @@ export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
 # Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's: every parameter
 # and optimizer-state dataset bit for bit (not the whole file: it also stores paths and the config).
 COMPARE=${CNNTRAIN_SLURM_TEST_COMPARE:-/usr/bin/python3 tests/e2e/ckpt_compare.py}
-SIGNAL_AFTER_STEP=${CNNTRAIN_SLURM_TEST_SIGNAL_AFTER_STEP:-3}   # preempt once metrics.jsonl shows this training step
-WAIT=${CNNTRAIN_SLURM_TEST_WAIT:-90}                            # seconds any one state change may take
+SIGNAL_AFTER_STEP=${CNNTRAIN_SLURM_TEST_SIGNAL_AFTER_STEP:-3}  # preempt once metrics.jsonl shows this training step
+WAIT=${CNNTRAIN_SLURM_TEST_WAIT:-90}                           # seconds any one state change may take
 
 read -r TRAINER_BIN TRAINER_ARGS <<<"$TRAINER"
 [[ -x $TRAINER_BIN ]] || { echo "run_tests.sh: $TRAINER_BIN not built (make test-slurm builds it)" >&2; exit 1; }
