@@ -92,10 +92,19 @@ struct LossTotals {
   unsigned long long correct;
 };
 
+// What distinguishes backends where callers choose a path (name() is for people: logs and test names).
+struct BackendCaps {
+  // upload_images does the pixel work (normalisation, augmentation) where the backend computes, so the loader
+  // hands it uint8 pixels and augmentation draws. False: the loader thread prepares float images on the host
+  // while the previous step runs (the CPU backend, whose pixel work would otherwise sit inside the step).
+  bool device_image_prep = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual BackendCaps caps() const = 0;
 
   // Device memory. alloc() never returns null (it fails the job with the size asked for).
   virtual void* alloc(size_t bytes) = 0;

@@ -2,7 +2,7 @@
 # Runs the parts of `make test` one after another and counts what they did (docs/testing.md):
 #   run_parts.sh RESULTS_DIR PART...        PART = "name=command" (run with bash -c)
 # Every part runs even after another failed. A part passes when its command exits 0, fails otherwise, and is
-# skipped when it exits 0 after writing its reason to the file named by $CNN_PART_SKIP_FILE (a part that could
+# skipped when it exits 0 after writing its reason to the file named by $CNNTRAIN_PART_SKIP_FILE (a part that could
 # not check anything here, e.g. nvcc missing). Each part's output goes to the terminal and to
 # RESULTS_DIR/<name>.log; RESULTS_DIR/summary.tsv holds name, status, seconds. The last line is
 #   make test: N passed, M failed, K skipped
@@ -19,7 +19,7 @@ for part in "$@"; do
   skip_file=$results/$name.skip
   echo "== $name"
   start=$SECONDS
-  CNN_PART_SKIP_FILE=$skip_file bash -c "$cmd" 2>&1 | tee "$results/$name.log"
+  CNNTRAIN_PART_SKIP_FILE=$skip_file bash -c "$cmd" 2>&1 | tee "$results/$name.log"
   rc=${PIPESTATUS[0]}
   secs=$((SECONDS - start))
   # The status line starts a line of its own, also after output that did not end with one.

@@ -7,7 +7,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "test_run_parts.sh: FAILED: $*" >&2; exit 1; }
 out=$(bash tests/run_parts.sh "$T/r" 'ok=echo fine' 'bad=echo broken; exit 3' \
-        'skip=echo "no nvcc here" > "$CNN_PART_SKIP_FILE"' 'after=touch '"$T"'/after-ran' 2>&1)
+        'skip=echo "no nvcc here" > "$CNNTRAIN_PART_SKIP_FILE"' 'after=touch '"$T"'/after-ran' 2>&1)
 rc=$?
 [[ $rc == 1 ]] || fail "exit $rc with a failing part"
 [[ $(tail -1 <<<"$out") == "make test: 2 passed, 1 failed, 1 skipped" ]] || fail "closing line: $(tail -1 <<<"$out")"

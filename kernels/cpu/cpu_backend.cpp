@@ -50,6 +50,7 @@ class CpuBackend : public HostMixedBackend {
     native_bf16_ = dnnl_ && dnnl_bf16_unsupported().empty();
   }
   std::string name() const override { return "cpu"; }
+  BackendCaps caps() const override { return {}; }
 
   void* alloc(size_t bytes) override {
     size_t rounded = (bytes + 63) / 64 * 64;

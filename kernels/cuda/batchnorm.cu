@@ -89,7 +89,8 @@ cudaError_t channel_sums(int rows, int c, F f, double* sum_a, double* sum_b, cud
   const int cap = 4 * multiprocessor_count() / grid_x;
   if (grid_y > cap) grid_y = cap;
   auto* kernel = &channel_sums_kernel<F>;
-  return CNN_LAUNCH(kernel, dim3(grid_x, reduction_blocks(grid_y)), dim3(kCols, kRowLanes), 0, stream, rows, c, f, sum_a, sum_b);
+  return CNN_LAUNCH(kernel, dim3(grid_x, reduction_blocks(grid_y, stream)), dim3(kCols, kRowLanes), 0, stream, rows, c, f,
+                    sum_a, sum_b);
 }
 
 // Training statistics from the sums: saved mean/invstd, running statistics, and the per-channel affine

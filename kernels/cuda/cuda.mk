@@ -98,11 +98,11 @@ $(CUDA_TEST): $(CUDA_TEST_OBJS) $(CUDA_TEST_GPU) $(LIB) $(CUDA_SIMT_LIB)
 .PHONY: test-cuda test-cuda-asan cuda-nvcc-check cuda-link-check gpu-test
 test-cuda: $(CUDA_TEST)
 	$(CUDA_TEST) --gtest_brief=1
-	@# Without a GPU, CNN_REQUIRE_GPU=1 must turn the GPU tests' skips into failures.
+	@# Without a GPU, CNNTRAIN_REQUIRE_GPU=1 must turn the GPU tests' skips into failures.
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
-	  if CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='Targets/Training.*/cuda' >/dev/null 2>&1; then \
-	    echo "test-cuda: CNN_REQUIRE_GPU=1 passed without a GPU" >&2; exit 1; fi; \
-	  echo "test-cuda: CNN_REQUIRE_GPU=1 fails the GPU tests on this GPU-less machine, as it must"; fi
+	  if CNNTRAIN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='Targets/Training.*/cuda' >/dev/null 2>&1; then \
+	    echo "test-cuda: CNNTRAIN_REQUIRE_GPU=1 passed without a GPU" >&2; exit 1; fi; \
+	  echo "test-cuda: CNNTRAIN_REQUIRE_GPU=1 fails the GPU tests on this GPU-less machine, as it must"; fi
 
 # The same tests built with AddressSanitizer in $(BUILD)/asan (the arena then gives every tensor its own
 # allocation): kernels reading or writing past a tensor are reported by source line. On demand only; it
@@ -114,14 +114,14 @@ test-cuda-asan:
 # Every Backend op and the training test on the real GPU ($(BACKEND_TEST): tests/backend/backend.mk, which
 # adds it to the prerequisites).
 gpu-test: $(CUDA_TEST)
-	CNN_REQUIRE_GPU=1 $(BACKEND_TEST) --gtest_filter='*__cuda*:*/cuda*'
-	CNN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='*/cuda*:VendorSpeed.*:NcclOneRank.*'
+	CNNTRAIN_REQUIRE_GPU=1 $(BACKEND_TEST) --gtest_filter='*__cuda*:*/cuda*'
+	CNNTRAIN_REQUIRE_GPU=1 $(CUDA_TEST) --gtest_filter='*/cuda*:VendorSpeed.*:NcclOneRank.*'
 
 # Compiles every .cu of the backend with nvcc (whether or not USE_CUDA links them in) and summarises the ptxas
 # reports: a kernel that spills registers fails the check.
 cuda-nvcc-check:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "cuda-nvcc-check: $(NVCC) not found, skipped"; \
-	  echo "$(NVCC) not found" > "$${CNN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
+	  echo "$(NVCC) not found" > "$${CNNTRAIN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
 	$(MAKE) --no-print-directory $(CUDA_GPU_OBJS) >/dev/null || exit 1; \
 	logs="$(CUDA_GPU_OBJS:.o=.ptxas.txt)"; \
 	spills=$$(cat $$logs | grep -E '[1-9][0-9]* bytes spill (stores|loads)' | wc -l); \
@@ -135,7 +135,7 @@ cuda-nvcc-check:
 CUDA_LINKED_BINS = $(CUDA_PLUGIN) $(CUDA_TEST) $(UNIT_TEST) $(MPI_TEST) $(BACKEND_TEST)
 cuda-link-check:
 	@if [ $(CUDA_ON) != 1 ]; then echo "cuda-link-check: built without CUDA, skipped"; \
-	  echo "built without CUDA" > "$${CNN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
+	  echo "built without CUDA" > "$${CNNTRAIN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
 	$(MAKE) --no-print-directory $(CUDA_LINKED_BINS) >/dev/null || exit 1; \
 	for f in $(CUDA_LINKED_BINS); do \
 	  if readelf -d $$f | grep -E 'NEEDED.*lib(cudnn|cublas|nccl)'; then \

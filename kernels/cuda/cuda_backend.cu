@@ -47,13 +47,6 @@ int multiprocessor_count() {
 }
 
 namespace {
-bool g_deterministic = false;
-}  // namespace
-
-void set_deterministic_reductions(bool on) { g_deterministic = on; }
-bool deterministic_reductions() { return g_deterministic; }
-
-namespace {
 
 constexpr size_t kStagingBytes = 4u << 20;  // per pinned buffer; larger uploads go in pieces
 // A step uploads images, labels and ids: with four buffers, refilling one waits for a copy of the previous
@@ -117,8 +110,8 @@ class CudaBackend final : public Backend {
     if (vendor)
       for (gpu::VendorLib lib : {gpu::VendorLib::kCublasLt, gpu::VendorLib::kCudnn}) gpu::vendor_loader().handle(lib);
 #endif
-    set_deterministic_reductions(opts.deterministic);
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    register_kernel_settings(stream_, {opts.deterministic, opts.tensor_core_gemm && tensor_cores_allowed_by_env()});
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     arena_.add_stream(stream_);
     arena_.add_stream(copy_stream_);
@@ -169,11 +162,17 @@ class CudaBackend final : public Backend {
     }
     cudaEventDestroy(compute_mark_);
     cudaEventDestroy(copy_done_);
+    forget_kernel_settings(stream_);
     cudaStreamDestroy(stream_);
     cudaStreamDestroy(copy_stream_);
   }
 
   std::string name() const override { return name_; }
+  BackendCaps caps() const override {
+    BackendCaps c;
+    c.device_image_prep = true;
+    return c;
+  }
 
   void* alloc(size_t bytes) override { return arena_.alloc(bytes, stream_); }
   void release(void* p) override { arena_.release(p, stream_); }

@@ -26,6 +26,9 @@ struct GpuOptions {
   bool algo_search = false;    // cuDNN: timed search per shape instead of heuristics
   bool deterministic = false;  // reproducible algorithms only; custom reductions without cross-block atomics
   bool tf32 = true;            // TF32 tensor cores for fp32 convolutions and matmuls (Ampere and newer)
+  // 16-bit convolutions and matmuls of the custom kernels on tensor cores (wmma); false: the portable SIMT tile
+  // kernel (as CNNTRAIN_CUDA_GEMM=simt makes it for every backend). Both are per backend, not per process.
+  bool tensor_core_gemm = true;
   // One-line notes (a layer falling back to the custom kernel). Null: stderr, on the logging rank only.
   std::function<void(const std::string&)> log;
 };

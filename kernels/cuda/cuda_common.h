@@ -26,14 +26,28 @@ namespace CNN_CUDA_NS {
 // grid-stride launches and split-K.
 int multiprocessor_count();
 
-// --deterministic: reductions that would meet in atomics from several blocks (split-K GEMMs, column and
-// per-channel sums, norms, loss sums) run with one block per output element instead, so their results do not
-// depend on the order in which blocks finish. Process-wide, set by the CUDA backend; off by default.
-void set_deterministic_reductions(bool on);
-bool deterministic_reductions();
+// How the custom kernels launched on a stream compute. Kept per stream, i.e. per backend (GpuOptions), not
+// per process, so that backends with different settings in one process (the tests make several) keep their
+// own: the CUDA backend registers its compute stream; any other stream (a test's own) gets the defaults.
+struct KernelSettings {
+  // --deterministic: reductions that would meet in atomics from several blocks (split-K GEMMs, column and
+  // per-channel sums, norms, loss sums) run with one block per output element instead, so their results do
+  // not depend on the order in which blocks finish.
+  bool deterministic = false;
+  // 16-bit convolution and matmul on the tensor-core kernel (wmma); false: the portable SIMT tile kernel
+  // (gemm_wmma.cuh). CNNTRAIN_CUDA_GEMM=simt in the environment turns it off for every stream.
+  bool tensor_cores = true;
+};
+void register_kernel_settings(cudaStream_t stream, const KernelSettings& s);
+void forget_kernel_settings(cudaStream_t stream);
+KernelSettings kernel_settings(cudaStream_t stream);
+// False when CNNTRAIN_CUDA_GEMM=simt (read once).
+bool tensor_cores_allowed_by_env();
 
 // Blocks for a reduction whose per-block partial results meet in atomics: `want`, or 1 when deterministic.
-inline int reduction_blocks(int want) { return deterministic_reductions() || want < 1 ? 1 : want; }
+inline int reduction_blocks(int want, cudaStream_t stream) {
+  return kernel_settings(stream).deterministic || want < 1 ? 1 : want;
+}
 
 // Blocks for a grid-stride loop over n items: enough to fill the device a few times over, never more than
 // the items need (and at least one, so empty launches stay valid).

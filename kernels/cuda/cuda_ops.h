@@ -37,10 +37,6 @@ cudaError_t linear_backward_weight_cuda(DType t, int m, int k, int n, const void
                                         float* d_db, cudaStream_t stream);
 // d_sums[c] += sum over rows of d_x[rows, cols] (bias gradients of linear and conv layers).
 cudaError_t column_sum_cuda(DType t, int rows, int cols, const void* d_x, float* d_sums, cudaStream_t stream);
-// Whether 16-bit convolution and matmul run on the tensor-core kernel (the default) or the portable SIMT tile
-// kernel (CNNTRAIN_CUDA_GEMM=simt in the environment, or set_tensor_core_gemm(false), e.g. in tests of both).
-bool tensor_core_gemm();
-void set_tensor_core_gemm(bool on);
 
 // cuda/activation.cu: element-wise, grid-stride loops.
 cudaError_t fill_cuda(size_t n, float value, float* d_x, cudaStream_t stream);

@@ -101,7 +101,8 @@ cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream) {
 }
 
 cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream) {
-  return CNN_LAUNCH(sum_squares_kernel, reduction_blocks(grid_stride_blocks(n, kBlock)), kBlock, 0, stream, n, d_x, d_sum);
+  return CNN_LAUNCH(sum_squares_kernel, reduction_blocks(grid_stride_blocks(n, kBlock), stream), kBlock, 0, stream, n,
+                    d_x, d_sum);
 }
 
 cudaError_t axpy_cuda(DType t, size_t n, float alpha, const void* d_x, void* d_y, cudaStream_t stream) {

@@ -190,18 +190,19 @@ struct StoreAccumulate {
 
 // The grid of a tiled GEMM (tile_m x tile_n output tiles, k-tiles of tile_k) and the reduction length of each
 // grid slice. With split_k (accumulating stores only) a long reduction over few output tiles (weight gradients:
-// K = batch * output pixels) is cut into slices so that the device fills up. Under deterministic_reductions()
-// the reduction is not split: each output element then gets exactly one atomicAdd, so the result does not
-// depend on the order in which blocks finish.
+// K = batch * output pixels) is cut into slices so that the device fills up. Under the stream's deterministic
+// setting (KernelSettings, cuda_common.h) the reduction is not split: each output element then gets exactly one
+// atomicAdd, so the result does not depend on the order in which blocks finish.
 struct GemmGrid {
   dim3 blocks;
   int k_chunk;
 };
-inline GemmGrid gemm_grid(int M, int N, int K, int tile_m, int tile_n, int tile_k, bool split_k) {
+inline GemmGrid gemm_grid(int M, int N, int K, int tile_m, int tile_n, int tile_k, bool split_k,
+                          cudaStream_t stream) {
   const int tiles_m = (M + tile_m - 1) / tile_m, tiles_n = (N + tile_n - 1) / tile_n;
   const int k_tiles = (K + tile_k - 1) / tile_k;
   int splits = 1;
-  if (split_k && !deterministic_reductions()) {
+  if (split_k && !kernel_settings(stream).deterministic) {
     const int want = 2 * multiprocessor_count() / (tiles_m * tiles_n);
     const int most = k_tiles / 4;  // keep at least 4 k-tiles per slice so the atomics stay a small share
     splits = want < most ? want : most;
@@ -216,7 +217,7 @@ template <class LoadA, class LoadB, class Store>
 cudaError_t launch_gemm_tile(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
                              cudaStream_t stream) {
   if (M <= 0 || N <= 0 || K <= 0) return cudaSuccess;
-  const GemmGrid g = gemm_grid(M, N, K, kTileM, kTileN, kTileK, split_k);
+  const GemmGrid g = gemm_grid(M, N, K, kTileM, kTileN, kTileK, split_k, stream);
   auto* kernel = &gemm_tile_kernel<LoadA, LoadB, Store>;
   return CNN_LAUNCH(kernel, g.blocks, dim3(kTileThreads), 0, stream, M, N, K, g.k_chunk, load_a, load_b, store);
 }

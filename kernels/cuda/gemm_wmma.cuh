@@ -4,7 +4,7 @@
 // 32x16 piece as two wmma m16n16k16 fragments with fp32 accumulators, and the accumulators leave through
 // shared memory to the store functor (bias and rounding, or fp32 atomics for split-K weight gradients).
 // launch_gemm() picks this kernel for 16-bit operands unless the portable SIMT tile kernel is selected
-// (set_tensor_core_gemm(false) or CNNTRAIN_CUDA_GEMM=simt), and gemm_tile_kernel for fp32. The SIMT emulator
+// (GpuOptions::tensor_core_gemm false, or CNNTRAIN_CUDA_GEMM=simt), and gemm_tile_kernel for fp32. The SIMT emulator
 // runs the same source through its wmma implementation (kernels/simt/simt_wmma.h).
 #pragma once
 #include <type_traits>
@@ -78,7 +78,7 @@ template <class T, class LoadA, class LoadB, class Store>
 cudaError_t launch_gemm_wmma(int M, int N, int K, bool split_k, LoadA load_a, LoadB load_b, Store store,
                              cudaStream_t stream) {
   if (M <= 0 || N <= 0 || K <= 0) return cudaSuccess;
-  const GemmGrid g = gemm_grid(M, N, K, kWmmaTile, kWmmaTile, kWmmaK, split_k);
+  const GemmGrid g = gemm_grid(M, N, K, kWmmaTile, kWmmaTile, kWmmaK, split_k, stream);
   auto* kernel = &gemm_wmma_kernel<T, LoadA, LoadB, Store>;
   return CNN_LAUNCH(kernel, g.blocks, dim3(kWmmaThreads), 0, stream, M, N, K, g.k_chunk, load_a, load_b, store);
 }
@@ -90,7 +90,7 @@ cudaError_t launch_gemm(int M, int N, int K, bool split_k, LoadA load_a, LoadB l
   using T = typename LoadA::Storage;
   static_assert(std::is_same<T, typename LoadB::Storage>::value, "both operands in one storage type");
   if constexpr (!std::is_same<T, float>::value)
-    if (tensor_core_gemm()) return launch_gemm_wmma<T>(M, N, K, split_k, load_a, load_b, store, stream);
+    if (kernel_settings(stream).tensor_cores) return launch_gemm_wmma<T>(M, N, K, split_k, load_a, load_b, store, stream);
   return launch_gemm_tile(M, N, K, split_k, load_a, load_b, store, stream);
 }
 

@@ -2,10 +2,6 @@
 //   forward        y[m, n]  = x[m, :] . w[n, :] + b[n]
 //   backward-data  dx[m, k] = sum_n dy[m, n] w[n, k]
 //   backward-wt    dw[n, k] += sum_m dy[m, n] x[m, k]   (split-K over the batch, atomic accumulate)
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm_wmma.cuh"
 
@@ -46,7 +42,7 @@ cudaError_t column_sum_t(int rows, int cols, const T* d_x, float* d_sums, cudaSt
   const int cap = 4 * multiprocessor_count() / grid_x;
   if (grid_y > cap) grid_y = cap;
   auto* kernel = &column_sum_kernel<T>;
-  return CNN_LAUNCH(kernel, dim3(grid_x, reduction_blocks(grid_y)), dim3(kSumCols, kSumRows), 0, stream, rows, cols,
+  return CNN_LAUNCH(kernel, dim3(grid_x, reduction_blocks(grid_y, stream)), dim3(kSumCols, kSumRows), 0, stream, rows, cols,
                     d_x, d_sums);
 }
 
@@ -71,18 +67,7 @@ cudaError_t linear_backward_weight_t(int m, int k, int n, const T* d_x, const T*
   return err;
 }
 
-std::atomic<bool>& tensor_core_setting() {
-  static std::atomic<bool> on{[] {
-    const char* e = std::getenv("CNNTRAIN_CUDA_GEMM");
-    return !(e && std::strcmp(e, "simt") == 0);
-  }()};
-  return on;
-}
-
 }  // namespace
-
-bool tensor_core_gemm() { return tensor_core_setting().load(); }
-void set_tensor_core_gemm(bool on) { tensor_core_setting().store(on); }
 
 cudaError_t column_sum_cuda(DType t, int rows, int cols, const void* d_x, float* d_sums, cudaStream_t stream) {
   return dispatch(t, [&](auto* tag) {

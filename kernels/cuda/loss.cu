@@ -87,7 +87,7 @@ cudaError_t softmax_xent_t(int n, int classes, const T* d_logits, const int32_t*
   const int cap = 8 * multiprocessor_count();
   if (grid > cap) grid = cap;
   auto* kernel = &softmax_xent_kernel<T>;
-  return CNN_LAUNCH(kernel, reduction_blocks(grid), kWarps * 32, 0, stream, n, classes, d_logits, d_labels, eps,
+  return CNN_LAUNCH(kernel, reduction_blocks(grid, stream), kWarps * 32, 0, stream, n, classes, d_logits, d_labels, eps,
                     scale, d_dlogits, d_loss_sum, d_correct);
 }
 

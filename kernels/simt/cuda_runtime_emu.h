@@ -176,7 +176,7 @@ cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int
 
 }  // namespace runtime
 
-// Strict device selection (CNN_SIMT_STRICT_DEVICE=1 at start-up, or this call): the runtime calls that work
+// Strict device selection (CNNTRAIN_SIMT_STRICT_DEVICE=1 at start-up, or this call): the runtime calls that work
 // on the current device (memory, copies, streams, events, synchronisation) fail with
 // cudaErrorDeviceUninitialized, naming the call, on a host thread that never called cudaSetDevice. On a GPU
 // such a thread silently uses device 0 whatever device its rank bound: a context on GPU 0 for every rank of a

@@ -80,7 +80,7 @@ namespace simt {
 namespace {
 
 ContextKind initial_kind() {
-  const char* env = std::getenv("CNN_SIMT_CONTEXT");
+  const char* env = std::getenv("CNNTRAIN_SIMT_CONTEXT");
   return env && std::strcmp(env, "ucontext") == 0 ? ContextKind::kUcontext : ContextKind::kAsm;
 }
 

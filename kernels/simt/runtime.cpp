@@ -20,12 +20,12 @@ namespace {
 // Deliberately few multiprocessors by default: grids sized from the SM count stay small, and blocks run one at
 // a time. A test can report a real GPU's count (132 for an H100) to run the launch shapes that GPU gets.
 int initial_sm_count() {
-  const char* env = std::getenv("CNN_SIMT_SM_COUNT");
+  const char* env = std::getenv("CNNTRAIN_SIMT_SM_COUNT");
   const int n = env ? std::atoi(env) : 0;
   return n >= 1 && n <= 4096 ? n : 4;
 }
 std::atomic<int> g_sm_count{initial_sm_count()};
-std::atomic<bool> g_quiet{std::getenv("CNN_SIMT_QUIET") && std::getenv("CNN_SIMT_QUIET")[0] == '1'};
+std::atomic<bool> g_quiet{std::getenv("CNNTRAIN_SIMT_QUIET") && std::getenv("CNNTRAIN_SIMT_QUIET")[0] == '1'};
 
 struct ErrorState {
   cudaError_t last = cudaSuccess;
@@ -57,8 +57,8 @@ cudaError_t api_error(cudaError_t code, const std::string& message) {
   return detail::record_error(code, message, detail::ErrorKind::kApi);
 }
 
-std::atomic<bool> g_strict_device{std::getenv("CNN_SIMT_STRICT_DEVICE") &&
-                                  std::getenv("CNN_SIMT_STRICT_DEVICE")[0] == '1'};
+std::atomic<bool> g_strict_device{std::getenv("CNNTRAIN_SIMT_STRICT_DEVICE") &&
+                                  std::getenv("CNNTRAIN_SIMT_STRICT_DEVICE")[0] == '1'};
 std::atomic<long> g_unselected_calls{0};
 thread_local bool t_device_selected = false;
 
@@ -112,7 +112,7 @@ cudaError_t check_device_selected(const char* fn) {
   return api_error(cudaErrorDeviceUninitialized,
                    format("%s on a host thread that never called cudaSetDevice: on a GPU it would run on device 0 "
                           "whatever device this rank bound (call cudaSetDevice with the rank's device first on "
-                          "every thread that calls CUDA; strict device mode, CNN_SIMT_STRICT_DEVICE)",
+                          "every thread that calls CUDA; strict device mode, CNNTRAIN_SIMT_STRICT_DEVICE)",
                           fn));
 }
 

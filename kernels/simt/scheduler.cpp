@@ -23,11 +23,11 @@ uint64_t env_u64(const char* name) {
 constexpr int kMaxResident = 32;
 int clamp_resident(uint64_t n) { return static_cast<int>(std::clamp<uint64_t>(n, 1, kMaxResident)); }
 
-std::atomic<uint64_t> g_seed{env_u64("CNN_SIMT_SEED")};
+std::atomic<uint64_t> g_seed{env_u64("CNNTRAIN_SIMT_SEED")};
 // Bumped by set_schedule_seed so every host thread restarts its launch count: a seed then reproduces the
 // same schedules from the moment it is set.
 std::atomic<uint64_t> g_seed_generation{0};
-std::atomic<int> g_resident{clamp_resident(env_u64("CNN_SIMT_RESIDENT_BLOCKS"))};
+std::atomic<int> g_resident{clamp_resident(env_u64("CNNTRAIN_SIMT_RESIDENT_BLOCKS"))};
 
 }  // namespace
 

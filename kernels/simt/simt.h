@@ -21,14 +21,14 @@
 
 namespace simt {
 
-// Seeded schedule: 0 (the default, unless CNN_SIMT_SEED is set) runs the ready threads of a block in index
+// Seeded schedule: 0 (the default, unless CNNTRAIN_SIMT_SEED is set) runs the ready threads of a block in index
 // order; any other seed draws a fresh random order of the threads after every barrier, and a random order
 // of the blocks of each grid, so code that relies on an ordering CUDA does not promise gives different
 // results under different seeds. Deterministic for a given seed and sequence of launches.
 void set_schedule_seed(uint64_t seed);
 uint64_t schedule_seed();
 
-// Resident blocks: 1 (the default, unless CNN_SIMT_RESIDENT_BLOCKS is set) runs the blocks of a grid one
+// Resident blocks: 1 (the default, unless CNNTRAIN_SIMT_RESIDENT_BLOCKS is set) runs the blocks of a grid one
 // after another; n > 1 (at most 32) keeps up to n blocks resident at once, as on a GPU, and
 // interleaves their threads: blocks take turns at barriers, atomics and fences, and with a nonzero schedule
 // seed a block often pauses after an atomic while the others run on (see scheduler.cpp), so races between
@@ -38,14 +38,14 @@ uint64_t schedule_seed();
 void set_resident_blocks(int n);
 int resident_blocks();
 
-// wmma fragment scrambling: off (the default, unless CNN_SIMT_WMMA_SCRAMBLE=1) gives fragments the fixed
+// wmma fragment scrambling: off (the default, unless CNNTRAIN_SIMT_WMMA_SCRAMBLE=1) gives fragments the fixed
 // element mapping of simt_wmma.h; on, each launch draws its own permutation of which lane holds which
 // element (from the schedule seed and the launch's index), consistent within the launch, so load, mma and
 // store still compose and kernels that index fragment elements by an assumed mapping give wrong results.
 void set_wmma_scramble(bool on);
 bool wmma_scramble();
 
-// Deferred streams: 0 (the default, unless CNN_SIMT_DEFER is set) runs every stream operation when it is
+// Deferred streams: 0 (the default, unless CNNTRAIN_SIMT_DEFER is set) runs every stream operation when it is
 // called; any other seed queues each stream's operations and runs them at synchronisation points in an order
 // drawn from the seed that respects stream order and events (see streams.cpp). Setting it synchronises first.
 void set_deferred_streams(uint64_t seed);
@@ -61,17 +61,17 @@ void progress_streams();
 // the source line of the primitive involved and of the launch; empty when there was none. Not cleared by
 // cudaGetLastError.
 std::string last_error_message();
-// Errors are also printed to stderr unless this is set (or CNN_SIMT_QUIET=1); tests that plant bugs set it.
+// Errors are also printed to stderr unless this is set (or CNNTRAIN_SIMT_QUIET=1); tests that plant bugs set it.
 void set_quiet(bool quiet);
 
 // Multiprocessors the emulated device reports (cudaGetDeviceProperties, cudaDevAttrMultiProcessorCount):
-// 4 by default, or CNN_SIMT_SM_COUNT at start-up. Code that sizes grids from the count (grid-stride loops,
+// 4 by default, or CNNTRAIN_SIMT_SM_COUNT at start-up. Code that sizes grids from the count (grid-stride loops,
 // split-K) then launches the shapes a real GPU gets, e.g. 132 for an H100 SXM. n < 1 restores the default.
 void set_multiprocessor_count(int n);
 int multiprocessor_count();
 
 // How fibers switch: the hand-written x86-64 switch, or ucontext as a fallback. Process-wide, for blocks
-// started after the call; CNN_SIMT_CONTEXT=ucontext selects the fallback at start-up.
+// started after the call; CNNTRAIN_SIMT_CONTEXT=ucontext selects the fallback at start-up.
 enum class ContextKind { kAsm, kUcontext };
 void set_context_kind(ContextKind kind);
 ContextKind context_kind();

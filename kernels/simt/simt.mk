@@ -51,7 +51,7 @@ simt-bench: $(SIMT_BENCH)
 SIMT_NVCC_SAMPLES := tests/simt/test_kernels.cu tests/simt/wmma_kernels.cu tests/simt/grid_kernels.cu
 simt-nvcc-check:
 	@if ! command -v $(NVCC) >/dev/null 2>&1; then echo "simt-nvcc-check: $(NVCC) not found, skipped"; \
-	  echo "$(NVCC) not found" > "$${CNN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
+	  echo "$(NVCC) not found" > "$${CNNTRAIN_PART_SKIP_FILE:-/dev/null}"; exit 0; fi; \
 	mkdir -p $(BUILD)/nvcc/tests/simt && \
 	for f in $(SIMT_NVCC_SAMPLES); do \
 	  log=$(BUILD)/nvcc/$${f%.cu}.ptxas.txt; \

@@ -8,8 +8,8 @@
 // matrix_a/matrix_b fragment (num_elements = 256) and 8 elements of an accumulator, so the lanes load and
 // store disjoint parts of the result and mma_sync costs each lane 8 dot products. Which element sits where is
 // ::simt::detail::WmmaMap (simt.h): by default x[i] of a matrix_a/b fragment is tile element (i / 16, i % 16) and
-// accumulator element i of lane l is tile element 32 i + l; with simt::set_wmma_scramble (CNN_SIMT_WMMA_SCRAMBLE=1)
-// every launch draws its own permutations, per lane for matrix_a/b and across lanes for accumulators. Code
+// accumulator element i of lane l is tile element 32 i + l; with simt::set_wmma_scramble
+// (CNNTRAIN_SIMT_WMMA_SCRAMBLE=1) every launch draws its own permutations, per lane for matrix_a/b and across lanes for accumulators. Code
 // that treats fragments as CUDA allows (element-wise, the same operation on every element) gives the same
 // results under any mapping; code that reads meaning into frag.x[i] does not, and fails when scrambled.
 // Every call is warp-collective, as on the GPU: it starts with a full-warp rendezvous, so lanes that do not

@@ -1,6 +1,6 @@
 // Streams and events of the SIMT emulator. By default every stream operation runs when it is called, so
 // streams and events order nothing and no ordering bug between streams can show. With deferred streams (a
-// nonzero seed: simt::set_deferred_streams or CNN_SIMT_DEFER) each stream queues its operations, and they
+// nonzero seed: simt::set_deferred_streams or CNNTRAIN_SIMT_DEFER) each stream queues its operations, and they
 // run only at synchronisation points (stream/event/device synchronisation, blocking copies, cudaFree, or
 // simt::progress_streams), in a random order drawn from the seed that respects the order within each stream
 // and cudaStreamWaitEvent; until then cudaEventQuery and cudaStreamQuery answer cudaErrorNotReady. A missing
@@ -47,7 +47,7 @@ namespace {
 using Op = CUstream_st::Op;
 
 uint64_t defer_seed_from_env() {
-  const char* env = std::getenv("CNN_SIMT_DEFER");
+  const char* env = std::getenv("CNNTRAIN_SIMT_DEFER");
   return env ? std::strtoull(env, nullptr, 0) : 0;
 }
 

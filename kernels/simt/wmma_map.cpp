@@ -11,7 +11,7 @@ namespace simt {
 namespace {
 
 bool scramble_from_env() {
-  const char* env = std::getenv("CNN_SIMT_WMMA_SCRAMBLE");
+  const char* env = std::getenv("CNNTRAIN_SIMT_WMMA_SCRAMBLE");
   return env && std::strcmp(env, "0") != 0 && env[0] != '\0';
 }
 

@@ -74,7 +74,7 @@ void set_ckpt_fault(const std::string& spec) {
 
 void ckpt_fault_delay() {
   static const long ms = [] {
-    const char* v = std::getenv("CNNTRAIN_FAULT_CKPT_SLEEP_MS");
+    const char* v = std::getenv("CNNTRAIN_TEST_CKPT_SLEEP_MS");
     return v ? std::atol(v) : 0L;
   }();
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));

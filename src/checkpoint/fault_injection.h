@@ -9,7 +9,7 @@
 //   CNNTRAIN_TEST_CKPT_FAULT=open:R      rank R's open of a checkpoint for reading reports failure (the file
 //                                        was opened collectively and is closed by every rank)
 //   CNNTRAIN_TEST_CKPT_FAULT=stat:R      rank R does not see the checkpoint it is to read
-//   CNNTRAIN_FAULT_CKPT_SLEEP_MS=N       every rank sleeps N ms before closing a checkpoint being written
+//   CNNTRAIN_TEST_CKPT_SLEEP_MS=N        every rank sleeps N ms before closing a checkpoint being written
 //                                        (widens the window for the kill tests)
 // Failures are reported after the real call, so HDF5's state stays the same on every rank, as after a
 // failure the library reports on one rank only (a full disk, an I/O error).
@@ -25,7 +25,7 @@ bool inject_ckpt_fault(CkptFault kind);
 // Replaces the environment's setting (same syntax; "" turns faults off) and restarts the counts: for tests
 // that inject several faults in one process.
 void set_ckpt_fault(const std::string& spec);
-// Sleeps as CNNTRAIN_FAULT_CKPT_SLEEP_MS says (no-op when unset).
+// Sleeps as CNNTRAIN_TEST_CKPT_SLEEP_MS says (no-op when unset).
 void ckpt_fault_delay();
 
 }  // namespace cnn

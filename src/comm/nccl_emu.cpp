@@ -134,7 +134,7 @@ uint64_t hash_id(const ncclUniqueId& id) {
   return h;
 }
 
-// --- Fault injection (the CNN_NCCL_EMU_FAULT test hook) ---
+// --- Fault injection (the CNNTRAIN_NCCL_EMU_FAULT test hook) ---
 
 struct Fault {
   bool stall;
@@ -144,7 +144,7 @@ struct Fault {
 
 std::vector<Fault> parse_faults() {
   std::vector<Fault> out;
-  const char* env = std::getenv("CNN_NCCL_EMU_FAULT");
+  const char* env = std::getenv("CNNTRAIN_NCCL_EMU_FAULT");
   if (!env || !*env) return out;
   std::string spec(env);
   for (size_t a = 0; a <= spec.size();) {
@@ -156,7 +156,7 @@ std::vector<Fault> parse_faults() {
     long call = 0;
     if (std::sscanf(item.c_str(), "%15[a-z]:%d:%ld", kind, &rank, &call) != 3 ||
         (std::strcmp(kind, "stall") != 0 && std::strcmp(kind, "error") != 0) || rank < 0 || call < 1)
-      cnn::fatal(cnn::kExitUsage, cnn::strprintf("CNN_NCCL_EMU_FAULT: bad entry '%s'; expected stall:RANK:K or "
+      cnn::fatal(cnn::kExitUsage, cnn::strprintf("CNNTRAIN_NCCL_EMU_FAULT: bad entry '%s'; expected stall:RANK:K or "
                                                  "error:RANK:K (K >= 1, the K-th collective call)", item.c_str()));
     out.push_back(Fault{std::strcmp(kind, "stall") == 0, rank, call});
     a = b + 1;
@@ -172,7 +172,7 @@ bool inject_fault(ncclComm* comm, const char* fn) {
   const long call = ++g_calls;
   for (const Fault& f : faults) {
     if (f.rank != comm->rank || f.call != call) continue;
-    std::fprintf(stderr, "nccl-emu: CNN_NCCL_EMU_FAULT: rank %d %s at its collective call #%ld (%s)\n", comm->rank,
+    std::fprintf(stderr, "nccl-emu: CNNTRAIN_NCCL_EMU_FAULT: rank %d %s at its collective call #%ld (%s)\n", comm->rank,
                  f.stall ? "stalls" : "reports an asynchronous error", call, fn);
     std::fflush(stderr);
     if (f.stall) {
@@ -180,7 +180,7 @@ bool inject_fault(ncclComm* comm, const char* fn) {
       while (!comm->aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       return true;
     }
-    set_error(comm, cnn::strprintf("ncclRemoteError injected by CNN_NCCL_EMU_FAULT=error:%d:%ld: collective call "
+    set_error(comm, cnn::strprintf("ncclRemoteError injected by CNNTRAIN_NCCL_EMU_FAULT=error:%d:%ld: collective call "
                                    "#%ld (%s) failed as if a peer had gone away", f.rank, f.call, call, fn));
     comm->state.store(ncclRemoteError);
     return true;
@@ -227,7 +227,7 @@ ncclResult_t submit(ncclComm* comm, cudaStream_t stream, const std::function<voi
 }
 
 uint64_t in_progress_seed() {
-  const char* env = std::getenv("CNN_NCCL_EMU_SEED");
+  const char* env = std::getenv("CNNTRAIN_NCCL_EMU_SEED");
   return env && *env ? std::strtoull(env, nullptr, 10) : 1;
 }
 

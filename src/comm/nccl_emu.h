@@ -7,7 +7,7 @@
 // Semantics kept: a collective is enqueued on its stream and runs when the stream reaches it (at once when
 // the emulator's streams are not deferred); in-place forms as NCCL defines them; ncclGroupStart/End; a
 // non-blocking communicator (config.blocking = 0) returns ncclInProgress from creation, from ncclCommFinalize
-// and, at seeded random calls (CNN_NCCL_EMU_SEED, default 1; 0: never), from collectives, until
+// and, at seeded random calls (CNNTRAIN_NCCL_EMU_SEED, default 1; 0: never), from collectives, until
 // ncclCommGetAsyncError, polled by the creating thread, reports ncclSuccess (a collective is enqueued only
 // then, and calling anything else meanwhile is invalid); ncclCommAbort from any thread makes collectives in
 // progress give up, and a call it interrupts returns ncclInProgress (it never completed); asynchronous errors
@@ -22,7 +22,7 @@
 // main thread (MPI_THREAD_FUNNELED), and only the creating thread's polls and ncclCommFinalize make progress;
 // counts up to 2^31-1 elements; fp8 types are not emulated; calls inside a group never return ncclInProgress.
 //
-// Test hook (documented in docs/gpu_clusters.md): CNN_NCCL_EMU_FAULT=KIND:RANK:K[,...] makes rank RANK, at
+// Test hook (documented in docs/gpu_clusters.md): CNNTRAIN_NCCL_EMU_FAULT=KIND:RANK:K[,...] makes rank RANK, at
 // its K-th collective call (1-based, counted over all communicators), either stall (KIND=stall: the call does
 // not return before an abort, as a rank whose host or GPU hangs) or report an asynchronous error (KIND=error:
 // the call enqueues nothing and the communicator's async error becomes ncclRemoteError). The watchdog tests

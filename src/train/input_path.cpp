@@ -3,7 +3,7 @@
 namespace cnn {
 
 InputPath::InputPath(Backend& be, const StepBuffers& buf, const DatasetInfo& norm)
-    : be_(be), buf_(buf), norm_(norm), device_(be.name() != "cpu") {}
+    : be_(be), buf_(buf), norm_(norm), device_(be.caps().device_image_prep) {}
 
 void InputPath::upload(const Batch& b) {
   if (!device_) {

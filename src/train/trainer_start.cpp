@@ -75,12 +75,7 @@ void Trainer::log_start() {
             s_.test ? cfg_.data.test.c_str() : "");
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
             net_.flops_per_sample() / 1e6, net_.summary().c_str());
-  const std::vector<std::string> env = result_env_switches();
-  if (!env.empty()) {
-    std::string list;
-    for (const std::string& e : env) list += (list.empty() ? "" : ", ") + e;
-    log_.info("environment that changes results (docs/environment.md): %s", list.c_str());
-  }
+  log_env_switches(log_);
   log_.info("precision %s: activations %.2f MB/sample%s", cfg_.precision.c_str(),
             net_.activation_bytes_per_sample() / 1e6,
             scaler_->enabled() ? strprintf(", dynamic loss scaling from %g", scaler_->scale()).c_str() : "");
@@ -93,7 +88,7 @@ void Trainer::log_start() {
       .add("activation_bytes_per_sample", static_cast<int64_t>(net_.activation_bytes_per_sample()))
       .add("version", version_string()).add("hosts", obs_->hosts());
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) j.add("visible_gpus", std::string(v));
-  if (!env.empty()) j.add("env", env);
+  add_env_switches(j);
   log_.event(j);
 }
 

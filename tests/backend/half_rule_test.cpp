@@ -45,17 +45,21 @@ class HalfRule : public ::testing::TestWithParam<BackendTarget> {
     be_ = tb_->get();
     ref_ = make_reference_backend();
   }
-  void TearDown() override {
-    emu::set_tensor_core_gemm(true);
-    tb_.reset();
-  }
+  void TearDown() override { tb_.reset(); }
   // The GEMM kernels to run convolution and matmul on: both under the emulator, the backend's own elsewhere.
   std::vector<std::string> gemm_paths() const {
     if (GetParam().kind == TargetKind::kEmu) return {"tensor cores", "simt tiles"};
     return {"default"};
   }
+  // A fresh emulated backend with that GEMM kernel (a setting of the backend); called between cases, when
+  // nothing is held.
   void select(const std::string& path) {
-    if (GetParam().kind == TargetKind::kEmu) emu::set_tensor_core_gemm(path == "tensor cores");
+    if (GetParam().kind != TargetKind::kEmu) return;
+    GpuOptions o;
+    o.tensor_core_gemm = path == "tensor cores";
+    tb_.reset();
+    tb_ = std::make_unique<TargetBackend>(GetParam(), o);
+    be_ = tb_->get();
   }
   // n values of type t at device pointer d, widened.
   std::vector<float> result(const void* d, size_t n, DType t) {

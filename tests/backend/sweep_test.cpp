@@ -18,6 +18,7 @@ using test::TargetBackend;
 // Interface members that compute nothing to compare, with the reason.
 const std::map<std::string, std::string> kNotOps = {
     {"name", "identifies the backend in messages; no result to compare"},
+    {"caps", "what the backend is, for callers that choose a path (tests/unit/test_device_input.cpp)"},
 };
 
 // Ops that the fast CPU backend runs on their reference kernel (kernels/cpu/cpu_backend.cpp calls the *_cpu

@@ -36,6 +36,7 @@ class ProfilingBackend : public Backend {
  public:
   ProfilingBackend(OpProfile& prof, Backend& be) : prof_(prof), be_(be) {}
   std::string name() const override { return be_.name(); }
+  BackendCaps caps() const override { return be_.caps(); }
   void* alloc(size_t bytes) override { return be_.alloc(bytes); }
   void release(void* p) override { be_.release(p); }
   void upload(void* dst, const void* src, size_t bytes) override { CNN_TIMED("upload", upload(dst, src, bytes)); }

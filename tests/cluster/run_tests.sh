@@ -17,9 +17,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 BUILD=${BUILD:-build}
 CL="bash tests/cluster/cluster.sh"
-TIMEOUT_S=${CLUSTER_TEST_TIMEOUT_S:-15}   # --comm.timeout_s of tests 3 and 4 (start-up under load must fit)
-WAIT=${CLUSTER_TEST_WAIT:-120}            # seconds any one state change may take
-PY=/usr/bin/python3                        # Debian's, with h5py (make deps)
+# --comm.timeout_s of tests 3 and 4 (start-up under load must fit); seconds any one state change may take.
+TIMEOUT_S=${CNNTRAIN_CLUSTER_TEST_TIMEOUT_S:-15}
+WAIT=${CNNTRAIN_CLUSTER_TEST_WAIT:-120}
+PY=/usr/bin/python3  # Debian's, with h5py (make deps)
 [[ -x $BUILD/cnntrain ]] || { echo "run_tests.sh: $BUILD/cnntrain not built (make test-cluster builds it)" >&2; exit 1; }
 
 export CNNTRAIN_CLUSTER_DIR=${CNNTRAIN_CLUSTER_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/cnntrain-cluster.XXXXXX")}
@@ -114,9 +115,9 @@ expect_completed() {
   [[ $(field JobState) == COMPLETED ]] || fail "expected COMPLETED, got $(field JobState) $(field ExitCode)"
 }
 
-run_test() {   # NUMBER NAME FUNCTION...; CLUSTER_TEST_ONLY="1 3" runs some of them
+run_test() {   # NUMBER NAME FUNCTION...; CNNTRAIN_CLUSTER_TEST_ONLY="1 3" runs some of them
   local num=$1; shift
-  [[ -z ${CLUSTER_TEST_ONLY:-} || " $CLUSTER_TEST_ONLY " == *" $num "* ]] || return 0
+  [[ -z ${CNNTRAIN_CLUSTER_TEST_ONLY:-} || " $CNNTRAIN_CLUSTER_TEST_ONLY " == *" $num "* ]] || return 0
   NAME=$1; shift
   local t0=$SECONDS
   JOB=""

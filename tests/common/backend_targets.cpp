@@ -29,7 +29,7 @@ std::vector<BackendTarget> backend_targets(size_t emu_schedules) {
 }
 
 bool gpu_required() {
-  const char* v = std::getenv("CNN_REQUIRE_GPU");
+  const char* v = std::getenv("CNNTRAIN_REQUIRE_GPU");
   return v && v[0] == '1';
 }
 
@@ -52,7 +52,7 @@ std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason)
 
 std::unique_ptr<Backend> make_reference_backend() { return make_cpu_backend(1, CpuKernels::kReference); }
 
-TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
+TargetBackend::TargetBackend(const BackendTarget& t, const GpuOptions& emu_opts) : t_(t) {
   switch (t.kind) {
     case TargetKind::kReference:
       be_ = make_reference_backend();
@@ -69,12 +69,12 @@ TargetBackend::TargetBackend(const BackendTarget& t) : t_(t) {
       simt::set_resident_blocks(t.simt_seed != 0 ? kSeededResidentBlocks : 1);
       simt::set_wmma_scramble(t.simt_seed != 0);
       emu_bytes_before_ = simt::device_bytes_in_use();
-      be_ = make_emu_backend();
+      be_ = make_emu_backend(emu_opts);
       break;
     case TargetKind::kGpu:
     case TargetKind::kGpuVendor:
       be_ = make_gpu_test_backend(t.kind == TargetKind::kGpuVendor, &skip_);
-      if (!be_ && gpu_required()) ADD_FAILURE() << "CNN_REQUIRE_GPU=1: " << skip_;
+      if (!be_ && gpu_required()) ADD_FAILURE() << "CNNTRAIN_REQUIRE_GPU=1: " << skip_;
       break;
   }
 }

@@ -4,7 +4,7 @@
 // three seeded reorderings (each with four blocks resident at once, their threads interleaved, and scrambled
 // wmma fragment mappings), and the CUDA backend on a real GPU (skipped where there is none, or in a build
 // without CUDA), with the custom kernels only ("cuda") and with cuDNN/cuBLASLt first ("cuda_vendor"), both
-// with TF32 off so the reference's tolerances hold. With CNN_REQUIRE_GPU=1 (the GPU bundle's
+// with TF32 off so the reference's tolerances hold. With CNNTRAIN_REQUIRE_GPU=1 (the GPU bundle's
 // run-gpu-checks.sh sets it) a GPU target that cannot run fails with the reason instead of skipping.
 #pragma once
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_backend.h"
 
 namespace cnn::test {
 
@@ -31,7 +32,7 @@ struct BackendTarget {
 // schedules (a slow suite may take fewer).
 std::vector<BackendTarget> backend_targets(size_t emu_schedules = 4);
 
-// CNN_REQUIRE_GPU=1: a missing or unusable GPU is a failure, not a skip.
+// CNNTRAIN_REQUIRE_GPU=1: a missing or unusable GPU is a failure, not a skip.
 bool gpu_required();
 // The GPU backend (custom kernels, or cuDNN/cuBLASLt first), TF32 off; null with the reason where there is
 // none (no GPU, or a build without CUDA).
@@ -41,12 +42,12 @@ std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason)
 std::unique_ptr<Backend> make_reference_backend();
 
 // Creates a target's backend for the duration of a test: sets the emulator's schedule, resident blocks and
-// wmma scrambling (back to the defaults afterwards), and on destruction fails the test if the emulated device
+// wmma scrambling (back to the defaults afterwards), gives an emulated target `emu_opts`, and on destruction fails the test if the emulated device
 // leaked memory. skip_reason() is non-empty when the target cannot run here (no GPU); the caller then
-// GTEST_SKIP()s with it (under CNN_REQUIRE_GPU=1 the test has already failed by then).
+// GTEST_SKIP()s with it (under CNNTRAIN_REQUIRE_GPU=1 the test has already failed by then).
 class TargetBackend {
  public:
-  explicit TargetBackend(const BackendTarget& t);
+  explicit TargetBackend(const BackendTarget& t, const GpuOptions& emu_opts = {});
   ~TargetBackend();
   TargetBackend(const TargetBackend&) = delete;
   TargetBackend& operator=(const TargetBackend&) = delete;

@@ -15,7 +15,8 @@ namespace {
 
 // The emulator reporting an H100's 132 multiprocessors: split-K cuts a long weight-gradient reduction into
 // dozens of slices, as on that GPU. The result must match the CPU; with --deterministic it must also be the
-// same bit for bit under any block order, which the seeded schedules vary (without it, they differ).
+// same bit for bit under any block order, which the seeded schedules vary (without it, they differ). The
+// setting belongs to the backend: a deterministic and a default backend alive together keep their own.
 class SplitK : public ::testing::Test {
  protected:
   void SetUp() override { simt::set_multiprocessor_count(132); }
@@ -23,12 +24,9 @@ class SplitK : public ::testing::Test {
     simt::set_multiprocessor_count(0);
     simt::set_schedule_seed(0);
   }
-  std::vector<float> filter_grad(const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& dy,
-                                 bool deterministic, uint64_t schedule) {
+  std::vector<float> filter_grad(Backend* be, const ConvDesc& d, const std::vector<float>& x,
+                                 const std::vector<float>& dy, uint64_t schedule) {
     simt::set_schedule_seed(schedule);
-    GpuOptions o;
-    o.deterministic = deterministic;
-    auto be = make_emu_backend(o);
     const size_t ws = static_cast<size_t>(d.k) * d.r * d.s * d.c;
     float* d_x = static_cast<float*>(be->alloc(sizeof(float) * x.size()));
     float* d_dy = static_cast<float*>(be->alloc(sizeof(float) * dy.size()));
@@ -55,8 +53,12 @@ TEST_F(SplitK, H100ShapesMatchCpuAndDeterministicModeIsBitExact) {
   std::vector<float> want(static_cast<size_t>(d.k) * d.r * d.s * d.c, 0.f);
   make_cpu_backend(1, CpuKernels::kReference)
       ->conv2d_backward_filter(DType::kF32, d, x.data(), dy.data(), want.data(), nullptr);
-  const auto fast_a = filter_grad(d, x, dy, false, 101), fast_b = filter_grad(d, x, dy, false, 202);
-  const auto det_a = filter_grad(d, x, dy, true, 101), det_b = filter_grad(d, x, dy, true, 202);
+  GpuOptions det_opts;
+  det_opts.deterministic = true;
+  // Both made before either runs, and used in turn: a process-wide setting would take the last one's.
+  const auto det = make_emu_backend(det_opts), fast = make_emu_backend();
+  const auto det_a = filter_grad(det.get(), d, x, dy, 101), fast_a = filter_grad(fast.get(), d, x, dy, 101);
+  const auto det_b = filter_grad(det.get(), d, x, dy, 202), fast_b = filter_grad(fast.get(), d, x, dy, 202);
   EXPECT_TRUE(all_close(fast_a, want, 1e-4, 1e-4, "split-K filter gradient"));
   EXPECT_TRUE(all_close(det_a, want, 1e-4, 1e-4, "deterministic filter gradient"));
   EXPECT_EQ(std::memcmp(det_a.data(), det_b.data(), det_a.size() * sizeof(float)), 0)

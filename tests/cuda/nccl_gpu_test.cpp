@@ -1,6 +1,6 @@
 // NCCL on a real GPU: one rank (NCCL allows one rank per GPU, so this is what one GPU can check) sums through
 // the same Collectives code the trainer uses. `make gpu-test` runs it where there is a GPU; elsewhere it skips
-// with the reason (fails under CNN_REQUIRE_GPU=1). The multi-rank NCCL path runs in CI against the emulated
+// with the reason (fails under CNNTRAIN_REQUIRE_GPU=1). The multi-rank NCCL path runs in CI against the emulated
 // NCCL (tests/mpi).
 #include "kernels/cuda/cuda_backend.h"
 #include "src/comm/collectives.h"

@@ -1,7 +1,7 @@
 // GPU only: the custom implicit-GEMM kernels against cuDNN on ResNet-50's convolution shapes (batch 32):
 // results agree (TF32 off), and the time of each direction is printed with the custom kernels' share of
 // cuDNN's rate (run-gpu-checks.sh puts the table in its report). Skips without a GPU (fails under
-// CNN_REQUIRE_GPU=1).
+// CNNTRAIN_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -74,7 +74,7 @@ TEST(VendorSpeed, ResNet50LayersCustomVsCudnn) {
   std::string reason;
   auto custom = make_gpu_test_backend(false, &reason);
   if (!custom) {
-    if (gpu_required()) FAIL() << "CNN_REQUIRE_GPU=1: " << reason;
+    if (gpu_required()) FAIL() << "CNNTRAIN_REQUIRE_GPU=1: " << reason;
     GTEST_SKIP() << reason;
   }
   auto vendor = make_gpu_test_backend(true, &reason);

@@ -26,7 +26,7 @@ PY
 }
 
 "$BUILD/cnntrain" "${args[@]}" --device cpu --run-dir "$E2E_TMP/cpu" > /dev/null || fail "cpu np=1 run"
-CNN_SIMT_DEFER=5 "${MPIRUN[@]}" 4 -x CNN_SIMT_DEFER "$BUILD/cnntrain" "${args[@]}" --device emu \
+CNNTRAIN_SIMT_DEFER=5 "${MPIRUN[@]}" 4 -x CNNTRAIN_SIMT_DEFER "$BUILD/cnntrain" "${args[@]}" --device emu \
   --run-dir "$E2E_TMP/emu" > "$E2E_TMP/emu.out" 2>&1 || { cat "$E2E_TMP/emu.out"; fail "emu np=4 run"; }
 log="$E2E_TMP/emu/log.txt"
 grep -q "gradient sync: emulated NCCL" "$log" || fail "np=4 emu did not sum through the NCCL path:\n$(cat "$log")"

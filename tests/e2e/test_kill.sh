@@ -11,7 +11,7 @@ RANDOM=20261122  # reproducible targets
 STEPS=48
 COMMON=(--config jobs/fashion_mnist.ini --data.test "" --train.batch 32 --train.max_steps $STEPS
         --log.every_steps 1 --checkpoint.every_steps 4 --checkpoint.keep 2)
-export CNNTRAIN_FAULT_CKPT_SLEEP_MS=40
+export CNNTRAIN_TEST_CKPT_SLEEP_MS=40
 ck() { echo "$1/checkpoints/ckpt-$(printf %010d "$2").h5"; }
 newest() { ls "$1/checkpoints" 2>/dev/null | grep -E '^ckpt-[0-9]+\.h5$' | sort | tail -1 || true; }
 # The last step the job has logged (train events come every step).
@@ -40,7 +40,7 @@ for np in 2 4; do
     # Write trials hold each checkpoint open 300 ms longer, so the kill lands before it is committed.
     # Under a time limit: Open MPI 4.1's mpirun has been seen to deadlock (main thread on a futex, ranks exited)
     # after one of its ranks was SIGKILLed on a loaded machine; the restart below is what this test is about.
-    CNNTRAIN_FAULT_CKPT_SLEEP_MS=$([ $write_trial = 1 ] && echo 300 || echo 40) \
+    CNNTRAIN_TEST_CKPT_SLEEP_MS=$([ $write_trial = 1 ] && echo 300 || echo 40) \
       timeout -k 5 90 "${MPIRUN[@]}" $np "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$dir" > "$dir.1.log" 2>&1 &
     guard=$!
     target=$((2 + RANDOM % (STEPS - 10)))

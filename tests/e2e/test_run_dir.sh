@@ -40,7 +40,7 @@ same_as_ref "$T/int" SIGINT
 echo "ok: SIGINT at step $step: checkpoint, exit 130, resumed with the printed command, byte-identical"
 
 # A second SIGINT while the first one's checkpoint is being written (slowed down by the test hook) exits at once.
-CNNTRAIN_FAULT_CKPT_SLEEP_MS=20000 "${SIGINT_DEFAULT[@]}" "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/int2" \
+CNNTRAIN_TEST_CKPT_SLEEP_MS=20000 "${SIGINT_DEFAULT[@]}" "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/int2" \
   > "$T/int2.log" 2>&1 &
 pid=$!
 wait_for_training "$T/int2.log"

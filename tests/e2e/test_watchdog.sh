@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The collective watchdog with --comm.timeout_s 5: a stalled rank (injected into the emulated NCCL with
-# CNN_NCCL_EMU_FAULT, --device emu at np 3) and a SIGSTOPped rank (--device cpu, MPI, np 3) make every other
+# CNNTRAIN_NCCL_EMU_FAULT, --device emu at np 3) and a SIGSTOPped rank (--device cpu, MPI, np 3) make every other
 # process exit non-zero within twice the timeout, log.txt names the stalled rank, and no process of the job is
 # left; an injected asynchronous NCCL error aborts the job with the error named. The emu runs are strict: the
-# emulated NCCL reports any use of an aborted communicator ("nccl-emu: invalid use"), and CNN_SIMT_STRICT_DEVICE
+# emulated NCCL reports any use of an aborted communicator ("nccl-emu: invalid use"), and CNNTRAIN_SIMT_STRICT_DEVICE
 # refuses CUDA calls from a thread that did not select the rank's device (the watchdog's probe thread).
 source "$(dirname "$0")/lib.bash"
 TIMEOUT=5
@@ -13,7 +13,7 @@ ARGS=(--config jobs/fashion_mnist.ini --data.test "" --train.max_steps 100000 --
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-export CNN_SIMT_STRICT_DEVICE=1
+export CNNTRAIN_SIMT_STRICT_DEVICE=1
 
 # strict_clean OUT WHAT: neither strict mode reported anything in the job's output.
 strict_clean() {
@@ -62,12 +62,12 @@ check_ended() {
 # An emu job at np 3 whose rank 1 stalls at its 5th collective call (a gradient bucket), extra environment "$@"
 # (VAR=value): waits for the stall and checks that every rank then ended. Sets run and out.
 stall_rank1() {
-  local what=$1 rc=0 t0 job v xs=(-x CNN_NCCL_EMU_FAULT -x CNN_SIMT_STRICT_DEVICE)
+  local what=$1 rc=0 t0 job v xs=(-x CNNTRAIN_NCCL_EMU_FAULT -x CNNTRAIN_SIMT_STRICT_DEVICE)
   run="$E2E_TMP/$2"
   out="$run.out"
   shift 2
   for v in "$@"; do xs+=(-x "${v%%=*}"); done
-  env "$@" CNN_NCCL_EMU_FAULT=stall:1:5 timeout 120 "${MPIRUN[@]}" 3 "${xs[@]}" \
+  env "$@" CNNTRAIN_NCCL_EMU_FAULT=stall:1:5 timeout 120 "${MPIRUN[@]}" 3 "${xs[@]}" \
     "$BUILD/cnntrain" "${ARGS[@]}" --device emu --run-dir "$run" > "$out" 2>&1 &
   job=$!
   wait_for "$out" "rank 1 stalls at its collective call #5" 60
@@ -78,7 +78,7 @@ stall_rank1() {
 
 # 1. With deferred emulator streams, as on a GPU, the host's calls return at once and the device reaches a
 # collective only after it.
-stall_rank1 "emu stall of rank 1" stall CNN_SIMT_DEFER=17
+stall_rank1 "emu stall of rank 1" stall CNNTRAIN_SIMT_DEFER=17
 grep -q "collective timeout: waited .* in NCCL collective #6 .*rank 1 did not arrive" "$run/log.txt" ||
   fail "log.txt does not name rank 1 as missing:\n$(cat "$run/log.txt")"
 grep -q "rank 1 (host .*): did not arrive" "$run/log.txt" || fail "log.txt lacks rank 1's details"
@@ -116,11 +116,11 @@ grep -q "rank 1 (host .*pid $victim).*heartbeat did not move" "$run/log.txt" || 
 # 3. An asynchronous NCCL error on rank 1 at its 4th collective call.
 run="$E2E_TMP/asyncerr"
 rc=0
-CNN_NCCL_EMU_FAULT=error:1:4 timeout 120 "${MPIRUN[@]}" 2 -x CNN_NCCL_EMU_FAULT -x CNN_SIMT_STRICT_DEVICE \
+CNNTRAIN_NCCL_EMU_FAULT=error:1:4 timeout 120 "${MPIRUN[@]}" 2 -x CNNTRAIN_NCCL_EMU_FAULT -x CNNTRAIN_SIMT_STRICT_DEVICE \
   "$BUILD/cnntrain" "${ARGS[@]}" --device emu --run-dir "$run" > "$run.out" 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "the injected async error did not fail the job"
 grep -q "rank 1/2 on .*collective error: NCCL reported an asynchronous error on this rank: ncclRemoteError" \
   "$run/log.txt" || fail "log.txt does not name the async error:\n$(cat "$run/log.txt")"
-grep -q "injected by CNN_NCCL_EMU_FAULT=error:1:4" "$run/log.txt" || fail "log.txt lacks NCCL's last error"
+grep -q "injected by CNNTRAIN_NCCL_EMU_FAULT=error:1:4" "$run/log.txt" || fail "log.txt lacks NCCL's last error"
 strict_clean "$run.out" "injected async error"
 echo "ok: injected async error: exit $rc, $(grep -o 'ncclRemoteError ([^)]*)' "$run/log.txt" | head -1)"

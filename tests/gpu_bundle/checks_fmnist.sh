@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2154  # cnntrain, work: set by run-gpu-checks.sh
 # fmnist_cnn training checks of run-gpu-checks.sh (sourced by it; needs checks_lib.sh, $cnntrain, $work).
 section "fmnist_cnn 200 steps: GPU-vs-GPU spread, --deterministic repeatability, --device cuda vs cpu (TF32 off)"
-common=(--config "$CNN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNN_BUNDLE/data/fmnist_8k.h5" --data.test ""
-        --train.batch 32 --log.every_steps 1 --checkpoint.at_end false --gpu.tf32 false --seed 7)
+common=(--config "$CNNTRAIN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNNTRAIN_BUNDLE/data/fmnist_8k.h5"
+        --data.test "" --train.batch 32 --log.every_steps 1 --checkpoint.at_end false --gpu.tf32 false --seed 7)
 losses() { sed -n 's/.*"event":"train".*"loss":\([-0-9.eE+naif]*\).*/\1/p' "$1/metrics.jsonl" 2>/dev/null; }
 # worst_rel A B: "STEPS WORST" over the per-step losses of two runs (WORST = inf when one is not finite).
 worst_rel() {

@@ -3,14 +3,14 @@
 # and time limit, the check list, the summary table and report.json. Plain bash, awk and coreutils: the GPU
 # machine may have no Python, and Python must not be needed to learn what failed.
 # Set before sourcing: OUT (the output directory). Tuning, for tests and quick looks:
-#   CNN_CHECKS_MAX_STEP_S   cap on every step's and every gtest case's time limit (default: none)
-#   CNN_CHECKS_KILL_AFTER   seconds between SIGTERM and SIGKILL of a step over its limit (default 10)
-#   CNN_CHECKS_PER_CASE=1   one process per gtest case (default: one per crash, see run_gtest_cases)
+#   CNNTRAIN_CHECKS_MAX_STEP_S   cap on every step's and every gtest case's time limit (default: none)
+#   CNNTRAIN_CHECKS_KILL_AFTER   seconds between SIGTERM and SIGKILL of a step over its limit (default 10)
+#   CNNTRAIN_CHECKS_PER_CASE=1   one process per gtest case (default: one per crash, see run_gtest_cases)
 LOGS=$OUT/logs
 REPORT=$OUT/report.txt
 CHECKS=$OUT/checks.tsv      # name, status, seconds, detail, gtest group ("" for other checks)
 VERSIONS=$OUT/versions.tsv  # key, value
-KILL_AFTER=${CNN_CHECKS_KILL_AFTER:-10}
+KILL_AFTER=${CNNTRAIN_CHECKS_KILL_AFTER:-10}
 mkdir -p "$LOGS"
 : >"$REPORT"
 : >"$CHECKS"
@@ -25,8 +25,8 @@ section() { say ""; say "== $*"; }
 oneline() {
   if (($#)); then printf '%s' "$*"; else cat; fi | LC_ALL=C tr '\t\n\r' '   ' | LC_ALL=C tr -cd '\40-\176' | cut -c1-400
 }
-# limit SECONDS: the time limit a step gets (CNN_CHECKS_MAX_STEP_S caps it).
-limit() { local s=$1 cap=${CNN_CHECKS_MAX_STEP_S:-}; [[ -n $cap ]] && ((cap < s)) && s=$cap; echo "$s"; }
+# limit SECONDS: the time limit a step gets (CNNTRAIN_CHECKS_MAX_STEP_S caps it).
+limit() { local s=$1 cap=${CNNTRAIN_CHECKS_MAX_STEP_S:-}; [[ -n $cap ]] && ((cap < s)) && s=$cap; echo "$s"; }
 
 version() { printf '%s\t%s\n' "$1" "$(oneline "$2")" >>"$VERSIONS"; say "  $1: $2"; }
 
@@ -109,7 +109,7 @@ gtest_last_output() { awk '/^\[ RUN      \] / { n = 0; next } { line[n++ % 3] = 
 # CUDA error aborts it) or a case overruns CASE_LIMIT (SIGTERM, SIGKILL after KILL_AFTER), the case in flight
 # is recorded as failed and the rest go on in a fresh process: a fatal error costs one case, and the run
 # starts 1 + (crashes) processes, not one per case (each start pays for CUDA context and cuDNN/cuBLAS
-# initialisation: 160+ cases would spend minutes on it). CNN_CHECKS_PER_CASE=1 starts one per case.
+# initialisation: 160+ cases would spend minutes on it). CNNTRAIN_CHECKS_PER_CASE=1 starts one per case.
 run_gtest_cases() {
   local group=$1 bin=$2 filter=$3 lim pending round=0 t0=$SECONDS n total
   lim=$(limit "$4")
@@ -123,7 +123,7 @@ run_gtest_cases() {
   while [[ -n $pending ]]; do
     round=$((round + 1))
     local batch=$pending log=$LOGS/$group.$round.log
-    [[ ${CNN_CHECKS_PER_CASE:-0} == 1 ]] && batch=$(head -n 1 <<<"$pending")
+    [[ ${CNNTRAIN_CHECKS_PER_CASE:-0} == 1 ]] && batch=$(head -n 1 <<<"$pending")
     n=$(wc -l <<<"$batch")
     gtest_round "$bin" "$(paste -sd: - <<<"$batch")" "$lim" "$n" "$log"
     local rc=$ROUND_RC results inflight=""
@@ -170,7 +170,7 @@ run_gtest_cases() {
 gtest_round() {
   local bin=$1 filter=$2 lim=$3 n=$4 log=$5 current="" started=$SECONDS now_case
   ROUND_TIMED_OUT=0
-  env CNN_REQUIRE_GPU=1 timeout -k "$KILL_AFTER" $((lim * n + 60)) "$bin" --gtest_filter="$filter" >"$log" 2>&1 &
+  env CNNTRAIN_REQUIRE_GPU=1 timeout -k "$KILL_AFTER" $((lim * n + 60)) "$bin" --gtest_filter="$filter" >"$log" 2>&1 &
   CHILD=$!
   while kill -0 "$CHILD" 2>/dev/null; do
     sleep 1

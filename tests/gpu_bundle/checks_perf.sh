@@ -2,7 +2,7 @@
 # Speed checks of run-gpu-checks.sh (sourced by it; needs checks_lib.sh, $cnntrain, $work): custom kernels vs
 # cuDNN per ResNet-50 layer, and synthetic ResNet-50 training images/s beside PyTorch's on the same GPU.
 section "custom kernels vs cuDNN per ResNet-50 layer shape (batch 32, fp32; the table is in logs/vendor-speed.1.log)"
-run_gtest_cases vendor-speed "$CNN_BUNDLE/libexec/cuda_tests" 'VendorSpeed.*' 240
+run_gtest_cases vendor-speed "$CNNTRAIN_BUNDLE/libexec/cuda_tests" 'VendorSpeed.*' 240
 
 section "synthetic ResNet-50 training throughput (224x224, SGD, images/s of the last 20 of 30 steps)"
 # rate_of METRICS: cnntrain's images/s over steps 11-30 (the last two train events of --log.every_steps 10).
@@ -32,7 +32,7 @@ torch_run() {
   if ((!torch_ok)); then
     record "$name" skip 0 "python3 -c 'import torch, torchvision' failed or sees no GPU: $(tail -n 1 <<<"$torch_why")"
   elif STEP_RESULT='echo "$(tail -n 1 "$LOGS/$name.log") images/s"' step "$name" 240 python3 \
-      "$CNN_BUNDLE/libexec/torch_resnet50.py" "$@"; then
+      "$CNNTRAIN_BUNDLE/libexec/torch_resnet50.py" "$@"; then
     rate=$(tail -n 1 "$LOGS/$name.log")
   else
     rate=failed

@@ -1,6 +1,6 @@
-# shellcheck shell=sh disable=SC2034  # CNN_LIBRARY_PATH: for the wrapper that sources this
-# Sourced by the bundle's wrappers (wrapper.sh) with CNN_BUNDLE set to the bundle's root. Sets CNN_LIBRARY_PATH,
-# the search path the wrappers give the bundle's loader: the bundle's libraries, the caller's LD_LIBRARY_PATH
+# shellcheck shell=sh disable=SC2034  # CNNTRAIN_LIBRARY_PATH: for the wrapper that sources this
+# Sourced by the bundle's wrappers (wrapper.sh) with CNNTRAIN_BUNDLE set to the bundle's root. Sets
+# CNNTRAIN_LIBRARY_PATH, the search path the wrappers give the bundle's loader: the bundle's libraries, the caller's LD_LIBRARY_PATH
 # (e.g. NVIDIA's forward-compatibility libcuda), the machine's NVIDIA libraries (cuDNN, cuBLASLt, NCCL, which
 # may live under /usr/local/cuda or only inside Python site-packages as pip's nvidia-* wheels:
 # site-packages/nvidia/<name>/lib), and the driver's directory (where libcuda.so.1 is). Nothing here is exported
@@ -37,24 +37,25 @@ cnn_driver_lib_dirs() {
   ls -d /usr/local/nvidia/lib64 /usr/lib/wsl/lib 2>/dev/null
 }
 # Found once: the ranks that the bundle's mpirun starts inherit the answer.
-if [ -z "${CNN_NVIDIA_DIRS+set}" ]; then
-  CNN_NVIDIA_DIRS=$( { cnn_nvidia_lib_dirs; cnn_driver_lib_dirs; } | awk '!seen[$0]++' | paste -sd: -)
+if [ -z "${CNNTRAIN_NVIDIA_DIRS+set}" ]; then
+  CNNTRAIN_NVIDIA_DIRS=$( { cnn_nvidia_lib_dirs; cnn_driver_lib_dirs; } | awk '!seen[$0]++' | paste -sd: -)
 fi
-CNN_LIBRARY_PATH="$CNN_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}${CNN_NVIDIA_DIRS:+:$CNN_NVIDIA_DIRS}"
+CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_LIBRARY_PATH${CNNTRAIN_NVIDIA_DIRS:+:$CNNTRAIN_NVIDIA_DIRS}"
 # Open MPI relocated to the bundle: its prefix and every directory it would otherwise take from its build.
-OPAL_PREFIX=$CNN_BUNDLE
-OPAL_EXEC_PREFIX=$CNN_BUNDLE
-OPAL_LIBDIR=$CNN_BUNDLE/lib
-OPAL_BINDIR=$CNN_BUNDLE/libexec  # the orted wrapper, which a process started without mpirun forks
-OPAL_PKGLIBDIR=$(ls -d "$CNN_BUNDLE"/lib/*/openmpi/lib/openmpi3 2>/dev/null | head -1)
-OPAL_DATADIR=$CNN_BUNDLE/share
-OPAL_PKGDATADIR=$CNN_BUNDLE/share/openmpi
-OPAL_SYSCONFDIR=$CNN_BUNDLE/etc/openmpi
-PMIX_MCA_mca_base_component_path=$CNN_BUNDLE/lib/pmix
-PMIX_INSTALL_PREFIX=$CNN_BUNDLE
-PATH=$CNN_BUNDLE/bin:$PATH
+OPAL_PREFIX=$CNNTRAIN_BUNDLE
+OPAL_EXEC_PREFIX=$CNNTRAIN_BUNDLE
+OPAL_LIBDIR=$CNNTRAIN_BUNDLE/lib
+OPAL_BINDIR=$CNNTRAIN_BUNDLE/libexec  # the orted wrapper, which a process started without mpirun forks
+OPAL_PKGLIBDIR=$(ls -d "$CNNTRAIN_BUNDLE"/lib/*/openmpi/lib/openmpi3 2>/dev/null | head -1)
+OPAL_DATADIR=$CNNTRAIN_BUNDLE/share
+OPAL_PKGDATADIR=$CNNTRAIN_BUNDLE/share/openmpi
+OPAL_SYSCONFDIR=$CNNTRAIN_BUNDLE/etc/openmpi
+PMIX_MCA_mca_base_component_path=$CNNTRAIN_BUNDLE/lib/pmix
+PMIX_INSTALL_PREFIX=$CNNTRAIN_BUNDLE
+PATH=$CNNTRAIN_BUNDLE/bin:$PATH
 export OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
-  OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNN_BUNDLE CNN_NVIDIA_DIRS
+  OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNNTRAIN_BUNDLE CNNTRAIN_NVIDIA_DIRS
 # Open MPI insists on finding ssh or rsh even for processes on this node only; a machine without either
 # (containers, minimal images) gets a stand-in that is never run for local launches.
 if [ -z "${OMPI_MCA_plm_rsh_agent:-}" ] && ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then

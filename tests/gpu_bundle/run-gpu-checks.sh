@@ -15,30 +15,31 @@
 # 5. compute-sanitizer memcheck, racecheck and synccheck over the custom kernels' sweep, where the tool exists.
 # 6. Custom kernels vs cuDNN per ResNet-50 layer shape; synthetic ResNet-50 training images/s, fp32, TF32, bf16
 #    and fp16, beside PyTorch's on the same GPU when python3 has torch and torchvision.
-# CNN_CHECKS_ONLY="gtest nccl fmnist sanitizer perf" (default: all) selects parts 2-6 (preflight always runs).
+# CNNTRAIN_CHECKS_ONLY="gtest nccl fmnist sanitizer perf" (default: all) selects parts 2-6 (preflight always runs).
 # Exit status: 0 when every check passed, 1 when one failed, 3 no GPU, 4 driver too old, 130/143 interrupted.
 # Estimated 5-10 minutes on an H100 (not yet run on one). Python (PyTorch's rows) runs with the caller's
 # environment: the bundle's programs get their libraries through their wrappers, never through this shell.
 set -uo pipefail
-CNN_BUNDLE=$(dirname "$(readlink -f "$0")")
+CNNTRAIN_BUNDLE=$(dirname "$(readlink -f "$0")")
 OUT=${1:-$PWD/cnntrain-gpu-report-$(uname -n)-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || { echo "run-gpu-checks.sh: cannot create the output directory $OUT" >&2; exit 2; }
 OUT=$(cd "$OUT" && pwd)
-. "$CNN_BUNDLE/libexec/checks_lib.sh"
+. "$CNNTRAIN_BUNDLE/libexec/checks_lib.sh"
 work=$OUT/runs
 mkdir -p "$work"
-cnntrain=$CNN_BUNDLE/bin/cnntrain
+cnntrain=$CNNTRAIN_BUNDLE/bin/cnntrain
 
 section "preflight"
 say "cnntrain GPU checks, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), output in $OUT"
-version bundle "$(cat "$CNN_BUNDLE/VERSION")"
-version cuda_runtime "$(cat "$CNN_BUNDLE/CUDA_VERSION")"
-version driver_min "$(cat "$CNN_BUNDLE/CUDA_DRIVER_MIN")"
-version bundle_glibc "$(cat "$CNN_BUNDLE/GLIBC")"
+version bundle "$(cat "$CNNTRAIN_BUNDLE/VERSION")"
+version cuda_runtime "$(cat "$CNNTRAIN_BUNDLE/CUDA_VERSION")"
+version driver_min "$(cat "$CNNTRAIN_BUNDLE/CUDA_DRIVER_MIN")"
+version bundle_glibc "$(cat "$CNNTRAIN_BUNDLE/GLIBC")"
 version host_glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $NF }')"
 version os "$( (. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}") || echo unknown)"
 version kernel "$(uname -r)"
-version library_path "$(. "$CNN_BUNDLE/libexec/env.sh"; echo "$CNN_LIBRARY_PATH")"  # what the wrappers give the loader
+# What the wrappers give the loader:
+version library_path "$(. "$CNNTRAIN_BUNDLE/libexec/env.sh"; echo "$CNNTRAIN_LIBRARY_PATH")"
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   record gpu fail 0 "no GPU: nvidia-smi is not installed (no NVIDIA driver on this machine)"
@@ -63,8 +64,8 @@ record gpu pass 0 "$(wc -l <<<"$gpus") GPU(s): $(head -n 1 <<<"$gpus")"
 # The runtime refuses a driver older than it needs (cudaErrorInsufficientDriver at the first call). NVIDIA's
 # forward-compatibility package puts a newer libcuda in a directory of its own (cuda-compat-13-0:
 # /usr/local/cuda-13.0/compat), which the caller adds to LD_LIBRARY_PATH: then the old kernel driver is fine.
-need=$(cat "$CNN_BUNDLE/CUDA_DRIVER_MIN")
-runtime=$(cat "$CNN_BUNDLE/CUDA_VERSION")
+need=$(cat "$CNNTRAIN_BUNDLE/CUDA_DRIVER_MIN")
+runtime=$(cat "$CNNTRAIN_BUNDLE/CUDA_VERSION")
 compat=""
 for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }}; do
   for f in "$d"/libcuda.so.[0-9]*; do
@@ -88,22 +89,22 @@ STEP_DETAIL="see logs/gpu-info.log" step gpu-info 60 "$cnntrain" --gpu-info
 
 part_gtest() {
   section "GPU gtest cases (custom kernels and cuDNN/cuBLASLt vs the CPU reference; CUDA training)"
-  run_gtest_cases backend-sweep "$CNN_BUNDLE/libexec/backend_tests" '*__cuda*' 90
-  run_gtest_cases cuda-tests "$CNN_BUNDLE/libexec/cuda_tests" '*/cuda*' 120
+  run_gtest_cases backend-sweep "$CNNTRAIN_BUNDLE/libexec/backend_tests" '*__cuda*' 90
+  run_gtest_cases cuda-tests "$CNNTRAIN_BUNDLE/libexec/cuda_tests" '*/cuda*' 120
 }
 
 part_nccl() {
   section "NCCL on one GPU: init, allreduce, bucketed gradient sync"
-  run_gtest_cases nccl "$CNN_BUNDLE/libexec/cuda_tests" 'NcclOneRank.*' 120
+  run_gtest_cases nccl "$CNNTRAIN_BUNDLE/libexec/cuda_tests" 'NcclOneRank.*' 120
 }
 
-part_fmnist() { . "$CNN_BUNDLE/libexec/checks_fmnist.sh"; }
+part_fmnist() { . "$CNNTRAIN_BUNDLE/libexec/checks_fmnist.sh"; }
 
 part_sanitizer() {
   section "compute-sanitizer over the custom kernels' sweep"
   local sanitizer tool
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-    "$CNN_BUNDLE/compute-sanitizer/compute-sanitizer" 2>/dev/null | head -n 1 || true)
+    "$CNNTRAIN_BUNDLE/compute-sanitizer/compute-sanitizer" 2>/dev/null | head -n 1 || true)
   [[ -z $sanitizer ]] || version compute_sanitizer "$sanitizer"
   for tool in memcheck racecheck synccheck; do
     if [[ -z $sanitizer ]]; then
@@ -111,23 +112,23 @@ part_sanitizer() {
  the machine has none on PATH or in /usr/local/cuda/bin)"
     else
       # The target is a wrapper script that execs the bundle's loader: --target-processes all follows it.
-      step "sanitizer-$tool" 300 env CNN_REQUIRE_GPU=1 "$sanitizer" --tool "$tool" --error-exitcode 9 \
-        --target-processes all "$CNN_BUNDLE/libexec/backend_tests" --gtest_filter='Backends/Sweep.*__cuda' \
+      step "sanitizer-$tool" 300 env CNNTRAIN_REQUIRE_GPU=1 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+        --target-processes all "$CNNTRAIN_BUNDLE/libexec/backend_tests" --gtest_filter='Backends/Sweep.*__cuda' \
         --gtest_brief=1
     fi
   done
 }
 
 # The longest part, last: the one a time-limited GPU session can most afford to lose.
-part_perf() { . "$CNN_BUNDLE/libexec/checks_perf.sh"; }
+part_perf() { . "$CNNTRAIN_BUNDLE/libexec/checks_perf.sh"; }
 
-# CNN_CHECKS_ONLY="gtest nccl ..." runs only those parts (a GPU session whose commands are time-limited can
+# CNNTRAIN_CHECKS_ONLY="gtest nccl ..." runs only those parts (a GPU session whose commands are time-limited can
 # split the run); the others are recorded as skipped.
 for part in gtest nccl fmnist sanitizer perf; do
-  if [[ " ${CNN_CHECKS_ONLY:-$part} " == *" $part "* ]]; then
+  if [[ " ${CNNTRAIN_CHECKS_ONLY:-$part} " == *" $part "* ]]; then
     "part_$part"
   else
-    record "$part" skip 0 "not selected (CNN_CHECKS_ONLY=$CNN_CHECKS_ONLY)"
+    record "$part" skip 0 "not selected (CNNTRAIN_CHECKS_ONLY=$CNNTRAIN_CHECKS_ONLY)"
   fi
 done
 finish

@@ -6,10 +6,10 @@
 #      that crashes the process costs that case only (the cases after it pass), one that hangs ignoring SIGTERM
 #      is killed at its limit, a training step that ignores SIGTERM too (`timeout -k`), the cuda-vs-cpu
 #      comparison passes within the bound set by the spread; a summary, report.json valid and complete, exit 1;
-#      again with one process per gtest case (CNN_CHECKS_PER_CASE=1): the same verdicts; SIGTERM to the script:
+#      again with one process per gtest case (CNNTRAIN_CHECKS_PER_CASE=1): the same verdicts; SIGTERM to the script:
 #      exit 143 within seconds, the hanging case killed, report.json still written; driver 535: stop within a
 #      minute naming 535 and the ways out (exit 4), unless a forward-compatibility libcuda new enough is on
-#      LD_LIBRARY_PATH; no nvidia-smi: "no GPU" (exit 3); CNN_CHECKS_ONLY runs the parts it names only;
+#      LD_LIBRARY_PATH; no nvidia-smi: "no GPU" (exit 3); CNNTRAIN_CHECKS_ONLY runs the parts it names only;
 #   2. with BUNDLE.tar.gz (the CUDA build's `make gpu-bundle`), the real bundle unpacked in a scratch directory:
 #      driver 580: every check runs (and fails here, no GPU, except the CPU run), report.json lists them all,
 #      exit 1, within minutes; driver 535: exit 4 naming 535.
@@ -21,7 +21,7 @@ trap '[[ -n ${KEEP_TMP:-} ]] || rm -rf "$tmp"' EXIT
 fail() { echo "test_checks.sh: FAILED: $*" >&2; exit 1; }
 mkdir -p "$tmp/fakebin"
 install -m 755 "$src/fake_nvidia_smi.sh" "$tmp/fakebin/nvidia-smi"
-export CNN_CHECKS_KILL_AFTER=2
+export CNNTRAIN_CHECKS_KILL_AFTER=2
 
 # The stand-in bundle: the real scripts, programs that act out the cases above.
 b=$tmp/bundle
@@ -128,7 +128,7 @@ print({c["name"]: c["detail"] for c in json.load(open(sys.argv[1]))["checks"]}[s
 standin_run() {
   local out=$1 rc=0
   shift
-  timeout -k 5 240 env PATH="$tmp/fakebin:$PATH" CNN_CHECKS_MAX_STEP_S=4 STANDIN_PIDS="$tmp/hang.pid" "$@" \
+  timeout -k 5 240 env PATH="$tmp/fakebin:$PATH" CNNTRAIN_CHECKS_MAX_STEP_S=4 STANDIN_PIDS="$tmp/hang.pid" "$@" \
     "$b/run-gpu-checks.sh" "$out" >"$out.console" 2>&1 || rc=$?
   return $rc
 }
@@ -149,16 +149,16 @@ grep -q "^== summary" "$tmp/out1/report.txt" && [[ -s $tmp/out1/logs/fmnist-cpu-
 echo "ok: stand-ins, driver 580: every check ran, exit 1, a crash cost one case, hangs killed ($((SECONDS - t0)) s)"
 
 rc=0
-standin_run "$tmp/out2" CNN_CHECKS_PER_CASE=1 || rc=$?
+standin_run "$tmp/out2" CNNTRAIN_CHECKS_PER_CASE=1 || rc=$?
 ((rc == 1)) && python3 "$src/check_report.py" "$tmp/out2/report.json" "${expect_standin[@]}" >/dev/null ||
-  fail "CNN_CHECKS_PER_CASE=1: exit $rc or report.json"
+  fail "CNNTRAIN_CHECKS_PER_CASE=1: exit $rc or report.json"
 grep -q "^backend-sweep: 6 cases: 3 pass, 3 fail, 0 skip in .* (6 processes)" "$tmp/out2/report.txt" ||
-  fail "CNN_CHECKS_PER_CASE=1: not one process per case"
-echo "ok: CNN_CHECKS_PER_CASE=1: the same verdicts, one process per case"
+  fail "CNNTRAIN_CHECKS_PER_CASE=1: not one process per case"
+echo "ok: CNNTRAIN_CHECKS_PER_CASE=1: the same verdicts, one process per case"
 
 # SIGTERM while the hanging case runs: the report is written, nothing is left running.
 rm -f "$tmp/hang.pid"
-(exec env PATH="$tmp/fakebin:$PATH" CNN_CHECKS_MAX_STEP_S=60 STANDIN_PIDS="$tmp/hang.pid" "$b/run-gpu-checks.sh" \
+(exec env PATH="$tmp/fakebin:$PATH" CNNTRAIN_CHECKS_MAX_STEP_S=60 STANDIN_PIDS="$tmp/hang.pid" "$b/run-gpu-checks.sh" \
   "$tmp/out3" >"$tmp/out3.console" 2>&1) &
 pid=$!
 for _ in $(seq 100); do [[ -s $tmp/hang.pid ]] && break; sleep 0.2; done
@@ -192,16 +192,16 @@ driver_stops "$b" "$tmp/out4"
 mkdir -p "$tmp/compat"
 touch "$tmp/compat/libcuda.so.1" "$tmp/compat/libcuda.so.580.65.06"
 rc=0
-standin_run "$tmp/out7" FAKE_DRIVER=535.129.03 LD_LIBRARY_PATH="$tmp/compat" CNN_CHECKS_MAX_STEP_S=1 \
-  CNN_CHECKS_KILL_AFTER=1 || rc=$?
+standin_run "$tmp/out7" FAKE_DRIVER=535.129.03 LD_LIBRARY_PATH="$tmp/compat" CNNTRAIN_CHECKS_MAX_STEP_S=1 \
+  CNNTRAIN_CHECKS_KILL_AFTER=1 || rc=$?
 ((rc == 1)) && python3 "$src/check_report.py" "$tmp/out7/report.json" driver=pass fmnist-cpu-det=pass >/dev/null ||
   fail "driver 535 with the forward-compatibility libcuda: exit $rc, $(grep -- '-> driver' "$tmp/out7.console")"
 rc=0
-standin_run "$tmp/out8" CNN_CHECKS_ONLY="nccl fmnist" || rc=$?
+standin_run "$tmp/out8" CNNTRAIN_CHECKS_ONLY="nccl fmnist" || rc=$?
 ((rc == 1)) && python3 "$src/check_report.py" "$tmp/out8/report.json" gtest=skip sanitizer=skip perf=skip \
   nccl/=fail fmnist-cuda-vs-cpu=pass >/dev/null && ! grep -q backend-sweep "$tmp/out8/report.json" ||
-  fail "CNN_CHECKS_ONLY='nccl fmnist': exit $rc or other parts ran"
-echo "ok: CNN_CHECKS_ONLY='nccl fmnist' runs those parts only"
+  fail "CNNTRAIN_CHECKS_ONLY='nccl fmnist': exit $rc or other parts ran"
+echo "ok: CNNTRAIN_CHECKS_ONLY='nccl fmnist' runs those parts only"
 echo "ok: driver 535 with a forward-compatibility libcuda 580 on LD_LIBRARY_PATH: $(grep -o 'driver 535[^(]*' \
   "$tmp/out7/report.txt" | head -1)"
 

@@ -6,9 +6,9 @@
 # --library-path, not LD_LIBRARY_PATH: programs started from here (the ranks mpirun starts are wrappers again)
 # see the caller's environment. Works from any directory, through symbolic links.
 self=$(readlink -f "$0")
-CNN_BUNDLE=$(dirname "$(dirname "$self")")
-. "$CNN_BUNDLE/libexec/env.sh"
+CNNTRAIN_BUNDLE=$(dirname "$(dirname "$self")")
+. "$CNNTRAIN_BUNDLE/libexec/env.sh"
 # argv[0] without a directory: Open MPI's mpirun takes an absolute argv[0] as --prefix and then puts the bundle's
 # lib/ into the LD_LIBRARY_PATH of what it starts, where the machine's /bin/sh would meet the bundle's libc.
-exec "$CNN_BUNDLE/lib/ld/@TOOL@" --library-path "$CNN_LIBRARY_PATH" --argv0 "${0##*/}" \
-  "$CNN_BUNDLE/libexec/elf/@TOOL@" "$@"
+exec "$CNNTRAIN_BUNDLE/lib/ld/@TOOL@" --library-path "$CNNTRAIN_LIBRARY_PATH" --argv0 "${0##*/}" \
+  "$CNNTRAIN_BUNDLE/libexec/elf/@TOOL@" "$@"

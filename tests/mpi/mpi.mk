@@ -9,8 +9,8 @@ MPI_DEFERRED_SUITES = 'EmuDataParallel.*:SyncBatchNorm.Emu*:*GradWire16*NcclEmu*
 .PHONY: test-mpi-nccl
 test-mpi-nccl: $(MPI_TEST)
 	$(MPIRUN) -np 3 $(MPI_TEST) --gtest_brief=1 --gtest_filter='*NcclEmu*:*Strict*:EmuDataParallel.*:SyncBatchNorm.*:*RankSums*'
-	CNN_SIMT_DEFER=7 $(MPIRUN) -x CNN_SIMT_DEFER -np 2 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
-	CNN_SIMT_DEFER=19 $(MPIRUN) -x CNN_SIMT_DEFER -np 4 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
+	CNNTRAIN_SIMT_DEFER=7 $(MPIRUN) -x CNNTRAIN_SIMT_DEFER -np 2 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
+	CNNTRAIN_SIMT_DEFER=19 $(MPIRUN) -x CNNTRAIN_SIMT_DEFER -np 4 $(MPI_TEST) --gtest_brief=1 --gtest_filter=$(MPI_DEFERRED_SUITES)
 
 TEST_RUNS += test-mpi-nccl
 

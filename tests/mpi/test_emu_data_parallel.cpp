@@ -2,7 +2,7 @@
 // (src/comm/nccl_collectives.cu against the emulated NCCL): every rank ends with identical weights, equal
 // within 1e-5 relative to one CPU process training on the same global batches, and gradient buckets start
 // while backward is still running (counted, not timed). `make test` also runs this suite with deferred
-// emulator streams (CNN_SIMT_DEFER), where a missing event wait would reorder the buckets' inputs.
+// emulator streams (CNNTRAIN_SIMT_DEFER), where a missing event wait would reorder the buckets' inputs.
 #include <cstring>
 
 #include "io/sampler.h"

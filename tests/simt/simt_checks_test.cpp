@@ -237,12 +237,12 @@ TEST_F(SimtChecks, MemcpyMemsetStreamsAndEvents) {
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-// CNN_SIMT_SEED is read at start-up, so the check runs in a freshly executed child process.
+// CNNTRAIN_SIMT_SEED is read at start-up, so the check runs in a freshly executed child process.
 TEST(SimtEnvironment, ScheduleSeedComesFromTheEnvironment) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  setenv("CNN_SIMT_SEED", "12345", 1);
+  setenv("CNNTRAIN_SIMT_SEED", "12345", 1);
   EXPECT_EXIT(std::exit(simt::schedule_seed() == 12345 ? 0 : 1), ::testing::ExitedWithCode(0), "");
-  unsetenv("CNN_SIMT_SEED");
+  unsetenv("CNNTRAIN_SIMT_SEED");
 }
 
 TEST_F(SimtChecks, DeviceQueriesDescribeThePortableLimits) {

@@ -83,14 +83,14 @@ TEST_F(SimtInterleave, SeedReproducesTheInterleaving) {
   EXPECT_EQ(std::vector<int>(counts.begin(), counts.begin() + 3), std::vector<int>(counts.begin() + 3, counts.end()));
 }
 
-// CNN_SIMT_RESIDENT_BLOCKS is read at start-up, so the check runs in a freshly executed child process.
+// CNNTRAIN_SIMT_RESIDENT_BLOCKS is read at start-up, so the check runs in a freshly executed child process.
 TEST(SimtEnvironment, ResidentBlocksComeFromTheEnvironment) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  setenv("CNN_SIMT_RESIDENT_BLOCKS", "4", 1);
+  setenv("CNNTRAIN_SIMT_RESIDENT_BLOCKS", "4", 1);
   EXPECT_EXIT(std::exit(simt::resident_blocks() == 4 ? 0 : 1), ::testing::ExitedWithCode(0), "");
-  setenv("CNN_SIMT_RESIDENT_BLOCKS", "1000", 1);
+  setenv("CNNTRAIN_SIMT_RESIDENT_BLOCKS", "1000", 1);
   EXPECT_EXIT(std::exit(simt::resident_blocks() == 32 ? 0 : 1), ::testing::ExitedWithCode(0), "");
-  unsetenv("CNN_SIMT_RESIDENT_BLOCKS");
+  unsetenv("CNNTRAIN_SIMT_RESIDENT_BLOCKS");
 }
 
 }  // namespace

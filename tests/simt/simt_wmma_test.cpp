@@ -138,12 +138,12 @@ TEST_F(SimtWmmaChecks, HalfAWarpCallingMmaIsReported) {
   simt::set_schedule_seed(0);
 }
 
-// CNN_SIMT_WMMA_SCRAMBLE is read at start-up, so the check runs in a freshly executed child process.
+// CNNTRAIN_SIMT_WMMA_SCRAMBLE is read at start-up, so the check runs in a freshly executed child process.
 TEST(SimtEnvironment, WmmaScrambleComesFromTheEnvironment) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  setenv("CNN_SIMT_WMMA_SCRAMBLE", "1", 1);
+  setenv("CNNTRAIN_SIMT_WMMA_SCRAMBLE", "1", 1);
   EXPECT_EXIT(std::exit(simt::wmma_scramble() ? 0 : 1), ::testing::ExitedWithCode(0), "");
-  unsetenv("CNN_SIMT_WMMA_SCRAMBLE");
+  unsetenv("CNNTRAIN_SIMT_WMMA_SCRAMBLE");
 }
 
 }  // namespace

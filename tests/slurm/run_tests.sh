@@ -13,13 +13,13 @@ STANDIN=$BUILD/tests/slurm/fake_trainer
 # The trainer command under test (binary and extra options; the batch script adds --config, --run-dir and
 # --resume auto): the real trainer on Fashion-MNIST, a few hundred small steps. The stand-in (same signal
 # contract) plays a failing trainer and the time-limit test, which needs thousands of steps.
-TRAINER=${SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 600 --log.every_steps 1}
+TRAINER=${CNNTRAIN_SLURM_TEST_TRAINER:-$BUILD/cnntrain --train.batch 32 --train.max_steps 600 --log.every_steps 1}
 export FAKE_STEP_MS=${FAKE_STEP_MS:-100}   # the stand-in's step time
 # Compares the final checkpoint of a preempted-and-resumed run with an uninterrupted run's: every parameter
 # and optimizer-state dataset bit for bit (not the whole file: it also stores paths and the config).
-COMPARE=${SLURM_TEST_COMPARE:-/usr/bin/python3 tests/e2e/ckpt_compare.py}
-SIGNAL_AFTER_STEP=${SLURM_TEST_SIGNAL_AFTER_STEP:-3}   # preempt once metrics.jsonl shows this training step
-WAIT=${SLURM_TEST_WAIT:-90}                            # seconds any one state change may take
+COMPARE=${CNNTRAIN_SLURM_TEST_COMPARE:-/usr/bin/python3 tests/e2e/ckpt_compare.py}
+SIGNAL_AFTER_STEP=${CNNTRAIN_SLURM_TEST_SIGNAL_AFTER_STEP:-3}  # preempt once metrics.jsonl shows this training step
+WAIT=${CNNTRAIN_SLURM_TEST_WAIT:-90}                           # seconds any one state change may take
 
 read -r TRAINER_BIN TRAINER_ARGS <<<"$TRAINER"
 [[ -x $TRAINER_BIN ]] || { echo "run_tests.sh: $TRAINER_BIN not built (make test-slurm builds it)" >&2; exit 1; }
@@ -212,7 +212,7 @@ test_multinode_ib() {
 }
 
 # The real thing behind --signal=B:USR1@120: a job with a 3-minute limit gets SIGUSR1 about a minute in (Slurm
-# checks every 30-60 s), is requeued and resumes. Slow (~75 s), so only with SLURM_TEST_TIME_LIMIT=1.
+# checks every 30-60 s), is requeued and resumes. Slow (~75 s), so only with CNNTRAIN_SLURM_TEST_TIME_LIMIT=1.
 test_time_limit() {
   export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 100000"
   submit jobs/cpu.sbatch --ntasks=2 --time=3
@@ -247,7 +247,7 @@ run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue"
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
 run_test "gpu_node.sbatch trains (2 of 8 tasks, count-only GPUs, --device emu through NCCL)" test_gpu_node
 run_test "multinode_ib.sbatch trains (1 node, 2 tasks, count-only GPUs, --device emu through NCCL)" test_multinode_ib
-if [[ ${SLURM_TEST_TIME_LIMIT:-0} == 1 ]]; then
+if [[ ${CNNTRAIN_SLURM_TEST_TIME_LIMIT:-0} == 1 ]]; then
   run_test "time limit -> SIGUSR1 (--signal=B:USR1@120) -> checkpoint, requeue, resume" test_time_limit
 fi
 echo "run_tests.sh: all $passed Slurm tests passed in $((SECONDS - t_start)) s"
