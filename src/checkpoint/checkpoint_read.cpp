@@ -54,6 +54,7 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   get_optional_int("loss_scale_growth", m.loss_scale_growth);
   get_optional_int("skipped_steps", m.skipped_steps);
   get_optional_int("optimizer_steps", m.optimizer_steps);
+  get_optional_int("ema_updates", m.ema_updates);
   std::vector<std::string> s;
   auto get_str = [&](const char* name, std::string& out) {
     if (h5_read_attr_strings(file, name, s) && s.size() == 1) out = s[0];
@@ -99,6 +100,7 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
   collect_datasets(file, "/params", in_file);
   collect_datasets(file, "/buffers", in_file);
   collect_datasets(file, "/optimizer", in_file);
+  collect_datasets(file, "/ema", in_file);
   std::sort(in_file.begin(), in_file.end());
   for (const auto& a : arrays) {
     if (!std::binary_search(in_file.begin(), in_file.end(), a.path)) {
