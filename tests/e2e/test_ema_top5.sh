@@ -2,7 +2,8 @@
 # The weights' moving average (--train.ema) and top-5 in the eval events: ema_test_acc/ema_test_loss and
 # test_top5 present and sane; the average in checkpoints with resume bit-exact (same rank count, through the
 # warm-up's position) and resharded (2 -> 1) within float tolerance; np 1 and np 2 agree; export
-# --weights ema|raw; a checkpoint without the average refused for an EMA run; --device emu agrees with cpu.
+# --weights ema|raw; EMA/non-EMA checkpoint mismatches refused; a step skipped for a NaN gradient is no update;
+# --device emu agrees with cpu.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 # Batch norm over fixed groups of 8 samples: the same computation on 1 or 2 ranks (global batch 32).
@@ -83,6 +84,18 @@ expect_exit 4 "without --train.ema; continue it with --train.ema 0" -- \
 expect_exit 4 "with --train.ema; continue it with the same --train.ema" -- \
   "$BUILD/cnntrain" "${COMMON[@]}" --train.ema 0 --run-dir "$T/y" --resume "$(ck "$T/ref2" 12)"
 echo "ok: export --weights ema|raw, mismatches refused"
+
+# A step skipped for a non-finite gradient (the test hook puts a NaN into rank 0's fc1.weight gradient at step
+# 5) is no update: 7 updates folded in over 8 steps, and the average stays finite.
+CNNTRAIN_TEST_NAN=0:fc1.weight:4 "$BUILD/cnntrain" "${COMMON[@]}" --data.test "" --train.max_steps 8 \
+  --train.on_nonfinite skip --run-dir "$T/nan" > "$T/nan.log" 2>&1 || { cat "$T/nan.log"; fail "skip run failed"; }
+$PY - "$(ck "$T/nan" 8)" <<'PY' || fail "the skipped step reached the moving average"
+import h5py, numpy as np, sys
+f = h5py.File(sys.argv[1], "r")
+assert f.attrs["ema_updates"] == 7, f.attrs["ema_updates"]
+assert all(np.isfinite(f["ema"][k][()]).all() for k in f["ema"])
+PY
+echo "ok: a skipped step is no EMA update (7 in 8 steps)"
 
 # --device emu: the same eval fields as cpu on 256 test images (the emulator is slow).
 $PY - data/fashion_mnist/test.h5 "$T/small.h5" <<'PY'
