@@ -30,4 +30,17 @@ void softmax_xent_cpu(int n, int classes, const float* logits, const int32_t* la
   }
 }
 
+int64_t topk_hits_cpu(int n, int classes, int k, const float* logits, const int32_t* labels) {
+  int64_t hits = 0;
+  for (int i = 0; i < n; ++i) {
+    const float* z = logits + static_cast<size_t>(i) * classes;
+    const float zy = z[labels[i]];
+    if (std::isnan(zy)) continue;
+    int larger = 0;
+    for (int j = 0; j < classes && larger < k; ++j) larger += z[j] > zy;
+    hits += larger < k;
+  }
+  return hits;
+}
+
 }  // namespace cnn

@@ -210,13 +210,19 @@ int cmd_export(int argc, char** argv) {
   po::options_description d("export: weights-only HDF5 from a checkpoint (layout in docs/checkpoints.md)");
   d.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (ckpt-*.h5)")(
       "out", po::value<std::string>()->required(), "output HDF5 file")(
-      "overwrite", po::bool_switch(), "replace an existing output");
+      "overwrite", po::bool_switch(), "replace an existing output")(
+      "weights", po::value<std::string>()->default_value("raw"),
+      "raw (the trained weights) or ema (their moving average, from a --train.ema run)");
   auto vm = parse("export", d, argc, argv, "checkpoint");
   const std::string in = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
+  const std::string weights = vm["weights"].as<std::string>();
+  if (weights != "raw" && weights != "ema")
+    raise(kExitUsage, "export: --weights must be raw or ema, not '%s'", weights.c_str());
   check_output("export", out, vm["overwrite"].as<bool>());
-  ExportStats st = export_weights(in, out);
-  std::printf("wrote %s: %zu tensors, %zu parameters and %zu buffer values (model %s, step %lld)\n", out.c_str(),
-              st.tensors, st.params, st.buffers, st.model.c_str(), (long long)st.step);
+  ExportStats st = export_weights(in, out, weights == "ema");
+  std::printf("wrote %s: %zu tensors, %zu %sparameters and %zu buffer values (model %s, step %lld)\n", out.c_str(),
+              st.tensors, st.params, weights == "ema" ? "EMA " : "", st.buffers, st.model.c_str(),
+              (long long)st.step);
   return 0;
 }
 

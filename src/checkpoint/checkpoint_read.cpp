@@ -54,6 +54,7 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   get_optional_int("loss_scale_growth", m.loss_scale_growth);
   get_optional_int("skipped_steps", m.skipped_steps);
   get_optional_int("optimizer_steps", m.optimizer_steps);
+  get_optional_int("ema_updates", m.ema_updates);
   std::vector<std::string> s;
   auto get_str = [&](const char* name, std::string& out) {
     if (h5_read_attr_strings(file, name, s) && s.size() == 1) out = s[0];
@@ -99,11 +100,18 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
   collect_datasets(file, "/params", in_file);
   collect_datasets(file, "/buffers", in_file);
   collect_datasets(file, "/optimizer", in_file);
+  collect_datasets(file, "/ema", in_file);
   std::sort(in_file.begin(), in_file.end());
+  // The weights' moving average is there exactly when the run that wrote it had --train.ema on.
+  const auto is_ema = [](const std::string& p) { return p.rfind("ema/", 0) == 0; };
   for (const auto& a : arrays) {
     if (!std::binary_search(in_file.begin(), in_file.end(), a.path)) {
-      msg = strprintf("checkpoint '%s' has no dataset '%s' (it was written for model '%s'; this run trains another "
-                      "model or optimizer)", path.c_str(), a.path.c_str(), meta.model.c_str());
+      if (is_ema(a.path))
+        msg = strprintf("checkpoint '%s' has no moving average of the weights ('%s'): it was written by a run "
+                        "without --train.ema; continue it with --train.ema 0", path.c_str(), a.path.c_str());
+      else
+        msg = strprintf("checkpoint '%s' has no dataset '%s' (it was written for model '%s'; this run trains another "
+                        "model or optimizer)", path.c_str(), a.path.c_str(), meta.model.c_str());
       return false;
     }
     H5Handle d = h5_dataset(H5Dopen2(file, a.path.c_str(), H5P_DEFAULT));
@@ -124,8 +132,12 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
     std::sort(want.begin(), want.end());
     for (const auto& f : in_file)
       if (!std::binary_search(want.begin(), want.end(), f)) {
-        msg = strprintf("checkpoint '%s' has dataset '%s' that this model lacks (written for model '%s')",
-                        path.c_str(), f.c_str(), meta.model.c_str());
+        if (is_ema(f))
+          msg = strprintf("checkpoint '%s' holds a moving average of the weights ('%s'): it was written by a run "
+                          "with --train.ema; continue it with the same --train.ema", path.c_str(), f.c_str());
+        else
+          msg = strprintf("checkpoint '%s' has dataset '%s' that this model lacks (written for model '%s')",
+                          path.c_str(), f.c_str(), meta.model.c_str());
         return false;
       }
   }

@@ -87,6 +87,7 @@ void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
   ints("loss_scale_growth", m.loss_scale_growth);
   ints("skipped_steps", m.skipped_steps);
   ints("optimizer_steps", m.optimizer_steps);
+  ints("ema_updates", m.ema_updates);
   ints("world_size", m.world_size);
   str("model", m.model);
   str("optimizer", m.optimizer);

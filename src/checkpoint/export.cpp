@@ -13,7 +13,7 @@
 
 namespace cnn {
 
-ExportStats export_weights(const std::string& checkpoint, const std::string& out) {
+ExportStats export_weights(const std::string& checkpoint, const std::string& out, bool ema) {
   CheckpointMeta meta;
   std::string err;
   if (!read_checkpoint_meta(checkpoint, meta, err)) raise(kExitCheckpoint, "%s", err.c_str());
@@ -22,6 +22,10 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   H5Handle in = h5_file(H5Fopen(checkpoint.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (H5Lexists(in.get(), "/params", H5P_DEFAULT) <= 0)
     raise(kExitCheckpoint, "checkpoint '%s' has no /params group", checkpoint.c_str());
+  const char* weights = ema ? "/ema" : "/params";
+  if (ema && H5Lexists(in.get(), weights, H5P_DEFAULT) <= 0)
+    raise(kExitCheckpoint, "checkpoint '%s' has no moving average of the weights (/ema): it was written by a run "
+          "without --train.ema; export it with --weights raw", checkpoint.c_str());
   const std::string tmp = out + ".tmp";
   H5Handle dst = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!dst.valid()) raise(kExitCheckpoint, "cannot create '%s': %s", tmp.c_str(), h5_last_error().c_str());
@@ -31,7 +35,7 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   st.model = meta.model;
   st.step = meta.step;
   // Parameters, and the buffers inference needs too (batch-norm running statistics).
-  for (const char* group : {"/params", "/buffers"}) {
+  for (const char* group : {weights, "/buffers"}) {
     if (H5Lexists(in.get(), group, H5P_DEFAULT) <= 0) continue;
     H5Handle params = h5_group(H5Gopen2(in.get(), group, H5P_DEFAULT));
     H5G_info_t info;
@@ -60,11 +64,12 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
       if (!o.valid() || H5Dwrite(o.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
         raise(kExitCheckpoint, "writing %s to '%s' failed: %s", path.c_str(), tmp.c_str(), h5_last_error().c_str());
       ++st.tensors;
-      (std::string(group) == "/params" ? st.params : st.buffers) += v.size();
+      (group == weights ? st.params : st.buffers) += v.size();
     }
   }
   h5_write_attr_strings(dst.get(), "format", {"cnntrain-weights"});
   h5_write_attr_strings(dst.get(), "model", {meta.model});
+  h5_write_attr_strings(dst.get(), "weights", {ema ? "ema" : "raw"});
   h5_write_attr_ints(dst.get(), "step", {meta.step});
   h5_write_attr_strings(dst.get(), "layout",
                         {"conv weight [out,kh,kw,in] (KRSC); linear weight [out,in]; bias [out]; activations NHWC"});

@@ -1,6 +1,8 @@
 // Weights-only export of a checkpoint: one HDF5 dataset per parameter, /<layer>/<param> (e.g. /conv1/weight),
 // float32 in cnntrain's layouts (conv KRSC = [out, kh, kw, in]; linear [out, in]; biases [out]); root
-// attributes model, step, format = "cnntrain-weights", layout notes. Serial HDF5; one process.
+// attributes model, step, format = "cnntrain-weights", weights ("raw" or "ema"), layout notes. Serial HDF5;
+// one process. With `ema` the parameters are the checkpoint's moving average of the weights (/ema, written by
+// --train.ema runs) in place of the weights themselves; the batch-norm buffers are the same either way.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,6 +18,6 @@ struct ExportStats {
 };
 
 // Verifies every parameter's CRC-32 while copying. Throws Error(kExitCheckpoint) naming the file and dataset.
-ExportStats export_weights(const std::string& checkpoint, const std::string& out);
+ExportStats export_weights(const std::string& checkpoint, const std::string& out, bool ema = false);
 
 }  // namespace cnn

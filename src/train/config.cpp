@@ -273,6 +273,11 @@ std::vector<Opt> train_options() {
                "clip the gradient's global L2 norm to this (0: off)"),
       str_opt("train.on_nonfinite", in(&TrainSection::on_nonfinite), {"stop", "skip"},
               "a NaN/inf gradient stops the run (exit 5) or skips that step's update on every rank"),
+      real_opt("train.ema", in(&TrainSection::ema), 0, 0.999999999, false,
+               "exponential moving average of the weights with this decay, evaluated beside them (ema_test_acc) "
+               "and kept in checkpoints, e.g. 0.999 (0: off)"),
+      bool_opt("train.ema_warmup", in(&TrainSection::ema_warmup),
+               "train.ema: decay min(train.ema, (1+t)/(10+t)) at update t, as timm"),
   };
 }
 

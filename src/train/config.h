@@ -53,6 +53,8 @@ struct TrainSection {  // [train] (docs/options.md)
   int accum_steps = 1;         // micro-batches per optimizer step
   double clip_norm = 0.0;      // 0: no clipping
   std::string on_nonfinite = "stop";  // stop | skip
+  double ema = 0.0;            // decay of the weights' moving average; 0: off
+  bool ema_warmup = false;     // decay min(ema, (1+t)/(10+t)) at update t
 };
 
 struct CheckpointSection {  // [checkpoint] (docs/checkpoints.md)

@@ -10,9 +10,10 @@
 namespace cnn {
 
 RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler,
-                               RunLog& log, std::string dir)
-    : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)) {
+                               RunLog& log, std::string dir, WeightEma* ema)
+    : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)), ema_(ema) {
   host_params_.resize(net_.num_params());
+  if (ema_) host_ema_.resize(net_.num_params());
   host_buffers_.resize(net_.num_buffers());
   host_state_.resize(opt_.state().size(), std::vector<float>(net_.num_params()));
 }
@@ -27,6 +28,9 @@ std::vector<CheckpointArray> RunCheckpoints::arrays() {
   for (size_t k = 0; k < states.size(); ++k)
     for (const ParamInfo& p : net_.param_table())
       v.push_back({"optimizer/" + states[k].first + "/" + p.name, p.shape, host_state_[k].data() + p.offset});
+  if (ema_)
+    for (const ParamInfo& p : net_.param_table())
+      v.push_back({"ema/" + p.name, p.shape, host_ema_.data() + p.offset});
   return v;
 }
 
@@ -36,6 +40,7 @@ void RunCheckpoints::download_state() {
   const auto states = opt_.state();
   for (size_t k = 0; k < states.size(); ++k)
     be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
+  if (ema_) be_.download(host_ema_.data(), ema_->data(), sizeof(float) * net_.num_params());
 }
 
 void RunCheckpoints::upload_state() {
@@ -44,6 +49,7 @@ void RunCheckpoints::upload_state() {
   const auto states = opt_.state();
   for (size_t k = 0; k < states.size(); ++k)
     be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
+  if (ema_) be_.upload(ema_->data(), host_ema_.data(), sizeof(float) * net_.num_params());
   net_.sync_weight_copy();
 }
 
@@ -66,6 +72,7 @@ void RunCheckpoints::save(const Cursor& next) {
   m.skipped_steps = scaler_.state().skipped_steps;
   // Updates applied: AdamW counts them (a skipped step, fp16 overflow or --train.on_nonfinite skip, is not one).
   m.optimizer_steps = cfg_.train.optimizer == "adamw" ? opt_.steps() : next.step - m.skipped_steps;
+  if (ema_) m.ema_updates = ema_->updates();
   m.model = cfg_.model;
   m.optimizer = cfg_.train.optimizer;
   m.config = config_to_ini(cfg_);
@@ -150,6 +157,7 @@ Cursor RunCheckpoints::resume() {
       upload_state();
       // One update per step the loss scaler did not skip: AdamW's bias correction continues exactly.
       opt_.set_steps(m.optimizer_steps >= 0 ? m.optimizer_steps : m.step);
+      if (ema_) ema_->set_updates(m.ema_updates);
       restore_scaler(m, path);
       c.step = m.step;
       c.epoch = m.epoch;
@@ -171,8 +179,8 @@ Cursor RunCheckpoints::resume() {
                     "model %s: continue it with --model %s, or start this run in a new --run-dir", path.c_str(),
                     m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
     if (layout_mismatch)
-      agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer), "
-                    "or start this run in a new --run-dir");
+      agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer, "
+                    "--train.ema on or off), or start this run in a new --run-dir");
     log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
   }
   log_.warn("no checkpoint in %s verifies; starting from scratch", dir_.c_str());

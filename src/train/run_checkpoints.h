@@ -1,5 +1,5 @@
 // The run's side of checkpoints: what a checkpoint of this run holds (fp32 parameters, buffers, optimizer
-// state, position in the global batch sequence, the fp16 loss scaler), written through host copies, and
+// state, the weights' moving average with --train.ema, position in the global batch sequence, the fp16 loss scaler), written through host copies, and
 // `--resume` (auto, a path or none). The file format and its collective I/O are src/checkpoint/checkpoint.h.
 #pragma once
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "src/train/config.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
+#include "src/train/weight_ema.h"
 
 namespace cnn {
 
@@ -25,7 +26,7 @@ struct Cursor {
 class RunCheckpoints {
  public:
   RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler, RunLog& log,
-                 std::string dir);
+                 std::string dir, WeightEma* ema = nullptr);
   // The ranks' collectives (null on one rank), made after resume(): save() averages the batch-norm buffers
   // through them.
   void set_collectives(Collectives* comm) { comm_ = comm; }
@@ -55,7 +56,8 @@ class RunCheckpoints {
   RunLog& log_;
   Collectives* comm_ = nullptr;
   std::string dir_;
-  std::vector<float> host_params_, host_buffers_;
+  WeightEma* ema_;
+  std::vector<float> host_params_, host_buffers_, host_ema_;
   std::vector<std::vector<float>> host_state_;
   int64_t last_step_ = -1;
   std::string resumed_from_;

@@ -109,6 +109,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   }
   opt.step(lr);
   net.sync_weight_copy();
+  if (sc.ema) sc.ema->update(static_cast<const Net&>(net).params());
   if (sc.timing) sc.timing->idle();
 }
 

@@ -14,6 +14,7 @@
 #include "src/train/nonfinite.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
+#include "src/train/weight_ema.h"
 
 namespace cnn {
 
@@ -44,6 +45,9 @@ struct StepConfig {
   // non-finite gradient, so that an optimizer counting its updates (AdamW's bias correction) does not count a
   // step whose update the gate suppressed (--train.on_nonfinite skip).
   bool count_only_applied = false;
+  // Folds the weights of every applied update into this average (--train.ema), or null. Only an update the
+  // host knows was applied counts: with the guard, count_only_applied must be set (a gated step is no update).
+  WeightEma* ema = nullptr;
 };
 
 struct StepStats {

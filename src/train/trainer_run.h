@@ -24,14 +24,17 @@
 #include "src/train/schedule.h"
 #include "src/train/setup.h"
 #include "src/train/step.h"
+#include "src/train/weight_ema.h"
 
 namespace cnn {
 
 using Clock = std::chrono::steady_clock;
 inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// top5: the fraction of samples whose label is among the 5 largest logits (kernels/loss.h, topk_hits_cpu);
+// NAN when the net has at most 5 classes (every label would be).
 struct EvalResult {
-  double loss = 0, acc = 0;
+  double loss = 0, acc = 0, top5 = NAN;
   int64_t count = 0;
 };
 
@@ -75,6 +78,8 @@ class Trainer {
   void log_interval(const BatchPos& b, int64_t step);
   void evaluate_and_log(const BatchPos& b, int64_t step);
   EvalResult evaluate();
+  // evaluate() with the moving average of the weights in place of the weights (--train.ema).
+  EvalResult evaluate_ema();
   // Every rank learns of a signal any rank received (collective), so all stop after the same step.
   int agreed_stop_signal() const;
   int stop_on_signal(int sig, const Cursor& next);
@@ -99,6 +104,7 @@ class Trainer {
   std::unique_ptr<Sampler> sampler_;
   LrSchedule sched_;
   std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<WeightEma> ema_;  // --train.ema, else null
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<RunCheckpoints> ckpt_;
   std::unique_ptr<Collectives> comm_;  // before sync_, which uses it

@@ -102,7 +102,12 @@ Cursor Trainer::plan() {
   if (cfg_.train.max_steps > 0) total_ = std::min(total_, cfg_.train.max_steps);
   sched_ = make_lr_schedule(cfg_, spe_, total_);
   opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
-  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_);
+  if (cfg_.train.ema > 0) {
+    const Net& net = net_;
+    ema_ = std::make_unique<WeightEma>(be_, EmaConfig{cfg_.train.ema, cfg_.train.ema_warmup}, net.params(),
+                                       net.num_params());
+  }
+  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_, ema_.get());
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
   ckpt_->set_collectives(comm_.get());
@@ -130,7 +135,10 @@ Cursor Trainer::plan() {
   sc_.nonfinite = guard_.get();
   sc_.timing = &obs_->timing();
   sc_.scaler = scaler_.get();
-  sc_.count_only_applied = cfg_.train.optimizer == "adamw" && cfg_.train.on_nonfinite == "skip";
+  // AdamW and the weight average count only applied updates: with skipping on, the host learns the verdict
+  // before the update.
+  sc_.count_only_applied = (cfg_.train.optimizer == "adamw" || ema_) && cfg_.train.on_nonfinite == "skip";
+  sc_.ema = ema_.get();
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.train.batch,
             world_size(), s_.local_batch, (long long)(ti.count - spe_ * cfg_.train.batch));

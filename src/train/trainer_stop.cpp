@@ -1,6 +1,9 @@
 // How a run reports and ends: the interval and evaluation logs, and the end of a run that completed, stopped
 // at --train.stop_at_step, was preempted by a signal, or met a non-finite gradient.
 #include <algorithm>
+#include <cmath>
+
+#include "kernels/loss.h"
 
 #include "src/comm/comm.h"
 #include "src/train/run_dir.h"
@@ -56,15 +59,20 @@ void Trainer::log_interval(const BatchPos& b, int64_t step) {
   iv_ = Interval();
 }
 
+// Top-5 is counted on the host: evaluation already waits for each batch's loss totals, and the logits it
+// downloads for it (classes values per sample) are a small fraction of the images it uploads.
 EvalResult Trainer::evaluate() {
   Dataset& ds = *s_.test;
   const DatasetInfo& info = ds.info();
   auto [begin, end] = shard_range(info.count, world_rank(), world_size());
+  const int classes = net_.num_classes();
+  const bool top5 = classes > 5;
   std::vector<int64_t> ids;
-  std::vector<uint8_t> raw;
+  std::vector<uint8_t> raw, logits16;
   std::vector<int32_t> lab;
+  std::vector<float> logits32;
   double loss = 0;
-  int64_t correct = 0;
+  int64_t correct = 0, hits5 = 0;
   for (int64_t i = begin; i < end; i += cfg_.eval.batch) {
     int n = static_cast<int>(std::min<int64_t>(cfg_.eval.batch, end - i));
     ids.resize(n);
@@ -74,11 +82,28 @@ EvalResult Trainer::evaluate() {
     ds.read(ids.data(), n, raw.data(), lab.data());
     input_->upload_eval(raw.data(), lab.data(), n, info);
     const void* logits = net_.forward(buf_.x, n, false);
-    be_.softmax_xent(net_.dtype(), n, net_.num_classes(), logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
+    be_.softmax_xent(net_.dtype(), n, classes, logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
+    if (top5) {
+      const size_t count = static_cast<size_t>(n) * classes;
+      logits16.resize(count * dtype_size(net_.dtype()));
+      logits32.resize(count);
+      be_.download(logits16.data(), logits, logits16.size());
+      convert_host(1, count, net_.dtype(), logits16.data(), DType::kF32, logits32.data());
+      hits5 += topk_hits_cpu(n, classes, 5, logits32.data(), lab.data());
+    }
   }
-  double sums[3] = {loss, static_cast<double>(correct), static_cast<double>(end - begin)};
-  if (comm_) comm_->allreduce_sum_host(sums, 3, "evaluation totals");
-  return {sums[0] / sums[2], sums[1] / sums[2], static_cast<int64_t>(sums[2])};
+  double sums[4] = {loss, static_cast<double>(correct), static_cast<double>(end - begin), static_cast<double>(hits5)};
+  if (comm_) comm_->allreduce_sum_host(sums, 4, "evaluation totals");
+  return {sums[0] / sums[2], sums[1] / sums[2], top5 ? sums[3] / sums[2] : NAN, static_cast<int64_t>(sums[2])};
+}
+
+EvalResult Trainer::evaluate_ema() {
+  ema_->swap_with(net_.params());
+  net_.sync_weight_copy();
+  const EvalResult r = evaluate();
+  ema_->swap_with(net_.params());
+  net_.sync_weight_copy();
+  return r;
 }
 
 void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
@@ -86,11 +111,20 @@ void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   average_buffers(be_, net_, comm_.get());
   last_eval_ = evaluate();
   have_eval_ = true;
-  log_.info("epoch %lld: test loss %.4f test accuracy %.2f%% (%lld images, %.1f s)", (long long)b.epoch + 1,
-            last_eval_.loss, 100 * last_eval_.acc, (long long)last_eval_.count, since(te));
+  const EvalResult e = ema_ ? evaluate_ema() : EvalResult();
+  log_.info("epoch %lld: test loss %.4f test accuracy %.2f%%%s%s (%lld images, %.1f s)", (long long)b.epoch + 1,
+            last_eval_.loss, 100 * last_eval_.acc,
+            std::isnan(last_eval_.top5) ? "" : strprintf(" top-5 %.2f%%", 100 * last_eval_.top5).c_str(),
+            ema_ ? strprintf("; EMA weights: test loss %.4f test accuracy %.2f%%", e.loss, 100 * e.acc).c_str() : "",
+            (long long)last_eval_.count, since(te));
   Json j;
   j.add("event", "eval").add("epoch", b.epoch + 1).add("step", step + 1).add("test_loss", last_eval_.loss)
       .add("test_acc", last_eval_.acc).add("count", last_eval_.count);
+  if (!std::isnan(last_eval_.top5)) j.add("test_top5", last_eval_.top5);
+  if (ema_) {
+    j.add("ema_test_loss", e.loss).add("ema_test_acc", e.acc);
+    if (!std::isnan(e.top5)) j.add("ema_test_top5", e.top5);
+  }
   log_.event(j);
   iv_.start = Clock::now();  // evaluation time is not training throughput
 }

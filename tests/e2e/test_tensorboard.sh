@@ -22,6 +22,8 @@ n=$(ls "$T/run/tensorboard" | grep -c '^events\.out\.tfevents\.[0-9]*\.')
 # fmnist_cnn: conv1 16x3x3x1 = 144 weights, fc1 128x1568 = 200704.
 "$TBPY" tests/obs/tb_check.py "$T/run" --histograms weights/conv1.weight:144 grads/fc1.weight:200704 ||
   fail "TensorBoard does not show metrics.jsonl"
+# ... so also top-5 beside test accuracy (eval/test_top5), which every eval event carries.
+grep -q '"event":"eval".*"test_top5":' "$T/run/metrics.jsonl" || fail "no test_top5 in the eval events"
 $PY - "$T/run/metrics.jsonl" <<'PYEOF' || fail "ETA fields"
 import json, sys
 train = [json.loads(l) for l in open(sys.argv[1]) if '"event":"train"' in l]
