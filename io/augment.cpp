@@ -1,15 +1,19 @@
 #include "io/augment.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "kernels/rng.h"
 
 namespace cnn {
 
 namespace {
-// Separate streams keep crop/flip draws independent of whether erasing is on.
-const uint64_t kGeomStream = 0x47454f4dull, kEraseStream = 0x4552415345ull;
+// Separate streams keep each kind of draw independent of whether the others are on.
+const uint64_t kGeomStream = 0x47454f4dull, kEraseStream = 0x4552415345ull, kRotateStream = 0x524f54ull,
+               kJitterStream = 0x4a4954ull;
+
+CounterRng sample_rng(uint64_t seed, uint64_t stream, int64_t epoch, int64_t id) {
+  return CounterRng(seed ^ stream, hash_key(static_cast<uint64_t>(epoch), static_cast<uint64_t>(id)));
+}
 
 // Crop offset and flip of one sample.
 struct GeomDraw {
@@ -18,7 +22,7 @@ struct GeomDraw {
 };
 
 GeomDraw draw_geometric(const AugmentConfig& a, int64_t epoch, int64_t id) {
-  CounterRng rng(a.seed ^ kGeomStream, hash_key(static_cast<uint64_t>(epoch), static_cast<uint64_t>(id)));
+  CounterRng rng = sample_rng(a.seed, kGeomStream, epoch, id);
   const int pad = a.crop_pad;
   GeomDraw g;
   g.dy = pad > 0 ? static_cast<int>(rng.below(2 * pad + 1)) - pad : 0;
@@ -29,7 +33,7 @@ GeomDraw draw_geometric(const AugmentConfig& a, int64_t epoch, int64_t id) {
 
 // The erased rectangle of one sample; false when none.
 bool draw_erase(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int* y0, int* x0, int* eh, int* ew) {
-  CounterRng rng(a.seed ^ kEraseStream, hash_key(static_cast<uint64_t>(epoch), static_cast<uint64_t>(id)));
+  CounterRng rng = sample_rng(a.seed, kEraseStream, epoch, id);
   if (!(rng.uniform() < a.erase_p)) return false;
   const double area = static_cast<double>(h) * w;
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -45,37 +49,34 @@ bool draw_erase(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w,
   return false;
 }
 
+// A jitter factor uniform in [max(0, 1-x), 1+x]; exactly 1 for x = 0. Draws u whatever x is, so each
+// factor keeps its place in the stream.
+float jitter_factor(CounterRng& rng, float x) {
+  const double u = rng.uniform(), lo = x < 1.f ? 1.0 - x : 0.0, hi = 1.0 + x;
+  return x > 0.f ? static_cast<float>(lo + (hi - lo) * u) : 1.f;
+}
+
 }  // namespace
-
-void augment_geometric(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int c, const uint8_t* src,
-                       uint8_t* dst) {
-  const GeomDraw g = draw_geometric(a, epoch, id);
-  for (int y = 0; y < h; ++y) {
-    const int sy = y + g.dy;
-    for (int x = 0; x < w; ++x) {
-      uint8_t* out = dst + (static_cast<size_t>(y) * w + x) * c;
-      const int sx = (g.flip ? w - 1 - x : x) + g.dx;
-      if (sy < 0 || sy >= h || sx < 0 || sx >= w)
-        std::memset(out, 0, c);
-      else
-        std::memcpy(out, src + (static_cast<size_t>(sy) * w + sx) * c, c);
-    }
-  }
-}
-
-void augment_erase(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int c, float* img) {
-  int y0, x0, eh, ew;
-  if (!draw_erase(a, epoch, id, h, w, &y0, &x0, &eh, &ew)) return;
-  for (int y = y0; y < y0 + eh; ++y) std::memset(img + (static_cast<size_t>(y) * w + x0) * c, 0, sizeof(float) * ew * c);
-}
 
 ImageAug draw_augment(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w) {
   ImageAug r;
-  if (a.geometric()) {
+  if (a.crop_pad > 0 || a.flip) {
     const GeomDraw g = draw_geometric(a, epoch, id);
     r.dy = g.dy;
     r.dx = g.dx;
     r.flip = g.flip;
+  }
+  if (a.rotate > 0.f) {
+    CounterRng rng = sample_rng(a.seed, kRotateStream, epoch, id);
+    const double radians = a.rotate * (2.0 * rng.uniform() - 1.0) * (M_PI / 180.0);
+    r.rot_cos = static_cast<float>(std::cos(radians));
+    r.rot_sin = static_cast<float>(std::sin(radians));
+  }
+  if (a.brightness > 0.f || a.contrast > 0.f || a.saturation > 0.f) {
+    CounterRng rng = sample_rng(a.seed, kJitterStream, epoch, id);
+    r.brightness = jitter_factor(rng, a.brightness);
+    r.contrast = jitter_factor(rng, a.contrast);
+    r.saturation = jitter_factor(rng, a.saturation);
   }
   int y0, x0, eh, ew;
   if (a.erase_p > 0.f && draw_erase(a, epoch, id, h, w, &y0, &x0, &eh, &ew)) {

@@ -1,14 +1,19 @@
-// Training-set augmentation, run by the loader thread per sample. Every random choice is a function of
-// (seed, epoch, global sample id), never of the rank, the rank count or the position in the batch, so the
-// sequence of global batches is the same for any number of ranks.
+// Training-set augmentation. Every random choice is a function of (seed, epoch, global sample id), never of the
+// rank, the rank count or the position in the batch, so the sequence of global batches is the same for any
+// number of ranks. draw_augment makes the draws on the loader thread; the pixel work
+// (kernels/image_prep.h: prepare_images_cpu there, Backend::upload_images on a device) applies them in this order:
 //   crop_pad p: a random HxW crop of the image zero-padded (pixel value 0) by p on every side;
 //   flip: horizontal flip with probability 1/2 (applied after the crop);
+//   rotate d: rotation by an angle uniform in [-d, d] degrees (counter-clockwise positive) about the image
+//     centre, bilinear, zero outside (torchvision's RandomRotation(d) with bilinear interpolation);
+//   brightness, contrast, saturation x: factors uniform in [max(0, 1-x), 1+x] (torchvision's ColorJitter,
+//     but always in this order), on the 0..255 image;
+//   normalisation with the dataset's mean and std;
 //   erase_p: random erasing (Zhong et al. 2017) with probability erase_p: a rectangle of 2-33% of the
 //     area and aspect ratio 0.3-3.3 (log-uniform), set to 0 in normalised units (the dataset mean); up to 10
 //     tries to fit one, as torchvision does.
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "kernels/backend.h"
 
@@ -17,20 +22,17 @@ namespace cnn {
 struct AugmentConfig {
   int crop_pad = 0;
   bool flip = false;
+  float rotate = 0.f;  // degrees
+  float brightness = 0.f, contrast = 0.f, saturation = 0.f;
   float erase_p = 0.f;
   uint64_t seed = 0;
-  bool geometric() const { return crop_pad > 0 || flip; }
-  bool any() const { return geometric() || erase_p > 0.f; }
+  bool any() const {
+    return crop_pad > 0 || flip || rotate > 0.f || brightness > 0.f || contrast > 0.f || saturation > 0.f ||
+           erase_p > 0.f;
+  }
 };
 
-// Crop and flip of one uint8 HWC image: src -> dst (distinct buffers, h*w*c bytes each).
-void augment_geometric(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int c, const uint8_t* src,
-                       uint8_t* dst);
-// Random erasing of one normalised float HWC image, in place.
-void augment_erase(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int c, float* img);
-
-// The same draws as one record, for the device input path (Backend::upload_images), whose pixel work
-// reproduces augment_geometric, normalisation and augment_erase exactly.
+// Sample `id`'s draws in epoch `epoch`, for an h x w image.
 ImageAug draw_augment(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w);
 
 }  // namespace cnn

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "kernels/image_prep.h"
 #include "src/base/error.h"
 
 namespace cnn {
@@ -30,6 +31,12 @@ Loader::Loader(Dataset& ds, Sampler& sampler, int rank, int world, int prefetch,
                int64_t first_step, int64_t total_steps, const AugmentConfig& aug, LoaderOutput output)
     : ds_(ds), sampler_(sampler), rank_(rank), world_(world), depth_(prefetch < 1 ? 1 : prefetch),
       epoch0_(first_epoch), step0_(first_step), total_(total_steps), aug_(aug), output_(output) {
+  const int channels = ds.info().channels;
+  if ((aug.contrast > 0.f || aug.saturation > 0.f) && channels != 1 && channels != 3)
+    raise(kExitUsage,
+          "--augment.color_jitter: contrast and saturation need images of 1 or 3 channels, and %s has %d "
+          "(jitter brightness alone: B,0,0)",
+          ds.path().c_str(), channels);
   for (size_t i = 0; i < depth_ + 1; ++i) free_.push_back(std::make_unique<Batch>());
   thread_ = std::thread(&Loader::run, this);
 }
@@ -52,30 +59,23 @@ void Loader::produce(Batch& b, int64_t epoch, int64_t step) {
   const size_t sb = info.sample_bytes();
   b.labels.resize(b.n);
   ds_.set_epoch(epoch);
-  if (output_ == LoaderOutput::kDevice) {
-    b.pixels.resize(b.n * sb);
-    ds_.read(b.ids.data(), b.ids.size(), b.pixels.data(), b.labels.data());
-    b.aug.clear();
-    if (aug_.any())
-      for (int i = 0; i < b.n; ++i) b.aug.push_back(draw_augment(aug_, epoch, b.ids[i], info.height, info.width));
+  std::vector<uint8_t>& pixels = output_ == LoaderOutput::kDevice ? b.pixels : raw_;
+  pixels.resize(b.n * sb);
+  ds_.read(b.ids.data(), b.ids.size(), pixels.data(), b.labels.data());
+  b.aug.clear();
+  if (aug_.any())
+    for (int i = 0; i < b.n; ++i) b.aug.push_back(draw_augment(aug_, epoch, b.ids[i], info.height, info.width));
+  if (output_ == LoaderOutput::kDevice) return;
+  b.images.resize(b.n * sb);
+  if (b.aug.empty()) {
+    normalize_images(pixels.data(), static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
+                     info.std, b.images.data());
     return;
   }
-  raw_.resize(b.n * sb);
-  b.images.resize(b.n * sb);
-  ds_.read(b.ids.data(), b.ids.size(), raw_.data(), b.labels.data());
-  const uint8_t* pixels = raw_.data();
-  if (aug_.geometric()) {
-    aug_raw_.resize(raw_.size());
-    for (int i = 0; i < b.n; ++i)
-      augment_geometric(aug_, epoch, b.ids[i], info.height, info.width, info.channels, raw_.data() + i * sb,
-                        aug_raw_.data() + i * sb);
-    pixels = aug_raw_.data();
-  }
-  normalize_images(pixels, static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
-                   info.std, b.images.data());
-  if (aug_.erase_p > 0.f)
-    for (int i = 0; i < b.n; ++i)
-      augment_erase(aug_, epoch, b.ids[i], info.height, info.width, info.channels, b.images.data() + i * sb);
+  ImageBatch ib;  // the device path's pixel work, here on the loader thread
+  ib.n = b.n, ib.h = info.height, ib.w = info.width, ib.c = info.channels;
+  ib.pixels = pixels.data(), ib.aug = b.aug.data(), ib.mean = info.mean.data(), ib.std = info.std.data();
+  prepare_images_cpu(ib, b.images.data());
 }
 
 void Loader::run() {

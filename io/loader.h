@@ -22,12 +22,12 @@ struct Batch {
   int64_t epoch = 0, step = 0;  // position in the global batch sequence
   int n = 0;
   std::vector<int64_t> ids;     // global sample ids (augmentation and dropout keys, tracing)
-  std::vector<float> images;    // n * H * W * C, NHWC, (x - mean) / std (host-prepared batches)
+  std::vector<float> images;    // n * H * W * C, NHWC, augmented, (x - mean) / std (host-prepared batches)
   std::vector<int32_t> labels;  // n
-  // Device-prepared batches (LoaderOutput::kDevice): the dataset's uint8 pixels and each sample's
-  // augmentation draws; Backend::upload_images does the pixel work. `images` stays empty.
+  std::vector<ImageAug> aug;    // n, or empty without augmentation: each sample's draws
+  // Device-prepared batches (LoaderOutput::kDevice): the dataset's uint8 pixels; Backend::upload_images does
+  // the pixel work with `aug`. `images` stays empty.
   std::vector<uint8_t> pixels;
-  std::vector<ImageAug> aug;    // n, or empty without augmentation
 };
 
 // Where a batch's pixel work happens: on the loader thread (float images, the CPU backend's path) or on the
@@ -64,7 +64,7 @@ class Loader {
   int64_t epoch0_, step0_, total_;
   AugmentConfig aug_;
   LoaderOutput output_;
-  std::vector<uint8_t> raw_, aug_raw_;
+  std::vector<uint8_t> raw_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -38,6 +38,11 @@ struct ImageAug {
   int32_t dy = 0, dx = 0;  // crop: output (y, x) reads input (y + dy, x' + dx); zero outside the image
   int32_t flip = 0;        // mirror first: x' = w - 1 - x
   int32_t erase_y = 0, erase_x = 0, erase_h = 0, erase_w = 0;  // set to 0 after normalisation; erase_h 0: none
+  // Rotation about the image centre after crop and flip, bilinear, zero outside: the angle's cosine and sine,
+  // computed once on the host so that every target interpolates at the same points (1, 0: none).
+  float rot_cos = 1.f, rot_sin = 0.f;
+  // Colour jitter after the rotation, in 0..255 units before normalisation, in this order (1: none).
+  float brightness = 1.f, contrast = 1.f, saturation = 1.f;
 };
 
 // One batch of uint8 images on the host, NHWC, with what upload_images needs to turn it into the network's

@@ -1,9 +1,20 @@
 #include "kernels/image_prep.h"
 
-#include <cstring>
 #include <vector>
 
 namespace cnn {
+
+namespace {
+
+// The mean of brightened_grey over one image, summed in double in row order and rounded once.
+float mean_grey(const uint8_t* img, int h, int w, int c, const ImageAug& a) {
+  double sum = 0;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) sum += image_prep::brightened_grey(img, h, w, c, a, y, x);
+  return static_cast<float>(sum / (static_cast<double>(h) * w));
+}
+
+}  // namespace
 
 void prepare_images_cpu(const ImageBatch& b, float* x) {
   std::vector<float> scale(b.c), shift(b.c);
@@ -15,17 +26,11 @@ void prepare_images_cpu(const ImageBatch& b, float* x) {
   for (int i = 0; i < b.n; ++i) {
     const ImageAug a = b.aug ? b.aug[i] : ImageAug{};
     const uint8_t* src = b.pixels + i * image;
-    float* dst = x + i * image;
+    const float m = a.contrast != 1.f ? mean_grey(src, b.h, b.w, b.c, a) : 0.f;
     for (int y = 0; y < b.h; ++y)
-      for (int xx = 0; xx < b.w; ++xx) {
-        const int sy = y + a.dy, sx = (a.flip ? b.w - 1 - xx : xx) + a.dx;
-        const bool in = sy >= 0 && sy < b.h && sx >= 0 && sx < b.w;
-        const uint8_t* p = in ? src + (static_cast<size_t>(sy) * b.w + sx) * b.c : nullptr;
-        float* out = dst + (static_cast<size_t>(y) * b.w + xx) * b.c;
-        for (int ch = 0; ch < b.c; ++ch) out[ch] = (p ? p[ch] : uint8_t{0}) * scale[ch] + shift[ch];
-      }
-    for (int y = a.erase_y; y < a.erase_y + a.erase_h; ++y)
-      std::memset(dst + (static_cast<size_t>(y) * b.w + a.erase_x) * b.c, 0, sizeof(float) * a.erase_w * b.c);
+      for (int xx = 0; xx < b.w; ++xx)
+        image_prep::prepare_pixel(src, b.h, b.w, b.c, a, m, scale.data(), shift.data(), y, xx,
+                                  x + i * image + (static_cast<size_t>(y) * b.w + xx) * b.c);
   }
 }
 

@@ -67,14 +67,15 @@ struct InputSlot {
 
 // Offsets of the parts of an input slot, each 256-byte aligned.
 struct InputLayout {
-  size_t scale_shift, labels, ids, aug, pixels, total;
+  size_t scale_shift, labels, ids, aug, means, pixels, total;
   explicit InputLayout(const ImageBatch& b) {
     auto up = [](size_t x) { return (x + 255) / 256 * 256; };
     scale_shift = 0;
     labels = up(scale_shift + sizeof(float) * 2 * b.c);
     ids = up(labels + sizeof(int32_t) * b.n);
     aug = up(ids + sizeof(int64_t) * b.n);
-    pixels = up(aug + sizeof(ImageAug) * b.n);
+    means = up(aug + sizeof(ImageAug) * b.n);  // device scratch of the contrast jitter
+    pixels = up(means + sizeof(float) * b.n);
     total = up(pixels + static_cast<size_t>(b.n) * b.h * b.w * b.c);
   }
 };
@@ -411,8 +412,11 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemcpyAsync(slot.dev, slot.host, lay.total, cudaMemcpyHostToDevice, copy_stream_));
     CUDA_CHECK(cudaEventRecord(slot.copied, copy_stream_));
     CUDA_CHECK(cudaStreamWaitEvent(stream_, slot.copied, 0));
+    bool contrast = false;
+    for (int i = 0; b.aug && i < b.n; ++i) contrast = contrast || b.aug[i].contrast != 1.f;
     CUDA_CHECK(prepare_images_cuda(b.n, b.h, b.w, b.c, reinterpret_cast<const uint8_t*>(slot.dev + lay.pixels),
                                    b.aug ? reinterpret_cast<const ImageAug*>(slot.dev + lay.aug) : nullptr,
+                                   contrast ? reinterpret_cast<float*>(slot.dev + lay.means) : nullptr,
                                    reinterpret_cast<const float*>(slot.dev + lay.scale_shift), x, stream_));
     CUDA_CHECK(cudaMemcpyAsync(labels, slot.dev + lay.labels, sizeof(int32_t) * b.n, cudaMemcpyDeviceToDevice,
                                stream_));

@@ -134,9 +134,10 @@ cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m
 cudaError_t count_nonfinite_cuda(size_t n, const float* d_x, int64_t base, int64_t* d_stats, cudaStream_t stream);
 
 // cuda/image_prep.cu: d_x as prepare_images_cpu (kernels/image_prep.h) computes it, from device copies of the
-// pixels and augmentation (d_aug nullable); d_scale_shift [2c] = 1/std, then -mean/std.
+// pixels and augmentation (d_aug nullable); d_scale_shift [2c] = 1/std, then -mean/std. d_means: [n] scratch
+// for the contrast's mean grey levels, non-null (with d_aug) when some sample's contrast factor is not 1.
 cudaError_t prepare_images_cuda(int n, int h, int w, int c, const uint8_t* d_pixels, const ImageAug* d_aug,
-                                const float* d_scale_shift, float* d_x, cudaStream_t stream);
+                                float* d_means, const float* d_scale_shift, float* d_x, cudaStream_t stream);
 
 }  // namespace CNN_CUDA_NS
 }  // namespace cnn

@@ -337,6 +337,16 @@ std::vector<Opt> augment_options() {
       int_opt("augment.crop_pad", in(&AugmentSection::crop_pad), 0, 1 << 12,
               "random crop from the image zero-padded by this many pixels (0: off)"),
       bool_opt("augment.flip", in(&AugmentSection::flip), "random horizontal flip"),
+      real_opt("augment.rotate", in(&AugmentSection::rotate), 0, 180, false,
+               "random rotation by up to this many degrees either way, bilinear, zero outside (0: off)"),
+      {"augment.color_jitter",
+       "B,C,S: random brightness, contrast, saturation factors in [max(0,1-x), 1+x], applied in this order "
+       "(0,0,0: off)",
+       [](Config& c, const std::string& x) {
+         parse_color_jitter(x);
+         c.augment.color_jitter = x;
+       },
+       [](const Config& c) { return c.augment.color_jitter; }},
       real_opt("augment.erase_p", in(&AugmentSection::erase_p), 0, 1, false,
                "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"),
   };
@@ -520,6 +530,19 @@ std::vector<double> parse_milestones(const std::string& s) {
     if (!v.empty() && m <= v.back()) bad("train.milestones", s, "milestones must increase");
     v.push_back(m);
   }
+  return v;
+}
+
+std::array<double, 3> parse_color_jitter(const std::string& s) {
+  std::array<double, 3> v{};
+  std::stringstream ss(s);
+  std::string item;
+  size_t k = 0;
+  while (std::getline(ss, item, ',')) {
+    if (k == v.size()) bad("augment.color_jitter", s, "expected three numbers B,C,S");
+    v[k++] = to_real("augment.color_jitter", item, 0, 1e6, false);
+  }
+  if (k != v.size()) bad("augment.color_jitter", s, "expected three numbers B,C,S");
   return v;
 }
 

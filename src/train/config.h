@@ -2,6 +2,7 @@
 // [train] batch=128 is --train.batch) and overridden on the command line. Parsing validates every value and
 // reports problems as Error(kExitUsage) naming the option (and the file).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -82,6 +83,8 @@ struct CommSection {  // [comm]
 struct AugmentSection {  // [augment]
   int crop_pad = 0;  // random crop of the original size from the image zero-padded by this much
   bool flip = false;
+  double rotate = 0.0;                    // degrees: random rotation in [-rotate, rotate]
+  std::string color_jitter = "0,0,0";     // brightness,contrast,saturation strengths (parse_color_jitter)
   double erase_p = 0.0;
 };
 
@@ -135,6 +138,9 @@ struct ParseResult {
 ParseResult parse_config(int argc, char** argv, Config& cfg);
 // "80,120" -> {80, 120}; throws Error(kExitUsage) naming --train.milestones unless positive and increasing.
 std::vector<double> parse_milestones(const std::string& s);
+// "0.4,0.4,0.2" -> {0.4, 0.4, 0.2}; throws Error(kExitUsage) naming --augment.color_jitter unless three numbers
+// >= 0.
+std::array<double, 3> parse_color_jitter(const std::string& s);
 // The resolved configuration as an INI file that parse_config reads back to the same Config. The options of
 // one invocation (run-dir, resume, train.stop_at_step) are comments unless `with_invocation` (--print-config):
 // config.ini and the checkpoints describe the run, and `--config RUN_DIR/config.ini` repeats it elsewhere.

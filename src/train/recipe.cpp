@@ -71,6 +71,11 @@ AugmentConfig make_augment_config(const Config& cfg) {
   AugmentConfig a;
   a.crop_pad = cfg.augment.crop_pad;
   a.flip = cfg.augment.flip;
+  a.rotate = static_cast<float>(cfg.augment.rotate);
+  const std::array<double, 3> jitter = parse_color_jitter(cfg.augment.color_jitter);
+  a.brightness = static_cast<float>(jitter[0]);
+  a.contrast = static_cast<float>(jitter[1]);
+  a.saturation = static_cast<float>(jitter[2]);
   a.erase_p = static_cast<float>(cfg.augment.erase_p);
   a.seed = cfg.seed;
   return a;

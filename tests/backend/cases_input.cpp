@@ -1,5 +1,7 @@
-// Sweep cases: the device input path (upload_images: uint8 pixels with crop, flip, normalisation and erasing
-// done where the backend computes) and the layer label of the vendor-library fallback log.
+// Sweep cases: the device input path (upload_images: uint8 pixels with crop, flip, rotation, colour jitter,
+// normalisation and erasing done where the backend computes) and the layer label of the vendor-library fallback log.
+#include <cmath>
+
 #include "tests/backend/oracles.h"
 #include "tests/backend/sweep.h"
 
@@ -19,6 +21,9 @@ const std::vector<float> kMean{120.f, 3.5f, 250.f}, kStd{60.f, 0.7f, 2.f};
 // Normalised values up to ~360, computed in float (e.g. as p * (1/std) - mean/std): a few roundings of those
 // from the exact value.
 constexpr Tol kImageTol{1e-6, 1e-6};
+// Rotation and jitter: a dozen float roundings of values up to 255 before the division by std (0.7 at least),
+// i.e. within 4e-4 grey levels; a wrong weight or blend is off by far more.
+constexpr Tol kRotateJitterTol{5e-4, 1e-5};
 
 // One batch of upload_images' host inputs.
 struct Batch {
@@ -38,9 +43,13 @@ struct Batch {
   }
 };
 
-std::vector<Batch> batches() {
+// With rotate_jitter, sample i also turns by an angle of every quadrant and of none (and by exactly a quarter
+// turn) and jitters brightness, contrast and saturation (each off for some samples, strong enough to clamp for
+// others).
+std::vector<Batch> batches(bool rotate_jitter) {
   std::vector<Batch> v;
-  uint64_t seed = 900;
+  uint64_t seed = rotate_jitter ? 950 : 900;
+  const double degrees[] = {0, 17, -40, 90, 133, -171, 61, -5, 0};
   for (int n : {5, 3, 9, 2}) {
     Batch b{n, n == 2, random_bytes(static_cast<size_t>(n) * kH * kW * kC, ++seed), std::vector<ImageAug>(n),
             std::vector<int32_t>(n), std::vector<int64_t>(n)};
@@ -50,6 +59,13 @@ std::vector<Batch> batches() {
       a.dx = 2 - i % 4;
       a.flip = i % 2;
       if (i % 3 == 0) a.erase_y = 1, a.erase_x = 2, a.erase_h = 3, a.erase_w = 2;
+      if (rotate_jitter) {
+        const double rad = degrees[i] * M_PI / 180;
+        a.rot_cos = static_cast<float>(std::cos(rad)), a.rot_sin = static_cast<float>(std::sin(rad));
+        a.brightness = i % 4 == 1 ? 1.f : 0.55f + 0.2f * i;
+        a.contrast = i % 3 == 2 ? 1.f : 1.6f - 0.15f * i;
+        a.saturation = i % 5 == 3 ? 1.f : 0.1f + 0.3f * i;
+      }
       b.labels[i] = 10 * n + i;
       b.ids[i] = 1000 * n + i;
     }
@@ -62,34 +78,39 @@ std::vector<Batch> batches() {
 
 CNN_SWEEP_CASES(input) {
   // 7x6x3 images; batches of 5, 3 and 9 in a row (the CUDA backend's two staging slots alternate and grow),
-  // every kind of augmentation draw, then an evaluation batch without augmentation or ids. The fast CPU
+  // every kind of augmentation draw (without and with rotation and jitter), then an evaluation batch without
+  // augmentation or ids. The fast CPU
   // backend runs the reference kernel, so the expected images come from tests/backend/oracles.h.
-  add_case({"upload_images", "7x6x3, batches 5, 3, 9, 2", {}, [](Run& r) {
-    const int most = 9;
-    float* d_x = r.garbage(static_cast<size_t>(most) * kH * kW * kC);
-    int32_t* d_labels = r.upload(std::vector<int32_t>(most, -1));
-    int64_t* d_ids = r.upload(std::vector<int64_t>(most, -1));
-    for (const Batch& in : batches()) {
-      const ImageBatch b = in.batch();
-      const bool eval = !b.aug;
-      r.be.upload_images(b, d_x, d_labels, eval ? nullptr : d_ids);
-      const std::string tag = " of batch " + std::to_string(b.n);
-      r.output("images" + tag, d_x, static_cast<size_t>(b.n) * kH * kW * kC, kImageTol);
-      r.output("labels" + tag, d_labels, b.n);
-      if (!eval) {
-        const auto got = r.download(d_ids, b.n);
-        r.output_host("ids" + tag, std::vector<double>(got.begin(), got.end()), kExact);
+  for (const bool rotate_jitter : {false, true}) {
+    const char* what = rotate_jitter ? "7x6x3 rotated, jittered, batches 5, 3, 9, 2" : "7x6x3, batches 5, 3, 9, 2";
+    const Tol tol = rotate_jitter ? kRotateJitterTol : kImageTol;
+    add_case({"upload_images", what, {}, [=](Run& r) {
+      const int most = 9;
+      float* d_x = r.garbage(static_cast<size_t>(most) * kH * kW * kC);
+      int32_t* d_labels = r.upload(std::vector<int32_t>(most, -1));
+      int64_t* d_ids = r.upload(std::vector<int64_t>(most, -1));
+      for (const Batch& in : batches(rotate_jitter)) {
+        const ImageBatch b = in.batch();
+        const bool eval = !b.aug;
+        r.be.upload_images(b, d_x, d_labels, eval ? nullptr : d_ids);
+        const std::string tag = " of batch " + std::to_string(b.n);
+        r.output("images" + tag, d_x, static_cast<size_t>(b.n) * kH * kW * kC, tol);
+        r.output("labels" + tag, d_labels, b.n);
+        if (!eval) {
+          const auto got = r.download(d_ids, b.n);
+          r.output_host("ids" + tag, std::vector<double>(got.begin(), got.end()), kExact);
+        }
       }
-    }
-  }, [](Run& r) {
-    for (const Batch& in : batches()) {
-      const ImageBatch b = in.batch();
-      const std::string tag = " of batch " + std::to_string(b.n);
-      r.output_host("images" + tag, oracle::prepare_images(b), kImageTol);
-      r.output_host("labels" + tag, {in.labels.begin(), in.labels.end()}, kExact);
-      if (b.aug) r.output_host("ids" + tag, {in.ids.begin(), in.ids.end()}, kExact);
-    }
-  }});
+    }, [=](Run& r) {
+      for (const Batch& in : batches(rotate_jitter)) {
+        const ImageBatch b = in.batch();
+        const std::string tag = " of batch " + std::to_string(b.n);
+        r.output_host("images" + tag, oracle::prepare_images(b), tol);
+        r.output_host("labels" + tag, {in.labels.begin(), in.labels.end()}, kExact);
+        if (b.aug) r.output_host("ids" + tag, {in.ids.begin(), in.ids.end()}, kExact);
+      }
+    }});
+  }
   // The label only names the layer in the CUDA backend's fallback log; ops after it compute as before.
   add_case({"set_label", "then a 1x1 convolution", {"conv2d_forward"}, [](Run& r) {
     ConvDesc d;

@@ -153,21 +153,57 @@ BnBackward batchnorm_backward_from_sums(int rows, int c, const std::vector<float
   return o;
 }
 
+namespace {
+
+// One image after crop, flip, rotation and brightness: [h, w, c] in 0..255 units.
+std::vector<double> geometry_and_brightness(const ImageBatch& b, const uint8_t* img, const ImageAug& a) {
+  const auto cropped = [&](int y, int x, int ch) -> double {
+    const int sy = y + a.dy, sx = (a.flip ? b.w - 1 - x : x) + a.dx;
+    if (y < 0 || y >= b.h || x < 0 || x >= b.w || sy < 0 || sy >= b.h || sx < 0 || sx >= b.w) return 0.0;
+    return img[(static_cast<size_t>(sy) * b.w + sx) * b.c + ch];
+  };
+  const double cs = a.rot_cos, sn = a.rot_sin, cx = (b.w - 1) / 2.0, cy = (b.h - 1) / 2.0;
+  std::vector<double> out;
+  for (int y = 0; y < b.h; ++y)
+    for (int x = 0; x < b.w; ++x) {
+      // Where (y, x) comes from: every source pixel within one step in both directions weighs in (tent).
+      const double fx = cx + cs * (x - cx) - sn * (y - cy), fy = cy + sn * (x - cx) + cs * (y - cy);
+      for (int ch = 0; ch < b.c; ++ch) {
+        double v = 0;
+        for (int py = static_cast<int>(std::floor(fy)) - 1; py <= std::floor(fy) + 2; ++py)
+          for (int px = static_cast<int>(std::floor(fx)) - 1; px <= std::floor(fx) + 2; ++px)
+            v += std::max(0.0, 1 - std::fabs(fy - py)) * std::max(0.0, 1 - std::fabs(fx - px)) * cropped(py, px, ch);
+        out.push_back(std::clamp(v * a.brightness, 0.0, 255.0));
+      }
+    }
+  return out;
+}
+
+double luma(const double* p, int c) { return c == 3 ? 0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2] : p[0]; }
+
+}  // namespace
+
 std::vector<double> prepare_images(const ImageBatch& b) {
   std::vector<double> out;
+  const size_t image = static_cast<size_t>(b.h) * b.w * b.c;
   for (int i = 0; i < b.n; ++i) {
     const ImageAug a = b.aug ? b.aug[i] : ImageAug{};
+    std::vector<double> v = geometry_and_brightness(b, b.pixels + i * image, a);
+    double mean_grey = 0;
+    for (size_t p = 0; p < v.size(); p += b.c) mean_grey += luma(&v[p], b.c) / (static_cast<double>(b.h) * b.w);
+    for (size_t p = 0; p < v.size(); p += b.c) {
+      for (int ch = 0; ch < b.c; ++ch)
+        v[p + ch] = std::clamp(a.contrast * v[p + ch] + (1 - a.contrast) * mean_grey, 0.0, 255.0);
+      const double g = luma(&v[p], b.c);
+      for (int ch = 0; b.c == 3 && ch < b.c; ++ch)
+        v[p + ch] = std::clamp(a.saturation * v[p + ch] + (1 - a.saturation) * g, 0.0, 255.0);
+    }
     for (int y = 0; y < b.h; ++y)
       for (int x = 0; x < b.w; ++x) {
-        const int sy = y + a.dy, sx = (a.flip ? b.w - 1 - x : x) + a.dx;
         const bool erased = a.erase_h > 0 && y >= a.erase_y && y < a.erase_y + a.erase_h && x >= a.erase_x &&
                             x < a.erase_x + a.erase_w;
-        for (int ch = 0; ch < b.c; ++ch) {
-          double v = 0;  // outside the image
-          if (sy >= 0 && sy < b.h && sx >= 0 && sx < b.w)
-            v = b.pixels[((static_cast<size_t>(i) * b.h + sy) * b.w + sx) * b.c + ch];
-          out.push_back(erased ? 0.0 : (v - b.mean[ch]) / b.std[ch]);
-        }
+        for (int ch = 0; ch < b.c; ++ch)
+          out.push_back(erased ? 0.0 : (v[(static_cast<size_t>(y) * b.w + x) * b.c + ch] - b.mean[ch]) / b.std[ch]);
       }
   }
   return out;

@@ -55,8 +55,10 @@ BnBackward batchnorm_backward_from_sums(int rows, int c, const std::vector<float
                                         const std::vector<double>& global, const std::vector<float>& dgamma,
                                         const std::vector<float>& dbeta);
 
-// upload_images' float batch [n, h, w, c]: the crop/flip read (zero outside the image), (v - mean) / std, then
-// the erase rectangle set to 0.
+// upload_images' float batch [n, h, w, c]: the crop/flip read (zero outside the image), the rotation (a tent
+// filter over the cropped image extended by zeros), brightness, contrast towards the image's mean grey level
+// and saturation towards each pixel's, each clamped to [0, 255], (v - mean) / std, then the erase rectangle set
+// to 0 (kernels/image_prep.h), all in double.
 std::vector<double> prepare_images(const ImageBatch& b);
 
 }  // namespace cnn::sweep::oracle

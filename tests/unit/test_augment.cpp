@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "io/augment.h"
+#include "kernels/image_prep.h"
 #include "io/loader.h"
 #include "io/sampler.h"
 #include "tests/common/test_util.h"
@@ -37,9 +38,23 @@ class MemoryDataset : public Dataset {
   std::string path_ = "memory";
 };
 
+// One image through the loader's pixel work (draw_augment, then prepare_images_cpu), in 0..255 units.
+std::vector<float> augment_one(const AugmentConfig& a, int64_t epoch, int64_t id, int h, int w, int c,
+                               const std::vector<uint8_t>& src) {
+  const ImageAug g = draw_augment(a, epoch, id, h, w);
+  const std::vector<float> mean(c, 0.f), std(c, 1.f);
+  ImageBatch b;
+  b.n = 1, b.h = h, b.w = w, b.c = c;
+  b.pixels = src.data(), b.aug = &g, b.mean = mean.data(), b.std = std.data();
+  std::vector<float> out(src.size());
+  prepare_images_cpu(b, out.data());
+  return out;
+}
+
 TEST(Augment, CropAndFipMoveWholePixels) {
   const int h = 5, w = 6, c = 2;
-  std::vector<uint8_t> src(h * w * c), dst(src.size());
+  std::vector<uint8_t> src(h * w * c);
+  std::vector<float> dst;
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i + 1);
   AugmentConfig a;
   a.crop_pad = 2;
@@ -47,7 +62,7 @@ TEST(Augment, CropAndFipMoveWholePixels) {
   a.seed = 3;
   int flipped = 0, shifted = 0;
   for (int64_t id = 0; id < 64; ++id) {
-    augment_geometric(a, 0, id, h, w, c, src.data(), dst.data());
+    dst = augment_one(a, 0, id, h, w, c, src);
     // Find the offset/flip that explains the output: every non-zero pixel is a source pixel moved rigidly.
     bool found = false;
     for (int f = 0; f < 2 && !found; ++f)
@@ -58,7 +73,7 @@ TEST(Augment, CropAndFipMoveWholePixels) {
             for (int x = 0; x < w && ok; ++x) {
               const int sy = y + dy, sx = (f ? w - 1 - x : x) + dx;
               for (int k = 0; k < c; ++k) {
-                const uint8_t want = sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : src[(sy * w + sx) * c + k];
+                const float want = sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : src[(sy * w + sx) * c + k];
                 ok = ok && dst[(y * w + x) * c + k] == want;
               }
             }
@@ -74,14 +89,9 @@ TEST(Augment, CropAndFipMoveWholePixels) {
   EXPECT_LT(flipped, 48);
   EXPECT_GT(shifted, 40);
   // Same key, same result; another epoch, another draw.
-  std::vector<uint8_t> again(src.size()), other(src.size());
-  augment_geometric(a, 0, 63, h, w, c, src.data(), again.data());
-  EXPECT_EQ(again, dst);
+  EXPECT_EQ(augment_one(a, 0, 63, h, w, c, src), dst);
   bool differs = false;
-  for (int e = 1; e < 6; ++e) {
-    augment_geometric(a, e, 63, h, w, c, src.data(), other.data());
-    differs = differs || other != dst;
-  }
+  for (int e = 1; e < 6; ++e) differs = differs || augment_one(a, e, 63, h, w, c, src) != dst;
   EXPECT_TRUE(differs);
 }
 
@@ -91,8 +101,7 @@ TEST(Augment, ErasingZeroesOneRectangle) {
   a.erase_p = 1.f;
   int erased = 0;
   for (int64_t id = 0; id < 20; ++id) {
-    std::vector<float> img(h * w * c, 1.f);
-    augment_erase(a, 2, id, h, w, c, img.data());
+    const std::vector<float> img = augment_one(a, 2, id, h, w, c, std::vector<uint8_t>(h * w * c, 1));
     int zeros = 0, y0 = h, y1 = -1, x0 = w, x1 = -1;
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x)
@@ -109,9 +118,7 @@ TEST(Augment, ErasingZeroesOneRectangle) {
   }
   EXPECT_GE(erased, 15);
   a.erase_p = 0.f;
-  std::vector<float> img(h * w * c, 1.f);
-  augment_erase(a, 2, 1, h, w, c, img.data());
-  EXPECT_EQ(img, std::vector<float>(h * w * c, 1.f));
+  EXPECT_EQ(augment_one(a, 2, 1, h, w, c, std::vector<uint8_t>(h * w * c, 1)), std::vector<float>(h * w * c, 1.f));
 }
 
 // Global batch b as one rank sees it, or as the concatenation of `world` ranks' slices.
@@ -143,6 +150,8 @@ TEST(Augment, SameGlobalBatchesForOneAndThreeRanks) {
   AugmentConfig aug;
   aug.crop_pad = 3;
   aug.flip = true;
+  aug.rotate = 15.f;
+  aug.brightness = aug.contrast = aug.saturation = 0.4f;
   aug.erase_p = 0.5f;
   aug.seed = 11;
   const auto one = batches(a, 1, aug, 9);  // 4 steps per epoch: crosses two epoch boundaries

@@ -39,6 +39,19 @@ TEST(ConfigRecipe, Values) {
   EXPECT_NE(config_to_ini(c).find("[augment]\ncrop_pad = 4"), std::string::npos) << config_to_ini(c);
 }
 
+TEST(ConfigRecipe, RotationAndColourJitter) {
+  Config c = parse({"--augment.rotate", "15", "--augment.color_jitter", "0.4,0,0.25"});
+  const AugmentConfig a = make_augment_config(c);
+  EXPECT_FLOAT_EQ(a.rotate, 15.f);
+  EXPECT_FLOAT_EQ(a.brightness, 0.4f);
+  EXPECT_FLOAT_EQ(a.contrast, 0.f);
+  EXPECT_FLOAT_EQ(a.saturation, 0.25f);
+  EXPECT_TRUE(a.any());
+  const std::string ini = config_to_ini(c);
+  EXPECT_NE(ini.find("rotate = 15\ncolor_jitter = 0.4,0,0.25\n"), std::string::npos) << ini;
+  EXPECT_FALSE(make_augment_config(parse({})).any());
+}
+
 TEST(ConfigRecipe, EpochOptionsBecomeSteps) {
   Config c = parse({"--train.schedule", "multistep", "--train.milestones", "2,3.5", "--train.warmup_epochs", "0.5",
                     "--train.step_epochs", "1.5", "--train.lr", "0.4"});
@@ -65,6 +78,10 @@ TEST(ConfigRecipe, Errors) {
   expect_usage_error({"--bn.eps", "0"}, "--bn.eps");
   expect_usage_error({"--augment.erase_p", "1.5"}, "--augment.erase_p");
   expect_usage_error({"--augment.crop_pad", "-2"}, "--augment.crop_pad");
+  expect_usage_error({"--augment.rotate", "200"}, "--augment.rotate");
+  expect_usage_error({"--augment.color_jitter", "0.4,0.4"}, "three numbers");
+  expect_usage_error({"--augment.color_jitter", "0.4,0.4,0.4,0.1"}, "three numbers");
+  expect_usage_error({"--augment.color_jitter", "0.4,-1,0"}, "--augment.color_jitter");
 }
 
 }  // namespace

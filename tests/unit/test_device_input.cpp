@@ -1,7 +1,7 @@
 // The loader's two outputs agree: float images prepared on the loader thread (the CPU backend's path) equal
 // the uint8 pixels plus augmentation draws of the device path run through the reference pixel work
-// (kernels/image_prep.h), bit for bit, with crop, flip and erasing on; the draws are keyed by (seed, epoch,
-// sample id) in both. The trainer's input path picks one by the backend's capability.
+// (kernels/image_prep.h), bit for bit, with crop, flip, rotation, colour jitter and erasing on; the draws are
+// keyed by (seed, epoch, sample id) in both. The trainer's input path picks one by the backend's capability.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +22,8 @@ TEST(DeviceInput, LoaderOutputsAgreeBitForBit) {
   spec.count = 200, spec.height = 9, spec.width = 8, spec.channels = 3, spec.classes = 4;
   auto ds = make_synthetic_dataset(spec, 3);
   AugmentConfig aug;
-  aug.crop_pad = 2, aug.flip = true, aug.erase_p = 0.5f, aug.seed = 17;
+  aug.crop_pad = 2, aug.flip = true, aug.rotate = 20.f, aug.erase_p = 0.5f, aug.seed = 17;
+  aug.brightness = aug.contrast = aug.saturation = 0.4f;
   Sampler sampler(spec.count, 16, 23);
   Loader host(*ds, sampler, 1, 2, 2, 0, 0, 20, aug, LoaderOutput::kHost);
   Loader device(*ds, sampler, 1, 2, 2, 0, 0, 20, aug, LoaderOutput::kDevice);
@@ -51,7 +52,8 @@ TEST(DeviceInput, LoaderOutputsAgreeBitForBit) {
 // images or through upload_images, as BackendCaps::device_image_prep says.
 std::vector<float> first_input(Backend& be, Dataset& ds, const SyntheticSpec& spec) {
   AugmentConfig aug;
-  aug.crop_pad = 2, aug.flip = true, aug.erase_p = 0.5f, aug.seed = 17;
+  aug.crop_pad = 2, aug.flip = true, aug.rotate = 20.f, aug.erase_p = 0.5f, aug.seed = 17;
+  aug.brightness = aug.contrast = aug.saturation = 0.4f;
   const size_t n = 16, pixels = n * spec.height * spec.width * spec.channels;
   StepBuffers buf;
   buf.x = static_cast<float*>(be.alloc(sizeof(float) * pixels));
