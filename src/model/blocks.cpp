@@ -47,7 +47,10 @@ class Composite : public Layer {
   }
 
  protected:
-  virtual std::vector<Layer*> parts() const = 0;
+  // The parts in parameter order. Kept in a member, set whenever the composition changes: set_batch runs
+  // through them every step, and a list made per call would cost a heap allocation per composite per step.
+  const std::vector<Layer*>& parts() const { return parts_; }
+  void set_parts(std::vector<Layer*> parts) { parts_ = std::move(parts); }
   // What goes before the names of `part`'s parameters and buffers.
   virtual std::string prefix(const Layer& part) const = 0;
 
@@ -72,6 +75,8 @@ class Composite : public Layer {
       }
     return v;
   }
+
+  std::vector<Layer*> parts_;
 };
 
 class Chain : public Composite {
@@ -79,6 +84,9 @@ class Chain : public Composite {
   Chain(const std::string& name, std::vector<std::unique_ptr<Layer>> layers)
       : Composite(name), subs_(std::move(layers)) {
     CNN_CHECK(!subs_.empty(), "empty chain %s", name.c_str());
+    std::vector<Layer*> parts;
+    for (const auto& l : subs_) parts.push_back(l.get());
+    set_parts(std::move(parts));
     for (const auto& l : subs_) CNN_CHECK(!l->is_view(), "view layer %s inside chain %s", l->name().c_str(), name.c_str());
   }
   ~Chain() override {
@@ -136,11 +144,6 @@ class Chain : public Composite {
     }
   }
  private:
-  std::vector<Layer*> parts() const override {
-    std::vector<Layer*> v;
-    for (const auto& l : subs_) v.push_back(l.get());
-    return v;
-  }
   std::string prefix(const Layer& part) const override {
     return (name_.empty() ? "" : name_ + ".") + part.name() + ".";
   }
@@ -169,7 +172,9 @@ class Residual : public Composite {
   Residual(const std::string& name, std::unique_ptr<Layer> main, std::unique_ptr<BatchNormJoin> bn,
            const std::string& kind, int out, int stride, Shortcut sc, const BnOptions& bn_opt)
       : Composite(name), main_(std::move(main)), bn_(std::move(bn)), kind_(kind), out_(out), stride_(stride), sc_(sc),
-        bn_opt_(bn_opt) {}
+        bn_opt_(bn_opt) {
+    set_parts({main_.get(), bn_.get()});
+  }
   ~Residual() override {
     main_.reset();
     bn_.reset();
@@ -202,6 +207,7 @@ class Residual : public Composite {
         conv_bn(v, "0", "1", out_, 1, stride_, bn_opt_, false);
         proj_ = make_chain("downsample", std::move(v));
         proj_->set_dtype(dt_);  // created here, after the net set the block's type
+        set_parts({main_.get(), bn_.get(), proj_.get()});
       }
     }
     Dims sd = mode_ == kProject ? proj_->setup(in)
@@ -254,11 +260,6 @@ class Residual : public Composite {
 
  private:
   enum Mode { kIdentity, kProject, kPad };
-  std::vector<Layer*> parts() const override {
-    std::vector<Layer*> v{main_.get(), bn_.get()};
-    if (proj_) v.push_back(proj_.get());
-    return v;
-  }
   // main's names as they are (its sub-layers are named by the unnamed chain), the batch norm's prefixed with
   // its name (as the chain would), the projection's as they are (a named chain: "downsample.").
   std::string prefix(const Layer& part) const override { return &part == bn_.get() ? bn_->name() + "." : ""; }
