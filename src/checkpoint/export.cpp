@@ -59,12 +59,18 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
       std::string path = "/" + std::string(name);
       auto dot = path.rfind('.');
       if (dot != std::string::npos) path[dot] = '/';
+      // /ema holds the buffers' average too (checkpoints since the EMA averaged them): it wins over /buffers.
+      if (H5Lexists(dst.get(), path.substr(1, path.find('/', 1) - 1).c_str(), H5P_DEFAULT) > 0 &&
+          H5Lexists(dst.get(), path.c_str(), H5P_DEFAULT) > 0)
+        continue;
+      const bool is_buffer = group != weights || H5Lexists(in.get(), ("/buffers/" + std::string(name)).c_str(),
+                                                           H5P_DEFAULT) > 0;
       H5Handle o = h5_dataset(
           H5Dcreate2(dst.get(), path.c_str(), H5T_IEEE_F32LE, sp.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
       if (!o.valid() || H5Dwrite(o.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
         raise(kExitCheckpoint, "writing %s to '%s' failed: %s", path.c_str(), tmp.c_str(), h5_last_error().c_str());
       ++st.tensors;
-      (group == weights ? st.params : st.buffers) += v.size();
+      (is_buffer ? st.buffers : st.params) += v.size();
     }
   }
   h5_write_attr_strings(dst.get(), "format", {"cnntrain-weights"});

@@ -92,10 +92,13 @@ ObsOptions make_obs_options(const Config& cfg) {
 }
 
 void average_buffers(Backend& be, Net& net, Collectives* comm) {
-  const size_t n = net.num_buffers();
+  average_across_ranks(be, net.buffers(), net.num_buffers(), comm, "batch-norm running statistics");
+}
+
+void average_across_ranks(Backend& be, float* v, size_t n, Collectives* comm, const char* what) {
   if (!comm || n == 0) return;
-  comm->allreduce_sum(net.buffers(), n, "batch-norm running statistics");
-  be.scale(n, 1.f / static_cast<float>(comm->ranks()), net.buffers());
+  comm->allreduce_sum(v, n, what);
+  be.scale(n, 1.f / static_cast<float>(comm->ranks()), v);
 }
 
 }  // namespace cnn

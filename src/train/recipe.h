@@ -36,5 +36,7 @@ LossScalerConfig make_loss_scaler_config(const Config& cfg);
 // averages is the moving average of the averaged batch means), a close estimate for the variances. The sum
 // runs in the backend's memory through `comm` (NCCL on GPUs), without a round trip through the host.
 void average_buffers(Backend& be, Net& net, Collectives* comm);
+// v[0, n) (device memory) = its mean over the ranks of comm (nothing without comm); `what` names it in errors.
+void average_across_ranks(Backend& be, float* v, size_t n, Collectives* comm, const char* what);
 
 }  // namespace cnn

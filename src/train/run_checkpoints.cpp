@@ -13,7 +13,7 @@ RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimiz
                                RunLog& log, std::string dir, WeightEma* ema)
     : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)), ema_(ema) {
   host_params_.resize(net_.num_params());
-  if (ema_) host_ema_.resize(net_.num_params());
+  if (ema_) host_ema_.resize(net_.num_params() + ema_->num_buffers());
   host_buffers_.resize(net_.num_buffers());
   host_state_.resize(opt_.state().size(), std::vector<float>(net_.num_params()));
 }
@@ -28,9 +28,13 @@ std::vector<CheckpointArray> RunCheckpoints::arrays() {
   for (size_t k = 0; k < states.size(); ++k)
     for (const ParamInfo& p : net_.param_table())
       v.push_back({"optimizer/" + states[k].first + "/" + p.name, p.shape, host_state_[k].data() + p.offset});
-  if (ema_)
+  if (ema_) {
     for (const ParamInfo& p : net_.param_table())
       v.push_back({"ema/" + p.name, p.shape, host_ema_.data() + p.offset});
+    // The buffers' average follows the weights' (names never collide: buffers are "running_*").
+    for (const ParamInfo& b : net_.buffer_table())
+      v.push_back({"ema/" + b.name, b.shape, host_ema_.data() + net_.num_params() + b.offset});
+  }
   return v;
 }
 
@@ -40,7 +44,7 @@ void RunCheckpoints::download_state() {
   const auto states = opt_.state();
   for (size_t k = 0; k < states.size(); ++k)
     be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
-  if (ema_) be_.download(host_ema_.data(), ema_->data(), sizeof(float) * net_.num_params());
+  if (ema_) be_.download(host_ema_.data(), ema_->data(), sizeof(float) * host_ema_.size());
 }
 
 void RunCheckpoints::upload_state() {
@@ -49,7 +53,7 @@ void RunCheckpoints::upload_state() {
   const auto states = opt_.state();
   for (size_t k = 0; k < states.size(); ++k)
     be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
-  if (ema_) be_.upload(ema_->data(), host_ema_.data(), sizeof(float) * net_.num_params());
+  if (ema_) be_.upload(ema_->data(), host_ema_.data(), sizeof(float) * host_ema_.size());
   net_.sync_weight_copy();
 }
 
@@ -57,6 +61,7 @@ void RunCheckpoints::save(const Cursor& next) {
   // Batch-norm running statistics differ per rank (local batches): save their mean, and keep using it, so a
   // resumed run continues from exactly the state the uninterrupted run has.
   average_buffers(be_, net_, comm_);
+  if (ema_) average_across_ranks(be_, ema_->buffers(), ema_->num_buffers(), comm_, "averaged batch-norm statistics");
   download_state();
   CheckpointMeta m;
   m.step = next.step;

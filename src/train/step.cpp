@@ -17,6 +17,7 @@ StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch) {
   b.totals = static_cast<LossTotals*>(be.alloc(sizeof(LossTotals)));
   const LossTotals zero{0, 0};
   be.upload(b.totals, &zero, sizeof zero);
+  if (net.num_buffers()) b.saved_buffers = static_cast<float*>(be.alloc(sizeof(float) * net.num_buffers()));
   return b;
 }
 
@@ -35,6 +36,7 @@ void free_step_buffers(Backend& be, StepBuffers& b) {
   be.release(b.ids);
   be.release(b.dlogits);
   be.release(b.totals);
+  if (b.saved_buffers) be.release(b.saved_buffers);
   b = {};
 }
 
@@ -67,6 +69,15 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   net.zero_grads();
   NonFiniteGuard* guard = sc.nonfinite;
   if (guard) guard->begin_step(sc.step);
+  // Where the host learns that the step is skipped, the step leaves the running statistics as they were too.
+  // (The device-gated skip, --train.on_nonfinite skip with SGD and no EMA, gates only the weight update.)
+  const bool host_skip = (sc.scaler && sc.scaler->enabled()) || (guard && sc.count_only_applied);
+  const size_t buffer_bytes = sizeof(float) * net.num_buffers();
+  if (host_skip && buf.saved_buffers) be.copy(buf.saved_buffers, net.buffers(), buffer_bytes);
+  const auto skip = [&] {
+    if (host_skip && buf.saved_buffers) be.copy(net.buffers(), buf.saved_buffers, buffer_bytes);
+    if (sc.timing) sc.timing->idle();
+  };
   for (int i = 0; i < k; ++i) {
     mark(sc, Phase::kForward);
     net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr,
@@ -93,12 +104,12 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   if (sc.scaler && sc.scaler->enabled()) {
     if (sc.scaler->update(!averaged_gradient_finite(be, net, guard))) {
       ++stats.skipped;
-      if (sc.timing) sc.timing->idle();
+      skip();
       return;
     }
     be.scale(net.num_params(), 1.f / loss_scale, net.grads());
   } else if (guard && sc.count_only_applied && !averaged_gradient_finite(be, net, guard)) {
-    if (sc.timing) sc.timing->idle();
+    skip();
     return;
   }
   if (sc.clip_norm > 0) {
@@ -109,7 +120,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
   }
   opt.step(lr);
   net.sync_weight_copy();
-  if (sc.ema) sc.ema->update(static_cast<const Net&>(net).params());
+  if (sc.ema) sc.ema->update(static_cast<const Net&>(net).params(), net.buffers());
   if (sc.timing) sc.timing->idle();
 }
 

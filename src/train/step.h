@@ -24,6 +24,9 @@ struct StepBuffers {
   int64_t* ids = nullptr;     // device, [max local batch] global sample ids (dropout masks)
   void* dlogits = nullptr;    // device, [net.max_batch(), classes] of the net's activation type (one micro-batch)
   LossTotals* totals = nullptr;  // device: loss sum and correct count of the steps since take_loss_totals
+  // device, [net.num_buffers()]: the batch-norm running statistics before a step that may be skipped, put back
+  // when it is (a non-finite forward would leave NaN in them for good); null when the net has none.
+  float* saved_buffers = nullptr;
 };
 
 struct StepConfig {

@@ -105,7 +105,7 @@ Cursor Trainer::plan() {
   if (cfg_.train.ema > 0) {
     const Net& net = net_;
     ema_ = std::make_unique<WeightEma>(be_, EmaConfig{cfg_.train.ema, cfg_.train.ema_warmup}, net.params(),
-                                       net.num_params());
+                                       net.num_params(), net_.buffers(), net.num_buffers());
   }
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_, ema_.get());
   const Cursor start = ckpt_->resume();

@@ -98,10 +98,10 @@ EvalResult Trainer::evaluate() {
 }
 
 EvalResult Trainer::evaluate_ema() {
-  ema_->swap_with(net_.params());
+  ema_->swap_with(net_.params(), net_.buffers());
   net_.sync_weight_copy();
   const EvalResult r = evaluate();
-  ema_->swap_with(net_.params());
+  ema_->swap_with(net_.params(), net_.buffers());
   net_.sync_weight_copy();
   return r;
 }
@@ -109,6 +109,8 @@ EvalResult Trainer::evaluate_ema() {
 void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   auto te = Clock::now();
   average_buffers(be_, net_, comm_.get());
+  if (ema_)
+    average_across_ranks(be_, ema_->buffers(), ema_->num_buffers(), comm_.get(), "averaged batch-norm statistics");
   last_eval_ = evaluate();
   have_eval_ = true;
   const EvalResult e = ema_ ? evaluate_ema() : EvalResult();

@@ -4,8 +4,9 @@ Usage: ckpt_compare.py A.h5 B.h5 [--rtol X] [--buffers]   exit 0 when equal (bit
 with it, every parameter within |a-b| <= X (1e-3 + |b|) and every optimizer-state element (momentum, Adam
 moments) within |a-b| <= X (|b| + max|b| of its tensor): the state accumulates gradients, whose small entries
 carry the summation-order rounding of the tensor's large ones when the rank count changes).
-Batch-norm buffers (running statistics) are compared only with --buffers: a checkpoint stores their mean
-over the ranks, so they match an uninterrupted run only where that run also wrote a checkpoint."""
+Batch-norm buffers (running statistics, and their moving average ema/*.running_*) are compared only with
+--buffers: a checkpoint stores their mean over the ranks, so they match an uninterrupted run only where that
+run also wrote a checkpoint."""
 import sys
 import h5py
 import numpy as np
@@ -14,11 +15,15 @@ import numpy as np
 with_buffers = "--buffers" in sys.argv
 
 
+def is_buffer(name):
+    return name.startswith("buffers/") or (name.startswith("ema/") and ".running_" in name)
+
+
 def arrays(path):
     out = {}
     with h5py.File(path, "r") as f:
         def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and (with_buffers or not name.startswith("buffers/")):
+            if isinstance(obj, h5py.Dataset) and (with_buffers or not is_buffer(name)):
                 out[name] = obj[()]
         f.visititems(visit)
         meta = {k: f.attrs[k] for k in ("step", "world_size")}
@@ -34,7 +39,7 @@ def main():
     if int(ma["step"]) != int(mb["step"]):
         sys.exit(f"different steps: {ma['step']} vs {mb['step']}")
     worst, worst_name = 0.0, ""
-    compared = [n for n in xa if not n.startswith("buffers/")]
+    compared = [n for n in xa if not is_buffer(n)]
     if rtol is not None and not any(n.startswith("optimizer/") for n in compared):
         sys.exit(f"no optimizer state in {a}: nothing beyond the parameters to compare")
     for name in sorted(xa):
@@ -43,7 +48,7 @@ def main():
             if u.tobytes() != v.tobytes():
                 d = np.abs(u.astype(np.float64) - v).max()
                 sys.exit(f"{name} differs (max abs diff {d:g}) between {a} and {b}")
-        elif not name.startswith("buffers/"):
+        elif not is_buffer(name):
             floor = np.abs(v).max() if name.startswith("optimizer/") else 1e-3
             err = np.abs(u.astype(np.float64) - v) / (floor + np.abs(v))
             if float(err.max()) > worst:

@@ -34,37 +34,50 @@ TEST_P(WeightEmaTest, FollowsDirectComputationWithAndWithoutWarmup) {
   TargetBackend dev(GetParam());
   if (!dev.skip_reason().empty()) GTEST_SKIP() << dev.skip_reason();
   Backend& be = *dev.get();
-  constexpr size_t kN = 1000 + 37;  // a ragged tail
+  constexpr size_t kN = 1000 + 37, kB = 53;  // ragged tails
   for (bool warmup : {false, true}) {
     const EmaConfig c{0.9, warmup};
-    std::vector<float> w = random_vec(kN, 5);
+    std::vector<float> w = random_vec(kN, 5), b = random_vec(kB, 6);
     float* d_w = static_cast<float*>(be.alloc(sizeof(float) * kN));
+    float* d_b = static_cast<float*>(be.alloc(sizeof(float) * kB));
     be.upload(d_w, w.data(), sizeof(float) * kN);
-    WeightEma ema(be, c, d_w, kN);
-    std::vector<double> ref(w.begin(), w.end());
+    be.upload(d_b, b.data(), sizeof(float) * kB);
+    WeightEma ema(be, c, d_w, kN, d_b, kB);
+    std::vector<double> ref(w.begin(), w.end()), ref_b(b.begin(), b.end());
     for (int t = 0; t < 6; ++t) {
       w = random_vec(kN, 100 + t);
+      b = random_vec(kB, 200 + t);
       be.upload(d_w, w.data(), sizeof(float) * kN);
-      ema.update(d_w);
-      ema_by_hand(ref, w, warmup ? std::min(0.9, (1.0 + t) / (10.0 + t)) : 0.9);
+      be.upload(d_b, b.data(), sizeof(float) * kB);
+      ema.update(d_w, d_b);
+      const double d = warmup ? std::min(0.9, (1.0 + t) / (10.0 + t)) : 0.9;
+      ema_by_hand(ref, w, d);
+      ema_by_hand(ref_b, b, d);
     }
     EXPECT_EQ(ema.updates(), 6);
     EXPECT_TRUE(all_close(download(be, ema.data(), kN), ref, 1e-6, 1e-5, warmup ? "ema, warm-up" : "ema"));
+    EXPECT_TRUE(all_close(download(be, ema.buffers(), kB), ref_b, 1e-6, 1e-5, "ema of the buffers"));
     // Warm-up decays 1/10, 2/11, ... : far from 0.9, so the two runs differ (the test tells them apart).
     EXPECT_NEAR(WeightEma::decay_at(c, 0), warmup ? 0.1 : 0.9, 1e-12);
     // Swapping twice restores both, bit for bit.
     const std::vector<float> before_w = download(be, d_w, kN), before_ema = download(be, ema.data(), kN);
-    ema.swap_with(d_w);
+    const std::vector<float> before_b = download(be, d_b, kB), before_ema_b = download(be, ema.buffers(), kB);
+    ema.swap_with(d_w, d_b);
     EXPECT_EQ(download(be, d_w, kN), before_ema);
-    ema.swap_with(d_w);
+    EXPECT_EQ(download(be, d_b, kB), before_ema_b);
+    ema.swap_with(d_w, d_b);
     EXPECT_EQ(download(be, d_w, kN), before_w);
     EXPECT_EQ(download(be, ema.data(), kN), before_ema);
+    EXPECT_EQ(download(be, d_b, kB), before_b);
+    EXPECT_EQ(download(be, ema.buffers(), kB), before_ema_b);
     be.release(d_w);
+    be.release(d_b);
   }
 }
 
-// Through train_step: the average follows the weights of every applied update and stands still on a step the
-// loss scaler skips (steps 2 and 5 see a NaN input, so their gradient is not finite).
+// Through train_step: the average follows the weights and buffers of every applied update and stands still on a
+// step the loss scaler skips (steps 2 and 5 see a NaN input, so their gradient is not finite), which leaves the
+// batch-norm running statistics untouched too.
 TEST_P(WeightEmaTest, TrainStepFoldsOnlyAppliedUpdates) {
   TargetBackend dev(GetParam());
   if (!dev.skip_reason().empty()) GTEST_SKIP() << dev.skip_reason();
@@ -72,7 +85,7 @@ TEST_P(WeightEmaTest, TrainStepFoldsOnlyAppliedUpdates) {
   constexpr int kBatch = 6, kClasses = 7;
   Net net(be, Dims{5, 4, 2}, kClasses);
   net.add(make_conv2d("conv1", 4, {3, 1, 1, true}));
-  net.add(make_relu("relu1"));
+  net.add(make_batchnorm("bn1", {}, true));  // buffers, averaged beside the weights
   net.add(make_flatten("flat"));
   net.add(make_linear("fc", kClasses));
   net.build(kBatch, 3);
@@ -84,9 +97,11 @@ TEST_P(WeightEmaTest, TrainStepFoldsOnlyAppliedUpdates) {
   lc.init_scale = 1.f;
   LossScaler scaler(lc);
   const Net& cnet = net;
-  WeightEma ema(be, EmaConfig{0.8, false}, cnet.params(), net.num_params());
-  std::vector<double> ref;
+  WeightEma ema(be, EmaConfig{0.8, false}, cnet.params(), net.num_params(), net.buffers(), net.num_buffers());
+  ASSERT_EQ(ema.num_buffers(), 8u);  // running mean and variance of 4 channels
+  std::vector<double> ref, ref_b;
   for (float v : download(be, cnet.params(), net.num_params())) ref.push_back(v);
+  for (float v : download(be, net.buffers(), net.num_buffers())) ref_b.push_back(v);
   StepConfig sc;
   sc.global_batch = kBatch;
   sc.scaler = &scaler;
@@ -100,16 +115,23 @@ TEST_P(WeightEmaTest, TrainStepFoldsOnlyAppliedUpdates) {
     be.upload(buf.x, x.data(), x.size() * sizeof(float));
     be.upload(buf.labels, y.data(), y.size() * sizeof(int32_t));
     StepStats st;
+    const std::vector<float> stats_before = download(be, net.buffers(), net.num_buffers());
     train_step(be, net, *opt, nullptr, buf, kBatch, sc, 0.1, st);
     skipped += st.skipped;
+    // A skipped step leaves the running statistics as they were (its forward saw the NaN).
+    if (st.skipped) {
+      EXPECT_EQ(download(be, net.buffers(), net.num_buffers()), stats_before) << "step " << s;
+    }
     if (!st.skipped) {
       ++applied;
       ema_by_hand(ref, download(be, cnet.params(), net.num_params()), 0.8);
+      ema_by_hand(ref_b, download(be, net.buffers(), net.num_buffers()), 0.8);
     }
   }
   EXPECT_EQ(skipped, 2);
   EXPECT_EQ(ema.updates(), applied);
   EXPECT_TRUE(all_close(download(be, ema.data(), net.num_params()), ref, 1e-6, 1e-5, "ema after train_step"));
+  EXPECT_TRUE(all_close(download(be, ema.buffers(), net.num_buffers()), ref_b, 1e-6, 1e-5, "buffers' ema"));
   free_step_buffers(be, buf);
 }
 
