@@ -100,6 +100,29 @@ class Layer {
   size_t per_sample_bytes_ = 0;
 };
 
+// A layer of several inputs (a graph's joins: Add, ...), added to a Net with Net::add(layer, inputs). The
+// single-input entry points are not used: the net calls the *_inputs ones.
+class MultiInputLayer : public Layer {
+ public:
+  using Layer::Layer;
+  // Fixes the input shapes; returns the output shape. Throws Error(kExitUsage) naming the layer and the shapes
+  // if they cannot work.
+  virtual Dims setup_inputs(const std::vector<Dims>& in) = 0;
+  virtual void forward_inputs(Backend& be, const std::vector<const void*>& xs, void* y, int n, bool train) = 0;
+  // dxs[k]: the gradient of input k, overwritten; null where nothing needs it.
+  virtual void backward_inputs(Backend& be, const std::vector<const void*>& xs, const void* y, const void* dy,
+                               const std::vector<void*>& dxs, int n) = 0;
+
+  Dims setup(const Dims& in) final { return setup_inputs({in}); }
+  void forward(Backend& be, const void* x, void* y, int n, bool train) final { forward_inputs(be, {x}, y, n, train); }
+  void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) final {
+    backward_inputs(be, {x}, y, dy, {dx}, n);
+  }
+};
+
+// y = x1 + x2 + ... (same shapes); every input's gradient is dy.
+std::unique_ptr<MultiInputLayer> make_add(const std::string& name);
+
 struct ConvOptions {
   int kernel = 3, stride = 1, pad = 1;
   bool bias = true;

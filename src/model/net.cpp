@@ -16,6 +16,8 @@ Net::~Net() {
   for (void* p : owned_) be_.release(p);
   be_.release(grad_buf_[0]);
   be_.release(grad_buf_[1]);
+  for (void* p : out_grad_) be_.release(p);
+  for (void* p : scratch_) be_.release(p);
   be_.release(input16_);
   be_.release(params16_);
   be_.release(params_);
@@ -45,7 +47,37 @@ uint64_t Net::next_param_version() {
   return ++last;
 }
 
-void Net::add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+void Net::add(std::unique_ptr<Layer> layer) {
+  inputs_.push_back({static_cast<int>(layers_.size()) - 1});
+  layers_.push_back(std::move(layer));
+}
+
+void Net::add(std::unique_ptr<Layer> layer, const std::vector<std::string>& inputs) {
+  CNN_CHECK(max_n_ == 0, "add after build");
+  const std::string& name = layer->name();
+  if (inputs.empty()) raise(kExitUsage, "layer '%s' reads no input", name.c_str());
+  if (inputs.size() > 1 && !dynamic_cast<MultiInputLayer*>(layer.get()))
+    raise(kExitUsage, "layer '%s' (%s) takes one input, not %zu", name.c_str(), layer->describe().c_str(),
+          inputs.size());
+  std::vector<int> idx;
+  for (const std::string& in : inputs) {
+    if (in == "input") {
+      idx.push_back(-1);
+      continue;
+    }
+    int found = -1;
+    for (size_t j = 0; j < layers_.size(); ++j)
+      if (layers_[j]->name() == in) found = static_cast<int>(j);
+    if (found < 0)
+      raise(kExitUsage, "layer '%s' reads '%s', which is no earlier layer (layers are added in topological "
+            "order; 'input' is the net's input)", name.c_str(), in.c_str());
+    idx.push_back(found);
+  }
+  for (const auto& l : layers_)
+    if (l->name() == name) raise(kExitUsage, "two layers are named '%s'", name.c_str());
+  inputs_.push_back(std::move(idx));
+  layers_.push_back(std::move(layer));
+}
 
 void Net::set_dtype(DType t) {
   CNN_CHECK(max_n_ == 0, "set_dtype after build");
@@ -64,9 +96,11 @@ void Net::build(int max_n, uint64_t seed) {
   max_n_ = max_n;
   Dims d = input_;
   size_t max_act = input_.size();
-  for (auto& l : layers_) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    chain_ = chain_ && inputs_[i] == std::vector<int>{static_cast<int>(i) - 1};
+    const auto& l = layers_[i];
     l->set_dtype(dt_);
-    d = l->setup(d);
+    d = setup_layer(i);
     out_dims_.push_back(d);
     max_act = std::max(max_act, d.size());
     first_param_.push_back(num_params_);
@@ -124,8 +158,12 @@ void Net::build(int max_n, uint64_t seed) {
       acts_.push_back(a);
     }
   }
-  for (auto& g : grad_buf_) g = be_.alloc(esize * max_act * max_n);
-  act_bytes_ += 2 * esize * max_act;
+  if (chain_) {
+    for (auto& g : grad_buf_) g = be_.alloc(esize * max_act * max_n);
+    act_bytes_ += 2 * esize * max_act;
+  } else {
+    allocate_graph_gradients();
+  }
   if (dt_ != DType::kF32) {
     input16_ = be_.alloc(esize * input_.size() * max_n);
     act_bytes_ += esize * input_.size();
@@ -136,20 +174,25 @@ const void* Net::forward(const float* x, int n, bool train) {
   CNN_CHECK(n > 0 && n <= max_n_, "forward of %d samples on a net built for %d", n, max_n_);
   if (input16_) be_.convert(input_.size() * n, DType::kF32, x, dt_, input16_);
   input_ptr_ = input16_ ? input16_ : static_cast<const void*>(x);
-  const void* cur = input_ptr_;
   ParamVersionScope scope(be_, version_);
+  const auto out = [&](int j) { return j < 0 ? input_ptr_ : static_cast<const void*>(acts_[j]); };
   for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::vector<int>& in = inputs_[i];
     if (layers_[i]->is_view()) {
-      acts_[i] = const_cast<void*>(cur);
+      acts_[i] = const_cast<void*>(out(in[0]));
+    } else if (auto* m = dynamic_cast<MultiInputLayer*>(layers_[i].get())) {
+      std::vector<const void*> xs;
+      for (int j : in) xs.push_back(out(j));
+      m->forward_inputs(be_, xs, acts_[i], n, train);
     } else {
-      layers_[i]->forward(be_, cur, acts_[i], n, train);
+      layers_[i]->forward(be_, out(in[0]), acts_[i], n, train);
     }
-    cur = acts_[i];
   }
-  return cur;
+  return acts_.back();
 }
 
 void Net::backward(const void* dlogits, int n, const std::function<void(size_t)>& on_ready) {
+  if (!chain_) return backward_graph(dlogits, n, on_ready);
   const void* dy = dlogits;
   int flip = 0;
   ParamVersionScope scope(be_, version_);

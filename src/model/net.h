@@ -1,4 +1,6 @@
-// A network: a sequence of layers over one flat parameter buffer and one flat gradient buffer (contiguous,
+// A network: a sequence of layers, each reading the previous one's output or, added with named inputs, the
+// outputs of any earlier layers (a graph in topological order: branches, residual joins), over one flat
+// parameter buffer and one flat gradient buffer (contiguous,
 // so gradient allreduce buckets, optimizer state and checkpoints are slices of one array). Parameters are laid
 // out in layer order; backward reports, layer by layer, from which offset on the gradient is final.
 // A third flat array, buffers(), holds non-trained state (batch-norm running statistics): not part of the
@@ -33,7 +35,16 @@ class Net {
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
 
+  // Appends a layer whose input is the previous layer's output (the net's input for the first).
   void add(std::unique_ptr<Layer> layer);
+  // Appends a layer reading the outputs of the named earlier layers, in order ("input": the net's input):
+  // several inputs need a MultiInputLayer. The last layer's output is the net's; every other layer's output
+  // must be read by a later one. Throws Error(kExitUsage) naming the layer and what is wrong.
+  void add(std::unique_ptr<Layer> layer, const std::vector<std::string>& inputs);
+  // The inputs of layer i: indices of earlier layers, -1 for the net's input.
+  const std::vector<int>& inputs_of(size_t i) const { return inputs_[i]; }
+  // Whether each layer reads the previous one's output only (the zoo's nets), else a graph.
+  bool is_chain() const { return chain_; }
   // The activation type; before build() (fp32 unless set).
   void set_dtype(DType t);
   DType dtype() const { return dt_; }
@@ -84,18 +95,27 @@ class Net {
 
  private:
   static uint64_t next_param_version();
+  Dims setup_layer(size_t i);
+  void allocate_graph_gradients();
+  void backward_graph(const void* dlogits, int n, const std::function<void(size_t)>& on_ready);
 
   Backend& be_;
   Dims input_;
   int classes_;
   int max_n_ = 0;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::vector<int>> inputs_;  // per layer (see inputs_of)
+  bool chain_ = true;
   std::vector<Dims> out_dims_;
   std::vector<size_t> first_param_;  // per layer: offset of its first parameter (or where it would be)
   DType dt_ = DType::kF32;
   std::vector<void*> acts_;         // per layer output (aliases for views)
   std::vector<void*> owned_;
-  void* grad_buf_[2] = {nullptr, nullptr};
+  void* grad_buf_[2] = {nullptr, nullptr};  // a chain's activation gradients, alternating
+  // A graph's: one per layer output (the last one's is dlogits), and one scratch per input slot for a gradient
+  // that adds to one already there (an output read by several layers).
+  std::vector<void*> out_grad_, scratch_;
+  std::vector<char> has_grad_;
   void* input16_ = nullptr;         // the input converted to dtype() (16-bit nets)
   const void* input_ptr_ = nullptr;
   size_t act_bytes_ = 0;            // per sample, of the buffers above
