@@ -98,6 +98,11 @@ Opt real_opt(const char* name, Field<double> f, double lo, double hi, bool lo_op
           [=](const Config& c) { return fmt_real(f.get(c)); }};
 }
 
+Opt range_opt(const char* name, Field<std::string> f, const char* help) {  // "MIN,MAX" (parse_range), as written
+  return {name, help, [=](Config& c, const std::string& v) { parse_range(name, v), f.ref(c) = v; },
+          [=](const Config& c) { return f.get(c); }};
+}
+
 Opt str_opt(const char* name, Field<std::string> f, std::vector<std::string> choices, const char* help) {
   return {name, help,
           [=](Config& c, const std::string& v) {
@@ -352,18 +357,8 @@ std::vector<Opt> augment_options() {
        [](const Config& c) { return c.augment.color_jitter; }},
       real_opt("augment.erase_p", in(&AugmentSection::erase_p), 0, 1, false,
                "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"),
-      {"augment.rrc_scale", "MIN,MAX: with data.image_size, the random-resized crop's area fraction range",
-       [](Config& c, const std::string& x) {
-         parse_range("augment.rrc_scale", x);
-         c.augment.rrc_scale = x;
-       },
-       [](const Config& c) { return c.augment.rrc_scale; }},
-      {"augment.rrc_ratio", "MIN,MAX: with data.image_size, the random-resized crop's aspect (w/h) range",
-       [](Config& c, const std::string& x) {
-         parse_range("augment.rrc_ratio", x);
-         c.augment.rrc_ratio = x;
-       },
-       [](const Config& c) { return c.augment.rrc_ratio; }},
+      range_opt("augment.rrc_scale", in(&AugmentSection::rrc_scale), "MIN,MAX: random-resized crop area fraction"),
+      range_opt("augment.rrc_ratio", in(&AugmentSection::rrc_ratio), "MIN,MAX: random-resized crop aspect w/h"),
   };
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/image_prep.h"
 #include "kernels/rng.h"
 #include "src/base/error.h"
+#include "src/train/config.h"
 
 namespace cnn {
 namespace {
@@ -224,6 +225,21 @@ TEST(Resize, ResizedSetReadsAlikeInAnyGroupingAndOnBothLoaderOutputs) {
     std::vector<float> x(a.images.size());
     prepare_images_cpu(ib, x.data());
     ASSERT_EQ(std::memcmp(x.data(), a.images.data(), x.size() * sizeof(float)), 0) << "step " << step;
+  }
+}
+
+TEST(Resize, RangeOptionsTakeNumbersAndFractions) {
+  EXPECT_EQ(parse_range("augment.rrc_ratio", "3/4,4/3"), (std::array<double, 2>{0.75, 4.0 / 3}));
+  EXPECT_EQ(parse_range("augment.rrc_scale", "0.08,1"), (std::array<double, 2>{0.08, 1.0}));
+  EXPECT_EQ(parse_range("augment.rrc_ratio", "0.5,2"), (std::array<double, 2>{0.5, 2.0}));
+  for (const char* bad : {"0.5,0.2", "0,1", "0.1,1.5", "1", "0.1,0.2,0.3", "a/b,1", "1/0,2", ""}) {
+    try {
+      parse_range("augment.rrc_scale", bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), kExitUsage);
+      EXPECT_NE(std::string(e.what()).find("augment.rrc_scale"), std::string::npos) << e.what();
+    }
   }
 }
 
