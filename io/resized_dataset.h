@@ -15,8 +15,9 @@ namespace cnn {
 
 class ResizedDataset : public Dataset {
  public:
-  // Throws Error(kExitUsage) when an evaluation resize is smaller than the target (resize_center_crop).
-  ResizedDataset(std::unique_ptr<Dataset> stored, const ResizeOptions& o);
+  // threads: how many threads one read() resizes with (the stored images are read on the caller's). Throws
+  // Error(kExitUsage) when an evaluation resize is smaller than the target (resize_center_crop).
+  ResizedDataset(std::unique_ptr<Dataset> stored, const ResizeOptions& o, int threads = 1);
 
   const DatasetInfo& info() const override { return info_; }
   const std::string& path() const override { return stored_->path(); }
@@ -27,6 +28,7 @@ class ResizedDataset : public Dataset {
  private:
   std::unique_ptr<Dataset> stored_;
   ResizeOptions opt_;
+  int threads_;
   DatasetInfo info_;
   std::atomic<int64_t> epoch_{0};
 };

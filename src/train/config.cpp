@@ -187,7 +187,7 @@ std::vector<Opt> data_options() {
               "with data.image_size: test images' shorter side before the center crop (0: round(max(H,W)/0.875), "
               "torchvision's 256 for 224)"),
       int_opt("data.read_threads", in(&DataSection::read_threads), 1, 256,
-              "LMDB: threads decoding encoded images within one batch read"),
+              "threads decoding (LMDB) or resizing (HDF5, data.image_size) images within one batch read"),
       int_opt("data.prefetch", in(&DataSection::prefetch), 1, 64, "batches the loader prepares ahead"),
       int_opt("data.cache_mb", in(&DataSection::cache_mb), 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"),
       // A path on this cluster's nodes, not part of what the run is.

@@ -41,7 +41,7 @@ std::unique_ptr<Dataset> fit_hdf5(const Config& cfg, std::unique_ptr<Dataset> ds
   o.min_scale = scale[0], o.max_scale = scale[1], o.min_ratio = ratio[0], o.max_ratio = ratio[1];
   o.test_resize = cfg.data.test_resize;
   o.seed = cfg.seed;
-  return std::make_unique<ResizedDataset>(std::move(ds), o);
+  return std::make_unique<ResizedDataset>(std::move(ds), o, cfg.data.read_threads);
 }
 
 std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, bool train) {

@@ -183,8 +183,8 @@ TEST(Resize, DrawsAreKeyedBySeedEpochAndSample) {
   EXPECT_EQ(key(4, 2, 17), key(9, 0, 3));
 }
 
-// A resized set read in any grouping gives each sample the same image (so any rank count sees the same
-// global batch), and the loader's device output carries these resized pixels: run through the reference pixel
+// A resized set read in any grouping or on any number of threads gives each sample the same image (so any rank
+// count sees the same global batch), and the loader's device output carries these resized pixels: run through the reference pixel
 // work they are the host output bit for bit.
 TEST(Resize, ResizedSetReadsAlikeInAnyGroupingAndOnBothLoaderOutputs) {
   SyntheticSpec spec;
@@ -206,6 +206,11 @@ TEST(Resize, ResizedSetReadsAlikeInAnyGroupingAndOnBothLoaderOutputs) {
     ds.read(&ids[i], 1, one.data(), &l);
     ASSERT_EQ(std::memcmp(one.data(), all.data() + i * sb, sb), 0) << "sample " << ids[i];
   }
+  ResizedDataset threaded(make_synthetic_dataset(spec, 3), o, 4);  // 4 threads over 6 samples
+  threaded.set_epoch(1);
+  std::vector<uint8_t> shared(all.size());
+  threaded.read(ids.data(), ids.size(), shared.data(), labels.data());
+  EXPECT_EQ(shared, all) << "resizing on 4 threads changed the images";
   ds.set_epoch(2);
   ds.read(ids.data(), 1, one.data(), labels.data());
   EXPECT_NE(std::memcmp(one.data(), all.data(), sb), 0) << "the epoch does not change the crop";
