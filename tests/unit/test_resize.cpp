@@ -96,7 +96,14 @@ TEST(Resize, EvaluationIsResizeThenCenterCrop) {
   o.height = o.width = 32;
   p = resize_center_crop(o, 28, 28);  // 37x37, offset round(2.5) = 2
   EXPECT_EQ(std::vector<int>({p.rh, p.rw, p.oy, p.ox}), std::vector<int>({37, 37, 2, 2}));
-  o.test_resize = 30;
+  // A set stored at the resize size is only center-cropped: Resize(10) of a 10x10 image changes no pixel.
+  o.height = o.width = 6, o.test_resize = 10;
+  std::vector<uint8_t> src(10 * 10 * 2), got(6 * 6 * 2), want;
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 37 + 11);
+  resize_antialiased(src.data(), 10, 10, 2, resize_center_crop(o, 10, 10), got.data(), 6, 6);
+  for (int y = 2; y < 8; ++y) want.insert(want.end(), &src[(y * 10 + 2) * 2], &src[(y * 10 + 8) * 2]);
+  EXPECT_EQ(got, want);
+  o.height = o.width = 32, o.test_resize = 30;
   try {
     resize_center_crop(o, 28, 28);
     FAIL() << "a resize smaller than the crop was accepted";
