@@ -98,6 +98,11 @@ Opt real_opt(const char* name, Field<double> f, double lo, double hi, bool lo_op
           [=](const Config& c) { return fmt_real(f.get(c)); }};
 }
 
+Opt range_opt(const char* name, Field<std::string> f, const char* help) {  // "MIN,MAX" (parse_range), as written
+  return {name, help, [=](Config& c, const std::string& v) { parse_range(name, v), f.ref(c) = v; },
+          [=](const Config& c) { return f.get(c); }};
+}
+
 Opt str_opt(const char* name, Field<std::string> f, std::vector<std::string> choices, const char* help) {
   return {name, help,
           [=](Config& c, const std::string& v) {
@@ -167,8 +172,8 @@ std::vector<Opt> data_options() {
       str_opt("data.format", in(&DataSection::format), {"auto", "hdf5", "lmdb"}, "dataset format"),
       str_opt("data.on_bad_sample", in(&DataSection::on_bad_sample), {"fail", "skip"},
               "LMDB: a record that is not a valid Datum/image fails the run or is skipped (counted)"),
-      {"data.image_size", "LMDB: decode/resize images to HxW (training: random-resized crop + flip; "
-       "test: resize + center crop); empty keeps the stored size; an HDF5 set must already have it",
+      {"data.image_size", "network input HxW: images of another size are resized (training: random-resized crop "
+       "+ flip; test: resize + center crop; docs/data.md); empty or the stored size reads images as stored",
        [](Config& c, const std::string& x) {
          int h = 0, w = 0;
          char tail = 0;
@@ -178,8 +183,11 @@ std::vector<Opt> data_options() {
          c.data.image_size = x;
        },
        [](const Config& c) { return c.data.image_size; }},
+      int_opt("data.test_resize", in(&DataSection::test_resize), 0, 65536,
+              "with data.image_size: test images' shorter side before the center crop (0: round(max(H,W)/0.875), "
+              "torchvision's 256 for 224)"),
       int_opt("data.read_threads", in(&DataSection::read_threads), 1, 256,
-              "LMDB: threads decoding encoded images within one batch read"),
+              "threads decoding (LMDB) or resizing (HDF5, data.image_size) images within one batch read"),
       int_opt("data.prefetch", in(&DataSection::prefetch), 1, 64, "batches the loader prepares ahead"),
       int_opt("data.cache_mb", in(&DataSection::cache_mb), 0, 1 << 20, "HDF5 chunk cache per rank (MiB)"),
       // A path on this cluster's nodes, not part of what the run is.
@@ -349,6 +357,8 @@ std::vector<Opt> augment_options() {
        [](const Config& c) { return c.augment.color_jitter; }},
       real_opt("augment.erase_p", in(&AugmentSection::erase_p), 0, 1, false,
                "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"),
+      range_opt("augment.rrc_scale", in(&AugmentSection::rrc_scale), "MIN,MAX: random-resized crop area fraction"),
+      range_opt("augment.rrc_ratio", in(&AugmentSection::rrc_ratio), "MIN,MAX: random-resized crop aspect w/h"),
   };
 }
 
@@ -543,6 +553,24 @@ std::array<double, 3> parse_color_jitter(const std::string& s) {
     v[k++] = to_real("augment.color_jitter", item, 0, 1e6, false);
   }
   if (k != v.size()) bad("augment.color_jitter", s, "expected three numbers B,C,S");
+  return v;
+}
+
+std::array<double, 2> parse_range(const std::string& name, const std::string& s) {
+  std::array<double, 2> v{};
+  std::stringstream ss(s);
+  std::string item;
+  size_t k = 0;
+  const double hi = name == "augment.rrc_scale" ? 1.0 : 1e6;
+  while (std::getline(ss, item, ',')) {
+    if (k == v.size()) bad(name, s, "expected MIN,MAX");
+    const size_t slash = item.find('/');
+    v[k++] = slash == std::string::npos ? to_real(name, item, 0, hi, true)
+                                        : to_real(name, item.substr(0, slash), 0, 1e6, true) /
+                                              to_real(name, item.substr(slash + 1), 0, 1e6, true);
+  }
+  if (k != v.size() || v[0] > v[1] || v[1] > hi)
+    bad(name, s, strprintf("expected MIN,MAX with 0 < MIN <= MAX <= %g", hi));
   return v;
 }
 

@@ -17,6 +17,7 @@ struct DataSection {  // [data] (docs/data.md)
   int prefetch = 4;
   std::string on_bad_sample = "fail";
   std::string image_size;  // "HxW" or empty: as stored
+  int test_resize = 0;     // evaluation with image_size: shorter side before the center crop; 0: size / 0.875
   int read_threads = 1;
   int cache_mb = 256;
   std::string stage_dir;  // empty: read the datasets where they are
@@ -86,6 +87,7 @@ struct AugmentSection {  // [augment]
   double rotate = 0.0;                    // degrees: random rotation in [-rotate, rotate]
   std::string color_jitter = "0,0,0";     // brightness,contrast,saturation strengths (parse_color_jitter)
   double erase_p = 0.0;
+  std::string rrc_scale = "0.08,1", rrc_ratio = "3/4,4/3";  // random-resized crop ranges (parse_range)
 };
 
 struct EvalSection {  // [eval]
@@ -141,6 +143,9 @@ std::vector<double> parse_milestones(const std::string& s);
 // "0.4,0.4,0.2" -> {0.4, 0.4, 0.2}; throws Error(kExitUsage) naming --augment.color_jitter unless three numbers
 // >= 0.
 std::array<double, 3> parse_color_jitter(const std::string& s);
+// "MIN,MAX", each a number or a fraction "P/Q", 0 < MIN <= MAX (and MAX <= 1 for augment.rrc_scale); throws
+// Error(kExitUsage) naming option `name`.
+std::array<double, 2> parse_range(const std::string& name, const std::string& s);
 // The resolved configuration as an INI file that parse_config reads back to the same Config. The options of
 // one invocation (run-dir, resume, train.stop_at_step) are comments unless `with_invocation` (--print-config):
 // config.ini and the checkpoints describe the run, and `--config RUN_DIR/config.ini` repeats it elsewhere.

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "io/hdf5_dataset.h"
 #include "io/lmdb_dataset.h"
 #include "io/lmdb_env.h"
+#include "io/resized_dataset.h"
 #include "io/stage.h"
 #include "io/synthetic_dataset.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -26,18 +28,27 @@ namespace cnn {
 
 namespace {
 
+// --data.image_size for a set of one stored size (HDF5): the resize of io/resize.h; none at the stored size, so
+// such runs read exactly what they read without the option.
+std::unique_ptr<Dataset> fit_hdf5(const Config& cfg, std::unique_ptr<Dataset> ds, bool train) {
+  ResizeOptions o;
+  if (cfg.data.image_size.empty()) return ds;
+  std::sscanf(cfg.data.image_size.c_str(), "%dx%d", &o.height, &o.width);  // checked by the option parser
+  if (o.height == ds->info().height && o.width == ds->info().width) return ds;
+  o.train = train;
+  const std::array<double, 2> scale = parse_range("augment.rrc_scale", cfg.augment.rrc_scale),
+                              ratio = parse_range("augment.rrc_ratio", cfg.augment.rrc_ratio);
+  o.min_scale = scale[0], o.max_scale = scale[1], o.min_ratio = ratio[0], o.max_ratio = ratio[1];
+  o.test_resize = cfg.data.test_resize;
+  o.seed = cfg.seed;
+  return std::make_unique<ResizedDataset>(std::move(ds), o, cfg.data.read_threads);
+}
+
 std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, bool train) {
   if (cfg.data.format == "hdf5" || (cfg.data.format == "auto" && !looks_like_lmdb(path))) {
     Hdf5ReadOptions o;
     o.chunk_cache_mb = static_cast<size_t>(cfg.data.cache_mb);
-    std::unique_ptr<Dataset> ds = open_hdf5_dataset(path, o);
-    const DatasetInfo& i = ds->info();
-    // HDF5 sets are read as stored; an ignored size would train another model than the one asked for.
-    if (!cfg.data.image_size.empty() && cfg.data.image_size != strprintf("%dx%d", i.height, i.width))
-      raise(kExitUsage, "option --data.image_size %s: the HDF5 set '%s' holds %dx%d images, and only LMDB sets are "
-            "resized; drop the option, or convert the set to LMDB (cnntrain-data convert-hdf5-lmdb) and resize that",
-            cfg.data.image_size.c_str(), path.c_str(), i.height, i.width);
-    return ds;
+    return fit_hdf5(cfg, open_hdf5_dataset(path, o), train);
   }
   LmdbOptions o;
   o.on_bad_sample = cfg.data.on_bad_sample;
@@ -46,6 +57,13 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
     std::sscanf(cfg.data.image_size.c_str(), "%dx%d", &o.transform.height, &o.transform.width);
     o.transform.mode = train ? ResizeMode::kRandomResizedCrop : ResizeMode::kCenterCrop;
     o.transform.seed = cfg.seed;
+    const std::array<double, 2> scale = parse_range("augment.rrc_scale", cfg.augment.rrc_scale),
+                                ratio = parse_range("augment.rrc_ratio", cfg.augment.rrc_ratio);
+    o.transform.min_scale = scale[0], o.transform.max_scale = scale[1];
+    o.transform.min_ratio = ratio[0], o.transform.max_ratio = ratio[1];
+    // The central crop_fraction of the shorter side is Resize(test_resize) + CenterCrop for square targets.
+    if (cfg.data.test_resize > 0)
+      o.transform.crop_fraction = std::min(o.transform.height, o.transform.width) / float(cfg.data.test_resize);
   }
   return open_lmdb_dataset(path, o);
 }

@@ -43,9 +43,10 @@ expect_exit 2 "--config" -- "${CN[@]}" --config "$T/nope.ini"
 expect_exit 2 "unknown model" -- "${CN[@]}" --data.train "$T/good.h5" --model resnet9000
 # A model whose layers do not fit the images is a configuration error, not a crash.
 expect_exit 2 "does not fit" -- "${CN[@]}" --data.train "$T/good.h5" --model lenet5 --train.batch 8
-# HDF5 sets are not resized: a size they do not have is refused, not ignored.
-expect_exit 2 "option --data.image_size 16x16: the HDF5 set '$T/good.h5' holds 8x8 images" -- \
-  "${NP2[@]}" --data.train "$T/good.h5" --train.batch 8 --data.image_size 16x16
+# An evaluation resize smaller than the center crop is refused before training, naming the option.
+expect_exit 2 "option --data.test_resize 12: 8x8 images resize to 12x12, smaller than the 16x16 center crop" -- \
+  "${NP2[@]}" --data.train "$T/good.h5" --data.test "$T/good.h5" --train.batch 8 --data.image_size 16x16 \
+  --data.test_resize 12
 # The good file trains (sanity check that the cases above fail for the stated reason).
 expect_exit 0 "completed" -- "${NP2[@]}" --data.train "$T/good.h5" --model fmnist_cnn --train.batch 8
 echo "ok: bad input cases"
