@@ -79,6 +79,11 @@ void Net::add(std::unique_ptr<Layer> layer, const std::vector<std::string>& inpu
   layers_.push_back(std::move(layer));
 }
 
+void Net::rename(const std::string& default_name, const std::string& name) {
+  CNN_CHECK(max_n_ == 0, "rename after build");
+  renames_[default_name] = name;
+}
+
 void Net::set_dtype(DType t) {
   CNN_CHECK(max_n_ == 0, "set_dtype after build");
   dt_ = t;
@@ -93,6 +98,10 @@ void Net::sync_weight_copy() {
 
 void Net::build(int max_n, uint64_t seed) {
   CNN_CHECK(max_n > 0 && !layers_.empty(), "build(%d) of a net with %zu layers", max_n, layers_.size());
+  const auto final_name = [&](const std::string& n) {
+    auto it = renames_.find(n);
+    return it == renames_.end() ? n : it->second;
+  };
   max_n_ = max_n;
   Dims d = input_;
   size_t max_act = input_.size();
@@ -105,12 +114,12 @@ void Net::build(int max_n, uint64_t seed) {
     max_act = std::max(max_act, d.size());
     first_param_.push_back(num_params_);
     for (const ParamSpec& s : l->param_specs()) {
-      ParamInfo p{l->name() + "." + s.name, s.shape, num_params_, s.size(), s.init, s.fan_in, s.decay};
+      ParamInfo p{final_name(l->name() + "." + s.name), s.shape, num_params_, s.size(), s.init, s.fan_in, s.decay};
       num_params_ += p.size;
       table_.push_back(p);
     }
     for (const ParamSpec& s : l->buffer_specs()) {
-      ParamInfo b{l->name() + "." + s.name, s.shape, num_buffers_, s.size(), s.init, s.fan_in, false};
+      ParamInfo b{final_name(l->name() + "." + s.name), s.shape, num_buffers_, s.size(), s.init, s.fan_in, false};
       num_buffers_ += b.size;
       buffer_table_.push_back(b);
     }

@@ -10,6 +10,7 @@
 // sync_weight_copy); parameters, gradients and buffers stay fp32 (docs/mixed_precision.md).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ class Net {
   // several inputs need a MultiInputLayer. The last layer's output is the net's; every other layer's output
   // must be read by a later one. Throws Error(kExitUsage) naming the layer and what is wrong.
   void add(std::unique_ptr<Layer> layer, const std::vector<std::string>& inputs);
+  // Gives the parameter or buffer that build() would name `default_name` ("<layer>.<param>") the name `name`
+  // instead (an imported model keeps its file's tensor names). Before build().
+  void rename(const std::string& default_name, const std::string& name);
   // The inputs of layer i: indices of earlier layers, -1 for the net's input.
   const std::vector<int>& inputs_of(size_t i) const { return inputs_[i]; }
   // Whether each layer reads the previous one's output only (the zoo's nets), else a graph.
@@ -76,6 +80,7 @@ class Net {
   void set_batch(const BatchContext& ctx);
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   const Dims& input_dims() const { return input_; }
+  Backend& backend() { return be_; }
   int num_classes() const { return classes_; }
   int max_batch() const { return max_n_; }
 
@@ -106,6 +111,7 @@ class Net {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::vector<int>> inputs_;  // per layer (see inputs_of)
   bool chain_ = true;
+  std::map<std::string, std::string> renames_;
   std::vector<Dims> out_dims_;
   std::vector<size_t> first_param_;  // per layer: offset of its first parameter (or where it would be)
   DType dt_ = DType::kF32;
