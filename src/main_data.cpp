@@ -212,17 +212,21 @@ int cmd_export(int argc, char** argv) {
       "out", po::value<std::string>()->required(), "output HDF5 file")(
       "overwrite", po::bool_switch(), "replace an existing output")(
       "weights", po::value<std::string>()->default_value("raw"),
-      "raw (the trained weights) or ema (their moving average, from a --train.ema run)");
+      "raw (the trained weights), ema (their moving average, from a --train.ema run) or swa (their SWA "
+      "average with its batch-norm statistics, from the final checkpoint of a --train.swa_start_epoch run)");
   auto vm = parse("export", d, argc, argv, "checkpoint");
   const std::string in = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
   const std::string weights = vm["weights"].as<std::string>();
-  if (weights != "raw" && weights != "ema")
-    raise(kExitUsage, "export: --weights must be raw or ema, not '%s'", weights.c_str());
+  const ExportWeights which = weights == "ema" ? ExportWeights::kEma
+                              : weights == "swa" ? ExportWeights::kSwa
+                                                 : ExportWeights::kRaw;
+  if (weights != export_weights_name(which))
+    raise(kExitUsage, "export: --weights must be raw, ema or swa, not '%s'", weights.c_str());
   check_output("export", out, vm["overwrite"].as<bool>());
-  ExportStats st = export_weights(in, out, weights == "ema");
+  ExportStats st = export_weights(in, out, which);
   std::printf("wrote %s: %zu tensors, %zu %sparameters and %zu buffer values (model %s, step %lld)\n", out.c_str(),
-              st.tensors, st.params, weights == "ema" ? "EMA " : "", st.buffers, st.model.c_str(),
-              (long long)st.step);
+              st.tensors, st.params, which == ExportWeights::kEma ? "EMA " : which == ExportWeights::kSwa ? "SWA " : "",
+              st.buffers, st.model.c_str(), (long long)st.step);
   return 0;
 }
 

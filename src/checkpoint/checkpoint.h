@@ -8,10 +8,13 @@
 //   /buffers/<layer>.<name>              float32, non-trained state (batch-norm running mean/var)
 //   /optimizer/<state>/<layer>.<param>   float32, same shape (e.g. momentum)
 //   /ema/<layer>.<param>                 float32, same shape: the weights' moving average (--train.ema only)
+//   /swa/params/<layer>.<param>, /swa/buffers/<layer>.<name>: the weights' SWA average and the batch-norm
+//                                        statistics recomputed for it (--train.swa_start_epoch only)
 //   root attributes: format_version, step, epoch, step_in_epoch, global_batch, samples_seen, seed,
 //   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version; and, optional
 //   (absent from checkpoints written before mixed precision, which still load): precision,
-//   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md); ema_updates (--train.ema)
+//   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md); ema_updates (--train.ema);
+//   swa_models, swa_bn_models (--train.swa_start_epoch)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -35,6 +38,8 @@ struct CheckpointMeta {
   int64_t skipped_steps = 0;       // optimizer steps the loss scaler skipped
   int64_t optimizer_steps = -1;    // updates applied (AdamW's step count); -1: not stored, i.e. equal to step
   int64_t ema_updates = 0;         // updates folded into /ema (its warm-up position); 0 when there is none
+  int64_t swa_models = 0;          // models averaged into /swa/params
+  int64_t swa_bn_models = 0;       // swa_models when /swa/buffers were recomputed (0: never)
   int world_size = 0;
   std::string model, optimizer, config, version;
 };

@@ -55,6 +55,8 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   get_optional_int("skipped_steps", m.skipped_steps);
   get_optional_int("optimizer_steps", m.optimizer_steps);
   get_optional_int("ema_updates", m.ema_updates);
+  get_optional_int("swa_models", m.swa_models);
+  get_optional_int("swa_bn_models", m.swa_bn_models);
   std::vector<std::string> s;
   auto get_str = [&](const char* name, std::string& out) {
     if (h5_read_attr_strings(file, name, s) && s.size() == 1) out = s[0];
@@ -101,14 +103,18 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
   collect_datasets(file, "/buffers", in_file);
   collect_datasets(file, "/optimizer", in_file);
   collect_datasets(file, "/ema", in_file);
+  collect_datasets(file, "/swa", in_file);
   std::sort(in_file.begin(), in_file.end());
-  // The weights' moving average is there exactly when the run that wrote it had --train.ema on.
-  const auto is_ema = [](const std::string& p) { return p.rfind("ema/", 0) == 0; };
+  // The weights' averages are there exactly when the run that wrote the file had them on: the option, or null.
+  const auto average_option = [](const std::string& p) -> const char* {
+    if (p.rfind("ema/", 0) == 0) return "--train.ema";
+    return p.rfind("swa/", 0) == 0 ? "--train.swa_start_epoch" : nullptr;
+  };
   for (const auto& a : arrays) {
     if (!std::binary_search(in_file.begin(), in_file.end(), a.path)) {
-      if (is_ema(a.path))
-        msg = strprintf("checkpoint '%s' has no moving average of the weights ('%s'): it was written by a run "
-                        "without --train.ema; continue it with --train.ema 0", path.c_str(), a.path.c_str());
+      if (const char* opt = average_option(a.path))
+        msg = strprintf("checkpoint '%s' has no average of the weights ('%s'): it was written by a run without "
+                        "%s; continue it with %s 0", path.c_str(), a.path.c_str(), opt, opt);
       else
         msg = strprintf("checkpoint '%s' has no dataset '%s' (it was written for model '%s'; this run trains another "
                         "model or optimizer)", path.c_str(), a.path.c_str(), meta.model.c_str());
@@ -132,9 +138,9 @@ bool check_layout(hid_t file, const std::string& path, const std::vector<Checkpo
     std::sort(want.begin(), want.end());
     for (const auto& f : in_file)
       if (!std::binary_search(want.begin(), want.end(), f)) {
-        if (is_ema(f))
-          msg = strprintf("checkpoint '%s' holds a moving average of the weights ('%s'): it was written by a run "
-                          "with --train.ema; continue it with the same --train.ema", path.c_str(), f.c_str());
+        if (const char* opt = average_option(f))
+          msg = strprintf("checkpoint '%s' holds an average of the weights ('%s'): it was written by a run with "
+                          "%s; continue it with the same %s", path.c_str(), f.c_str(), opt, opt);
         else
           msg = strprintf("checkpoint '%s' has dataset '%s' that this model lacks (written for model '%s')",
                           path.c_str(), f.c_str(), meta.model.c_str());

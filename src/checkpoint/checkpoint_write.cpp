@@ -88,6 +88,8 @@ void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
   ints("skipped_steps", m.skipped_steps);
   ints("optimizer_steps", m.optimizer_steps);
   ints("ema_updates", m.ema_updates);
+  ints("swa_models", m.swa_models);
+  ints("swa_bn_models", m.swa_bn_models);
   ints("world_size", m.world_size);
   str("model", m.model);
   str("optimizer", m.optimizer);

@@ -13,7 +13,30 @@
 
 namespace cnn {
 
-ExportStats export_weights(const std::string& checkpoint, const std::string& out, bool ema) {
+namespace {
+
+// Refuses a checkpoint without the weights asked for (exit 4, naming the file and the way out).
+void check_weights(const std::string& checkpoint, hid_t in, const CheckpointMeta& meta, ExportWeights which) {
+  if (which == ExportWeights::kEma && H5Lexists(in, "/ema", H5P_DEFAULT) <= 0)
+    raise(kExitCheckpoint, "checkpoint '%s' has no moving average of the weights (/ema): it was written by a run "
+          "without --train.ema; export it with --weights raw", checkpoint.c_str());
+  if (which != ExportWeights::kSwa) return;
+  if (H5Lexists(in, "/swa", H5P_DEFAULT) <= 0)
+    raise(kExitCheckpoint, "checkpoint '%s' has no SWA average of the weights (/swa): it was written by a run "
+          "without --train.swa_start_epoch; export it with --weights raw", checkpoint.c_str());
+  if (meta.swa_models == 0 || meta.swa_bn_models != meta.swa_models)
+    raise(kExitCheckpoint, "checkpoint '%s' (step %lld) was written before the end of training: its SWA average "
+          "(%lld models) has no batch-norm statistics yet, which are recomputed after the last step; export the "
+          "run's final checkpoint", checkpoint.c_str(), (long long)meta.step, (long long)meta.swa_models);
+}
+
+}  // namespace
+
+const char* export_weights_name(ExportWeights which) {
+  return which == ExportWeights::kEma ? "ema" : which == ExportWeights::kSwa ? "swa" : "raw";
+}
+
+ExportStats export_weights(const std::string& checkpoint, const std::string& out, ExportWeights which) {
   CheckpointMeta meta;
   std::string err;
   if (!read_checkpoint_meta(checkpoint, meta, err)) raise(kExitCheckpoint, "%s", err.c_str());
@@ -22,10 +45,9 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   H5Handle in = h5_file(H5Fopen(checkpoint.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (H5Lexists(in.get(), "/params", H5P_DEFAULT) <= 0)
     raise(kExitCheckpoint, "checkpoint '%s' has no /params group", checkpoint.c_str());
-  const char* weights = ema ? "/ema" : "/params";
-  if (ema && H5Lexists(in.get(), weights, H5P_DEFAULT) <= 0)
-    raise(kExitCheckpoint, "checkpoint '%s' has no moving average of the weights (/ema): it was written by a run "
-          "without --train.ema; export it with --weights raw", checkpoint.c_str());
+  check_weights(checkpoint, in.get(), meta, which);
+  const bool swa = which == ExportWeights::kSwa;
+  const char* weights = which == ExportWeights::kEma ? "/ema" : swa ? "/swa/params" : "/params";
   const std::string tmp = out + ".tmp";
   H5Handle dst = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!dst.valid()) raise(kExitCheckpoint, "cannot create '%s': %s", tmp.c_str(), h5_last_error().c_str());
@@ -35,7 +57,7 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   st.model = meta.model;
   st.step = meta.step;
   // Parameters, and the buffers inference needs too (batch-norm running statistics).
-  for (const char* group : {weights, "/buffers"}) {
+  for (const char* group : {weights, swa ? "/swa/buffers" : "/buffers"}) {
     if (H5Lexists(in.get(), group, H5P_DEFAULT) <= 0) continue;
     H5Handle params = h5_group(H5Gopen2(in.get(), group, H5P_DEFAULT));
     H5G_info_t info;
@@ -75,7 +97,7 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   }
   h5_write_attr_strings(dst.get(), "format", {"cnntrain-weights"});
   h5_write_attr_strings(dst.get(), "model", {meta.model});
-  h5_write_attr_strings(dst.get(), "weights", {ema ? "ema" : "raw"});
+  h5_write_attr_strings(dst.get(), "weights", {export_weights_name(which)});
   h5_write_attr_ints(dst.get(), "step", {meta.step});
   h5_write_attr_strings(dst.get(), "layout",
                         {"conv weight [out,kh,kw,in] (KRSC); linear weight [out,in]; bias [out]; activations NHWC"});

@@ -1,8 +1,10 @@
 // Weights-only export of a checkpoint: one HDF5 dataset per parameter, /<layer>/<param> (e.g. /conv1/weight),
 // float32 in cnntrain's layouts (conv KRSC = [out, kh, kw, in]; linear [out, in]; biases [out]); root
-// attributes model, step, format = "cnntrain-weights", weights ("raw" or "ema"), layout notes. Serial HDF5;
-// one process. With `ema` the parameters are the checkpoint's moving average of the weights (/ema, written by
-// --train.ema runs) in place of the weights themselves; the batch-norm buffers are the same either way.
+// attributes model, step, format = "cnntrain-weights", weights ("raw", "ema" or "swa"), layout notes. Serial
+// HDF5; one process. Which weights: kEma, the checkpoint's moving average of the weights (/ema, written by
+// --train.ema runs) with the model's batch-norm buffers; kSwa, the SWA average (/swa/params, written by
+// --train.swa_start_epoch runs) with the batch-norm statistics recomputed for it (/swa/buffers), which only a
+// checkpoint written after the run's last step has.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,6 +20,10 @@ struct ExportStats {
 };
 
 // Verifies every parameter's CRC-32 while copying. Throws Error(kExitCheckpoint) naming the file and dataset.
-ExportStats export_weights(const std::string& checkpoint, const std::string& out, bool ema = false);
+enum class ExportWeights { kRaw, kEma, kSwa };
+// "raw", "ema", "swa": the --weights value and the exported file's attribute.
+const char* export_weights_name(ExportWeights which);
+ExportStats export_weights(const std::string& checkpoint, const std::string& out,
+                           ExportWeights which = ExportWeights::kRaw);
 
 }  // namespace cnn

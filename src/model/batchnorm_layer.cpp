@@ -75,7 +75,11 @@ class BatchNorm : public BatchNormJoin {
       mask_ = static_cast<uint32_t*>(be.alloc(sizeof(uint32_t) * mask_words_ * groups));
     }
   }
-  void set_batch(const BatchContext& ctx) override { comm_ = ctx.comm; }
+  void set_batch(const BatchContext& ctx) override {
+    comm_ = ctx.comm;
+    averaging_ = ctx.bn_average_index >= 0;
+    if (ctx.bn_average_index == 0) averaged_ = 0;
+  }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     run_forward(be, x, nullptr, relu_, y, n, train);
   }
@@ -100,6 +104,8 @@ class BatchNorm : public BatchNormJoin {
               name_.c_str(), n, o_.group);
     return o_.group;
   }
+  // Of the next batch whose statistics join the running ones.
+  float momentum() { return averaging_ ? 1.f / static_cast<float>(++averaged_) : o_.momentum; }
   // The synchronised path is fp32 only (setup refuses it otherwise), hence the casts in it.
   void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, bool train) {
     be.set_label(name_.c_str());
@@ -113,7 +119,7 @@ class BatchNorm : public BatchNormJoin {
       float* y32 = static_cast<float*>(y);
       be.batchnorm_stats(rows, c_, x32, stats_);
       if (comm_) comm_->allreduce_sum(stats_, 2 * c_ + 1, name_ + " batch-norm statistics");
-      be.batchnorm_forward_from_stats(rows, c_, x32, stats_, gamma_, beta_, o_.eps, o_.momentum, y32, save_mean_,
+      be.batchnorm_forward_from_stats(rows, c_, x32, stats_, gamma_, beta_, o_.eps, momentum(), y32, save_mean_,
                                       save_invstd_, rmean_, rvar_);
       const size_t count = static_cast<size_t>(n) * in_.size();
       if (z) be.axpy(DType::kF32, count, 1.f, static_cast<const float*>(z), y32);
@@ -124,7 +130,7 @@ class BatchNorm : public BatchNormJoin {
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
     for (int i = 0; i < n / g; ++i)
       be.batchnorm_forward_train(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), z ? at(z, i * bytes) : nullptr,
-                                 gamma_, beta_, o_.eps, o_.momentum, relu, at(y, i * bytes),
+                                 gamma_, beta_, o_.eps, momentum(), relu, at(y, i * bytes),
                                  relu ? mask_ + i * mask_words_ : nullptr, save_mean_ + i * c_, save_invstd_ + i * c_,
                                  rmean_, rvar_);
   }
@@ -181,6 +187,8 @@ class BatchNorm : public BatchNormJoin {
   double *stats_ = nullptr, *sums_local_ = nullptr, *sums_global_ = nullptr;
   float* g_ = nullptr;
   Collectives* comm_ = nullptr;
+  bool averaging_ = false;  // BatchContext::bn_average_index >= 0
+  int64_t averaged_ = 0;    // batches averaged into the running statistics so far in that pass
 };
 
 }  // namespace

@@ -48,6 +48,11 @@ struct BatchContext {
   int64_t step = 0;              // optimizer step
   const int64_t* ids = nullptr;  // device [n] global sample ids; null: 0..n-1
   Collectives* comm = nullptr;   // the ranks sharing this global batch; null: this process alone
+  // >= 0: a pass that recomputes batch norm's running statistics (torch.optim.swa_utils.update_bn): they become
+  // the equal-weight average of the statistics of every batch the layer normalises in train mode from the
+  // forward with index 0 of the pass on (momentum 1/k for its k-th batch, torch's momentum None; each ghost
+  // group is a batch, a synchronised layer's global batch one). -1: the configured momentum.
+  int64_t bn_average_index = -1;
 };
 
 class Layer {

@@ -286,6 +286,15 @@ std::vector<Opt> train_options() {
                "and kept in checkpoints, e.g. 0.999 (0: off)"),
       bool_opt("train.ema_warmup", in(&TrainSection::ema_warmup),
                "train.ema: decay min(train.ema, (1+t)/(10+t)) at update t, as timm"),
+      int_opt("train.swa_start_epoch", in(&TrainSection::swa_start_epoch), 0, 1 << 24,
+              "stochastic weight averaging after this many epochs: the weights at every later epoch end averaged, "
+              "batch-norm statistics recomputed for them at the end and evaluated (swa_test_acc) (0: off)"),
+      real_opt("train.swa_lr", in(&TrainSection::swa_lr), 0, 1e6, false,
+               "train.swa_start_epoch: the learning rate SWALR anneals to from the scheduled one"),
+      int_opt("train.swa_anneal_epochs", in(&TrainSection::swa_anneal_epochs), 0, 1 << 24,
+              "train.swa_start_epoch: epochs of annealing to train.swa_lr"),
+      str_opt("train.swa_anneal", in(&TrainSection::swa_anneal), {"cos", "linear"},
+              "train.swa_start_epoch: the annealing's shape, as SWALR's anneal_strategy"),
   };
 }
 
@@ -462,6 +471,12 @@ void check_combinations(const Config& cfg) {
     raise(kExitUsage, "options --bn.sync and --precision %s exclude each other: synchronised batch norm runs on fp32 "
           "activations only; use --precision fp32, or drop --bn.sync (docs/mixed_precision.md)",
           cfg.precision.c_str());
+  if (cfg.train.swa_start_epoch > 0 && cfg.train.swa_lr <= 0)
+    raise(kExitUsage, "option --train.swa_start_epoch needs --train.swa_lr, the learning rate SWA anneals to "
+          "(e.g. 0.05)");
+  if (cfg.train.swa_start_epoch >= cfg.train.epochs)
+    raise(kExitUsage, "option --train.swa_start_epoch %d: SWA averages the weights at the ends of the epochs after it, "
+          "and --train.epochs is %d; start it earlier or train longer", cfg.train.swa_start_epoch, cfg.train.epochs);
   if (cfg.comm.backend == "nccl" && cfg.device == "cpu")
     raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
   if (cfg.resume.empty())

@@ -57,6 +57,12 @@ struct TrainSection {  // [train] (docs/options.md)
   std::string on_nonfinite = "stop";  // stop | skip
   double ema = 0.0;            // decay of the weights' moving average; 0: off
   bool ema_warmup = false;     // decay min(ema, (1+t)/(10+t)) at update t
+  // Stochastic weight averaging (src/train/swa.h): after swa_start_epoch epochs (0: off), SWALR's rate towards
+  // swa_lr over swa_anneal_epochs (cos | linear), the weights averaged at every epoch end.
+  int swa_start_epoch = 0;
+  double swa_lr = 0.0;
+  int swa_anneal_epochs = 10;
+  std::string swa_anneal = "cos";
 };
 
 struct CheckpointSection {  // [checkpoint] (docs/checkpoints.md)

@@ -40,6 +40,13 @@ LrSchedule make_lr_schedule(const Config& cfg, int64_t spe, int64_t total_steps)
   s.gamma = cfg.train.gamma;
   s.step_size = std::max<int64_t>(1, std::llround(cfg.train.step_epochs * spe));
   for (double m : parse_milestones(cfg.train.milestones)) s.milestones.push_back(std::llround(m * spe));
+  if (cfg.train.swa_start_epoch > 0) {
+    s.swa.start_step = cfg.train.swa_start_epoch * spe;
+    s.swa.steps_per_epoch = spe;
+    s.swa.swa_lr = cfg.train.swa_lr;
+    s.swa.anneal_epochs = cfg.train.swa_anneal_epochs;
+    s.swa.cosine = cfg.train.swa_anneal == "cos";
+  }
   return s;
 }
 

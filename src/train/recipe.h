@@ -20,7 +20,7 @@ namespace cnn {
 
 ModelOptions make_model_options(const Config& cfg);
 OptimizerConfig make_optimizer_config(const Config& cfg);
-// Epoch-valued options (warmup, milestones, step_epochs) become optimizer steps at `steps_per_epoch`.
+// Epoch-valued options (warmup, milestones, step_epochs, swa_start_epoch) become optimizer steps at `steps_per_epoch`.
 LrSchedule make_lr_schedule(const Config& cfg, int64_t steps_per_epoch, int64_t total_steps);
 // Everything but the per-step fields (step, ids).
 StepConfig make_step_config(const Config& cfg);

@@ -10,10 +10,14 @@
 namespace cnn {
 
 RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler,
-                               RunLog& log, std::string dir, WeightEma* ema)
-    : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)), ema_(ema) {
+                               RunLog& log, std::string dir, WeightEma* ema, SwaAverage* swa)
+    : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)), ema_(ema), swa_(swa) {
   host_params_.resize(net_.num_params());
   if (ema_) host_ema_.resize(net_.num_params() + ema_->num_buffers());
+  if (swa_) {
+    host_swa_params_.resize(net_.num_params());
+    host_swa_buffers_.resize(net_.num_buffers());
+  }
   host_buffers_.resize(net_.num_buffers());
   host_state_.resize(opt_.state().size(), std::vector<float>(net_.num_params()));
 }
@@ -35,6 +39,12 @@ std::vector<CheckpointArray> RunCheckpoints::arrays() {
     for (const ParamInfo& b : net_.buffer_table())
       v.push_back({"ema/" + b.name, b.shape, host_ema_.data() + net_.num_params() + b.offset});
   }
+  if (swa_) {
+    for (const ParamInfo& p : net_.param_table())
+      v.push_back({"swa/params/" + p.name, p.shape, host_swa_params_.data() + p.offset});
+    for (const ParamInfo& b : net_.buffer_table())
+      v.push_back({"swa/buffers/" + b.name, b.shape, host_swa_buffers_.data() + b.offset});
+  }
   return v;
 }
 
@@ -45,6 +55,10 @@ void RunCheckpoints::download_state() {
   for (size_t k = 0; k < states.size(); ++k)
     be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
   if (ema_) be_.download(host_ema_.data(), ema_->data(), sizeof(float) * host_ema_.size());
+  if (swa_) {
+    be_.download(host_swa_params_.data(), swa_->params(), sizeof(float) * net_.num_params());
+    be_.download(host_swa_buffers_.data(), swa_->buffers(), sizeof(float) * net_.num_buffers());
+  }
 }
 
 void RunCheckpoints::upload_state() {
@@ -54,6 +68,10 @@ void RunCheckpoints::upload_state() {
   for (size_t k = 0; k < states.size(); ++k)
     be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
   if (ema_) be_.upload(ema_->data(), host_ema_.data(), sizeof(float) * host_ema_.size());
+  if (swa_) {
+    be_.upload(swa_->params(), host_swa_params_.data(), sizeof(float) * net_.num_params());
+    be_.upload(swa_->buffers(), host_swa_buffers_.data(), sizeof(float) * net_.num_buffers());
+  }
   net_.sync_weight_copy();
 }
 
@@ -78,6 +96,10 @@ void RunCheckpoints::save(const Cursor& next) {
   // Updates applied: AdamW counts them (a skipped step, fp16 overflow or --train.on_nonfinite skip, is not one).
   m.optimizer_steps = cfg_.train.optimizer == "adamw" ? opt_.steps() : next.step - m.skipped_steps;
   if (ema_) m.ema_updates = ema_->updates();
+  if (swa_) {
+    m.swa_models = swa_->models();
+    m.swa_bn_models = swa_->bn_models();
+  }
   m.model = cfg_.model;
   m.optimizer = cfg_.train.optimizer;
   m.config = config_to_ini(cfg_);
@@ -163,6 +185,7 @@ Cursor RunCheckpoints::resume() {
       // One update per step the loss scaler did not skip: AdamW's bias correction continues exactly.
       opt_.set_steps(m.optimizer_steps >= 0 ? m.optimizer_steps : m.step);
       if (ema_) ema_->set_updates(m.ema_updates);
+      if (swa_) swa_->set_counts(m.swa_models, m.swa_bn_models);
       restore_scaler(m, path);
       c.step = m.step;
       c.epoch = m.epoch;
@@ -185,7 +208,7 @@ Cursor RunCheckpoints::resume() {
                     m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
     if (layout_mismatch)
       agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer, "
-                    "--train.ema on or off), or start this run in a new --run-dir");
+                    "--train.ema and --train.swa_start_epoch on or off), or start this run in a new --run-dir");
     log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
   }
   log_.warn("no checkpoint in %s verifies; starting from scratch", dir_.c_str());

@@ -1,5 +1,6 @@
 // The run's side of checkpoints: what a checkpoint of this run holds (fp32 parameters, buffers, optimizer
-// state, the weights' moving average with --train.ema, position in the global batch sequence, the fp16 loss scaler), written through host copies, and
+// state, the weights' moving average with --train.ema and SWA average with --train.swa_start_epoch, position in
+// the global batch sequence, the fp16 loss scaler), written through host copies, and
 // `--resume` (auto, a path or none). The file format and its collective I/O are src/checkpoint/checkpoint.h.
 #pragma once
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "src/train/config.h"
 #include "src/train/loss_scaler.h"
 #include "src/train/optimizer.h"
+#include "src/train/swa.h"
 #include "src/train/weight_ema.h"
 
 namespace cnn {
@@ -26,7 +28,7 @@ struct Cursor {
 class RunCheckpoints {
  public:
   RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler, RunLog& log,
-                 std::string dir, WeightEma* ema = nullptr);
+                 std::string dir, WeightEma* ema = nullptr, SwaAverage* swa = nullptr);
   // The ranks' collectives (null on one rank), made after resume(): save() averages the batch-norm buffers
   // through them.
   void set_collectives(Collectives* comm) { comm_ = comm; }
@@ -57,7 +59,8 @@ class RunCheckpoints {
   Collectives* comm_ = nullptr;
   std::string dir_;
   WeightEma* ema_;
-  std::vector<float> host_params_, host_buffers_, host_ema_;
+  SwaAverage* swa_;
+  std::vector<float> host_params_, host_buffers_, host_ema_, host_swa_params_, host_swa_buffers_;
   std::vector<std::vector<float>> host_state_;
   int64_t last_step_ = -1;
   std::string resumed_from_;

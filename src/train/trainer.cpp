@@ -91,7 +91,9 @@ int Trainer::run() {
   t_ckpt_ = Clock::now();
   iv_ = Interval();
   if (stop_at_ > 0 && stop_at_ <= start.step) return stop_at_step({start.step, start.epoch, start.step_in_epoch});
-  // A run resumed with nothing left to train still reports the test result of the weights it loaded.
+  // A run resumed with nothing left to train still reports the test result of the weights it loaded (and of
+  // their SWA average, whose statistics a final checkpoint holds: recomputed only where it does not).
+  if (swa_ && start.step >= total_ && swa_->models() > 0 && !swa_->bn_current()) recompute_swa_bn();
   if (start.step >= total_ && start.step > 0 && s_.test)
     evaluate_and_log({(start.step - 1) / spe_, (start.step - 1) % spe_}, start.step - 1);
   const Batch* b = start.step < total_ ? &next_batch(loader) : nullptr;
@@ -120,6 +122,7 @@ int Trainer::run() {
       if (int rc = settle_nonfinite(true)) return rc;
     }
     if (log) log_interval(pos, step);
+    if (swa_ && epoch_end) swa_epoch_end(pos, step);
     if (eval_due) evaluate_and_log(pos, step);
     if (sig) return stop_on_signal(sig, next);
     if (stop) return stop_at_step(next);

@@ -1,8 +1,9 @@
 // Internal to src/train: the Trainer behind run_training (trainer.h). Its members are defined in
-// trainer.cpp (the step loop), trainer_start.cpp (run directory, start log, the plan of the run) and
+// trainer.cpp (the step loop), trainer_start.cpp (run directory, start log, the plan of the run),
 // trainer_stop.cpp (interval logs, evaluation, and the ways a run ends: completed, stopped, preempted,
-// non-finite). Setup before the first collective is src/train/setup.cpp; what checkpoints hold and
-// --resume is src/train/run_checkpoints.cpp; one step's math is src/train/step.cpp.
+// non-finite) and trainer_swa.cpp (stochastic weight averaging). Setup before the first collective is
+// src/train/setup.cpp; what checkpoints hold and --resume is src/train/run_checkpoints.cpp; one step's math is
+// src/train/step.cpp.
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include "src/train/schedule.h"
 #include "src/train/setup.h"
 #include "src/train/step.h"
+#include "src/train/swa.h"
 #include "src/train/weight_ema.h"
 
 namespace cnn {
@@ -80,6 +82,15 @@ class Trainer {
   EvalResult evaluate();
   // evaluate() with the moving average of the weights in place of the weights (--train.ema).
   EvalResult evaluate_ema();
+  // --train.swa_start_epoch: the average (before the checkpoints, which hold it), checked against the run's length.
+  void plan_swa();
+  // At an epoch's end (pos): folds the weights into the SWA average from the start epoch on, and after the
+  // run's last step recomputes the batch-norm statistics for it.
+  void swa_epoch_end(const BatchPos& pos, int64_t step);
+  // Collective: the SWA average's batch-norm statistics, over one epoch of the training set.
+  void recompute_swa_bn();
+  // evaluate() with the SWA average and its batch-norm statistics in place of the net's.
+  EvalResult evaluate_swa();
   // Every rank learns of a signal any rank received (collective), so all stop after the same step.
   int agreed_stop_signal() const;
   int stop_on_signal(int sig, const Cursor& next);
@@ -105,6 +116,7 @@ class Trainer {
   LrSchedule sched_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<WeightEma> ema_;  // --train.ema, else null
+  std::unique_ptr<SwaAverage> swa_;  // --train.swa_start_epoch, else null
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<RunCheckpoints> ckpt_;
   std::unique_ptr<Collectives> comm_;  // before sync_, which uses it

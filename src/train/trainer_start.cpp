@@ -107,7 +107,8 @@ Cursor Trainer::plan() {
     ema_ = std::make_unique<WeightEma>(be_, EmaConfig{cfg_.train.ema, cfg_.train.ema_warmup}, net.params(),
                                        net.num_params(), net_.buffers(), net.num_buffers());
   }
-  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_, ema_.get());
+  plan_swa();
+  ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_, ema_.get(), swa_.get());
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
   ckpt_->set_collectives(comm_.get());

@@ -114,10 +114,14 @@ void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   last_eval_ = evaluate();
   have_eval_ = true;
   const EvalResult e = ema_ ? evaluate_ema() : EvalResult();
-  log_.info("epoch %lld: test loss %.4f test accuracy %.2f%%%s%s (%lld images, %.1f s)", (long long)b.epoch + 1,
+  // The SWA average once its batch-norm statistics are recomputed: after the run's last step.
+  const bool swa = swa_ && swa_->bn_current();
+  const EvalResult w = swa ? evaluate_swa() : EvalResult();
+  log_.info("epoch %lld: test loss %.4f test accuracy %.2f%%%s%s%s (%lld images, %.1f s)", (long long)b.epoch + 1,
             last_eval_.loss, 100 * last_eval_.acc,
             std::isnan(last_eval_.top5) ? "" : strprintf(" top-5 %.2f%%", 100 * last_eval_.top5).c_str(),
             ema_ ? strprintf("; EMA weights: test loss %.4f test accuracy %.2f%%", e.loss, 100 * e.acc).c_str() : "",
+            swa ? strprintf("; SWA weights: test loss %.4f test accuracy %.2f%%", w.loss, 100 * w.acc).c_str() : "",
             (long long)last_eval_.count, since(te));
   Json j;
   j.add("event", "eval").add("epoch", b.epoch + 1).add("step", step + 1).add("test_loss", last_eval_.loss)
@@ -126,6 +130,10 @@ void Trainer::evaluate_and_log(const BatchPos& b, int64_t step) {
   if (ema_) {
     j.add("ema_test_loss", e.loss).add("ema_test_acc", e.acc);
     if (!std::isnan(e.top5)) j.add("ema_test_top5", e.top5);
+  }
+  if (swa) {
+    j.add("swa_test_loss", w.loss).add("swa_test_acc", w.acc);
+    if (!std::isnan(w.top5)) j.add("swa_test_top5", w.top5);
   }
   log_.event(j);
   iv_.start = Clock::now();  // evaluation time is not training throughput

@@ -80,7 +80,7 @@ PY
 run 1 "$T/plain" --train.ema 0 --train.max_steps 4
 expect_exit 4 "without --train.ema; export it with --weights raw" -- \
   "$BUILD/cnntrain-data" export "$(ck "$T/plain" 4)" --out "$T/x.h5" --weights ema
-expect_exit 2 "--weights must be raw or ema" -- \
+expect_exit 2 "--weights must be raw, ema or swa" -- \
   "$BUILD/cnntrain-data" export "$(ck "$T/plain" 4)" --out "$T/x.h5" --weights best
 expect_exit 4 "without --train.ema; continue it with --train.ema 0" -- \
   "$BUILD/cnntrain" "${COMMON[@]}" --run-dir "$T/x" --resume "$(ck "$T/plain" 4)"
