@@ -102,7 +102,7 @@ OnnxNode read_node(const onnx::NodeProto& n, size_t index, const Reader& r) {
   const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
   if (!default_domain || !op_supported(r, n.op_type()))
     raise(kExitUsage, "%s%s: op type not supported. Supported: %s. Replace the module that produces it in the "
-          "PyTorch model, or export with torch.onnx.export(..., dynamo=False) (docs/models.md)", node.where.c_str(),
+          "network (docs/models.md, \"Bring your own network\", says what each supported op comes from)", node.where.c_str(),
           default_domain ? "" : (" in domain '" + n.domain() + "'").c_str(), join(r.supported).c_str());
   node.inputs.assign(n.input().begin(), n.input().end());
   node.outputs.assign(n.output().begin(), n.output().end());
@@ -128,10 +128,13 @@ OnnxTensor constant_value(const OnnxNode& n) {
   return t;
 }
 
+[[noreturn]] void raise_bad_name(const std::string& where, const std::string& name) {
+  raise(kExitUsage, "%s: the value name '%s' is empty or defined twice (initializer, graph input or node "
+        "output); the file is not a valid ONNX graph: re-export it", where.c_str(), name.c_str());
+}
+
 void add_defined(std::set<std::string>* defined, const std::string& name, const std::string& where) {
-  if (name.empty() || !defined->insert(name).second)
-    raise(kExitUsage, "%s: the value name '%s' is empty or defined twice (initializer, graph input or node "
-          "output); the file is not a valid ONNX graph: re-export it", where.c_str(), name.c_str());
+  if (name.empty() || !defined->insert(name).second) raise_bad_name(where, name);
 }
 
 // Kahn's algorithm, taking nodes in file order where the order is free; any node left over is on a cycle
@@ -141,7 +144,7 @@ void sort_nodes(std::vector<OnnxNode> nodes, std::set<std::string> defined, Read
   for (size_t i = 0; i < nodes.size(); ++i)
     for (const auto& o : nodes[i].outputs) {
       if (o.empty()) continue;
-      if (defined.count(o) || !producer.emplace(o, i).second) add_defined(&defined, o, nodes[i].where);
+      if (defined.count(o) || !producer.emplace(o, i).second) raise_bad_name(nodes[i].where, o);
     }
   std::vector<int> waiting(nodes.size(), 0);
   std::map<std::string, std::vector<size_t>> consumers;

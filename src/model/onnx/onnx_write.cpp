@@ -1,11 +1,12 @@
 // Writing an OnnxModel as a ModelProto (what `cnntrain-data export --format onnx` writes). Before anything
-// reaches the disk, ONNX's own checker and strict shape inference (Debian's libonnx 1.12) must accept the
-// model: an exporter bug then stops the export instead of producing a file other tools refuse.
+// reaches the disk, ONNX's own checker (Debian's libonnx 1.12) must accept the model: an exporter bug then
+// stops the export instead of producing a file other tools refuse. Not its shape inference: 1.12's reads out
+// of bounds on a Conv whose input has fewer dims than its pads (found by tests/onnx/fuzz_onnx.cpp); the tests
+// run the current onnx package's full check (with shape inference) on what this writes instead.
 // onnx_proto.h first: it sets the macros (ONNX_ML, ONNX_NAMESPACE) every ONNX header needs.
 #include "src/model/onnx/onnx_proto.h"
 
 #include <onnx/checker.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -99,11 +100,9 @@ onnx::ModelProto to_proto(const OnnxModel& m) {
   return p;
 }
 
-// ONNX's checker, then shape inference that fails on any inconsistency (error_mode 1) and checks types.
-void validate(onnx::ModelProto p, const std::string& what) {
+void validate(const onnx::ModelProto& p, const std::string& what) {
   try {
     onnx::checker::check_model(p);
-    onnx::shape_inference::InferShapes(p, onnx::OpSchemaRegistry::Instance(), {true, 1, false});
   } catch (const std::exception& e) {
     raise(kExitFailure, "%s: the ONNX model built for export is invalid (an exporter bug; please report it): %s",
           what.c_str(), e.what());
