@@ -35,5 +35,20 @@ $(FUZZ_ONNX): $(patsubst %.cpp,$(BUILD)/asan/%.o,$(FUZZ_ONNX_SRCS)) $(BASE_LIB)
 test-onnx-fuzz: $(FUZZ_ONNX)
 	$(FUZZ_ONNX) $(FUZZ_ONNX_CASES) 1
 
+# The same harness under libFuzzer for open-ended runs (not part of `make test`; needs clang):
+#   make fuzz-onnx-libfuzzer FUZZ_ARGS="-max_total_time=600"
+LIBFUZZER_ONNX := $(BUILD)/fuzz/fuzz_onnx_libfuzzer
+FUZZ_ARGS ?= -runs=100000
+$(LIBFUZZER_ONNX): $(FUZZ_ONNX_SRCS) $(BASE_SRCS)
+	@mkdir -p $(@D)
+	clang++ -std=c++17 -O1 -g -I. -DCNN_LIBFUZZER -fsanitize=fuzzer,address,undefined $^ -o $@ \
+	  -lonnx -lonnx_proto -lprotobuf -pthread
+
+.PHONY: fuzz-onnx-libfuzzer
+fuzz-onnx-libfuzzer: $(LIBFUZZER_ONNX) $(FUZZ_ONNX)
+	@mkdir -p $(BUILD)/fuzz/onnx_corpus
+	$(FUZZ_ONNX) seeds $(BUILD)/fuzz/onnx_corpus
+	$(LIBFUZZER_ONNX) $(FUZZ_ARGS) $(BUILD)/fuzz/onnx_corpus
+
 TEST_BUILDS += $(ONNX_TOOL) $(FUZZ_ONNX)
 TEST_RUNS += test-onnx-torch test-onnx-fuzz

@@ -2,10 +2,11 @@
 // AddressSanitizer + UBSan (src/model/onnx.mk). Passing means: no sanitizer report, no crash or hang, every
 // refusal a cnn::Error with exit 2 (never a protobuf or std exception), and every accepted model written by
 // write_onnx reads back to the same graph.
-// The entry point is libFuzzer's, so `clang++ -fsanitize=fuzzer` builds it for open-ended runs
-// (make fuzz-onnx-libfuzzer); `make test` runs the built-in driver: seeds built here (valid models with
-// every tensor encoding, Constant nodes and external data), mutated bytewise and structurally.
-//   usage: fuzz_onnx [cases=20000] [seed=1]
+// The entry point is libFuzzer's, so `clang++ -fsanitize=fuzzer` builds it for open-ended runs (make
+// fuzz-onnx-libfuzzer, starting from the seeds below); `make test` runs the built-in driver: seeds built here
+// (valid models with every tensor encoding, Constant nodes and external data), mutated bytewise and
+// structurally.
+//   usage: fuzz_onnx [cases=20000] [seed=1]    or    fuzz_onnx seeds DIR   (writes the seed models into DIR)
 #include <unistd.h>
 
 #include <cstdio>
@@ -250,6 +251,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
 #ifndef CNN_LIBFUZZER
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "seeds") {  // the corpus libFuzzer starts from
+    const auto corpus = seed_corpus();
+    for (size_t i = 0; i < corpus.size(); ++i)
+      std::ofstream(std::string(argv[2]) + "/seed" + std::to_string(i) + ".onnx", std::ios::binary) << corpus[i];
+    return 0;
+  }
   const size_t cases = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20000;
   std::mt19937_64 rng(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1);
   set_up_dir();
