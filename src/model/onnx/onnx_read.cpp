@@ -25,6 +25,7 @@ using onnx::AttributeProto;
 // bigger models keep their weights as external data); graphs nest only through control-flow attributes,
 // which no supported op has, so a shallow recursion limit costs nothing.
 constexpr int kMaxNesting = 32;
+constexpr size_t kMaxFileBytes = (size_t{1} << 31) - 1;
 
 struct Reader {
   std::string origin;
@@ -57,7 +58,10 @@ void read_opset(const onnx::ModelProto& p, Reader* r) {
 OnnxValueInfo value_info(const onnx::ValueInfoProto& v) {
   OnnxValueInfo out;
   out.name = v.name();
-  if (!v.type().has_tensor_type()) return out;
+  if (!v.type().has_tensor_type()) {
+    out.elem_type = 0;  // a sequence or map: no tensor the graph builder can take
+    return out;
+  }
   out.elem_type = v.type().tensor_type().elem_type();
   for (const auto& d : v.type().tensor_type().shape().dim()) {
     out.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
@@ -103,7 +107,8 @@ OnnxNode read_node(const onnx::NodeProto& n, size_t index, const Reader& r) {
   if (!default_domain || !op_supported(r, n.op_type()))
     raise(kExitUsage, "%s%s: op type not supported. Supported: %s. Replace the module that produces it in the "
           "network (docs/models.md, \"Bring your own network\", says what each supported op comes from)", node.where.c_str(),
-          default_domain ? "" : (" in domain '" + n.domain() + "'").c_str(), join(r.supported).c_str());
+          default_domain ? "" : (" in domain '" + n.domain() + "'").c_str(),
+          r.supported.empty() ? "the default domain's ops" : join(r.supported).c_str());
   node.inputs.assign(n.input().begin(), n.input().end());
   node.outputs.assign(n.output().begin(), n.output().end());
   for (const auto& a : n.attribute()) read_attr(a, r, &node);
@@ -217,6 +222,9 @@ void read_graph(const onnx::GraphProto& g, Reader* r) {
 
 OnnxModel parse_onnx(const std::string& bytes, const std::string& origin, const std::string& base_dir,
                      const std::vector<std::string>& supported_ops) {
+  if (bytes.size() >= kMaxFileBytes)
+    raise(kExitUsage, "%s: %zu bytes; an ONNX file holds at most 2 GiB: export with the weights as external data",
+          origin.c_str(), bytes.size());
   onnx::ModelProto proto;
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
@@ -239,7 +247,7 @@ OnnxModel read_onnx(const std::string& path, const std::vector<std::string>& sup
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     raise(kExitUsage, "%s: no such ONNX file (%s)", path.c_str(), std::strerror(errno));
-  if (st.st_size >= (int64_t{1} << 31) - 1)
+  if (static_cast<uint64_t>(st.st_size) >= kMaxFileBytes)
     raise(kExitUsage, "%s: %lld bytes; an ONNX file holds at most 2 GiB: export with the weights as external data",
           path.c_str(), static_cast<long long>(st.st_size));
   std::ifstream f(path, std::ios::binary);
