@@ -1,7 +1,7 @@
 # ONNX files (src/model/onnx, docs/models.md "Bring your own network"): parsed with the ONNX project's protobuf
-# messages and written after its checker and shape inference, all from Debian's libonnx-dev. Tests: the unit
-# tests (OnnxIo.*), files from PyTorch's two exporters compared with the onnx package (test-onnx-torch, in the
-# PyPI venv below) and the loader fuzzer (test-onnx-fuzz).
+# messages and written after its checker, both from Debian's libonnx-dev. Tests: the unit tests (OnnxIo.*,
+# OnnxFiles.*), files from PyTorch's two exporters compared with the onnx package (test-onnx-torch, in the PyPI
+# venv below), the loader fuzzer (test-onnx-fuzz) and cnntrain-data onnx-info (tests/e2e/test_onnx_info.sh).
 DEB_PACKAGES += libonnx-dev python3-venv
 TRAIN_SRCS += $(wildcard src/model/onnx/*.cpp)
 EXTRA_LDLIBS += -lonnx -lonnx_proto
