@@ -1,4 +1,5 @@
-// cnntrain-data: dataset converters and inspection (docs/data.md), and the plot command (docs/observability.md).
+// cnntrain-data: dataset converters and inspection (docs/data.md), ONNX file inspection (docs/models.md), and
+// the plot command (docs/observability.md).
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -18,6 +19,7 @@
 #include "io/dataset.h"
 #include "io/hdf5_dataset.h"
 #include "src/checkpoint/export.h"
+#include "src/model/onnx/onnx_model.h"
 #include "src/train/config.h"
 #include "src/base/error.h"
 
@@ -134,6 +136,17 @@ int cmd_inspect(int argc, char** argv) {
   std::fputs(inspect_dataset(vm["file"].as<std::string>(), vm["format"].as<std::string>(), vm["first"].as<int>())
                  .c_str(),
              stdout);
+  return 0;
+}
+
+int cmd_onnx_info(int argc, char** argv) {
+  po::options_description d("onnx-info: what an ONNX file holds and whether cnntrain can load it (docs/models.md)");
+  d.add_options()("file", po::value<std::string>()->required(), "model file (FILE.onnx)")(
+      "any-op", po::bool_switch(), "describe models with op types cnntrain cannot build too");
+  auto vm = parse("onnx-info", d, argc, argv, "file");
+  const std::string file = vm["file"].as<std::string>();
+  const OnnxModel m = vm["any-op"].as<bool>() ? read_onnx(file, {}) : read_onnx(file);
+  std::fputs(describe_onnx(m).c_str(), stdout);
   return 0;
 }
 
@@ -284,6 +297,7 @@ int main(int argc, char** argv) {
       {"convert-cifar", cmd_convert_cifar},
       {"convert-idx", cmd_convert_idx},
       {"inspect", cmd_inspect},
+      {"onnx-info", cmd_onnx_info},
       {"export", cmd_export},
       {"convert-hdf5-lmdb", cmd_convert_h5_lmdb},
       {"convert-lmdb-hdf5", cmd_convert_lmdb_h5},
