@@ -54,3 +54,18 @@ fuzz-onnx-libfuzzer: $(LIBFUZZER_ONNX) $(FUZZ_ONNX)
 
 TEST_BUILDS += $(ONNX_TOOL) $(FUZZ_ONNX)
 TEST_RUNS += test-onnx-torch test-onnx-fuzz
+
+# An imported model run as training runs it (tests/onnx/onnx_run), against PyTorch: evaluation logits and one
+# SGD step (tests/onnx/import_parity.py).
+ONNX_RUN := $(BUILD)/tests/onnx_run
+$(ONNX_RUN): $(BUILD)/obj/tests/onnx/onnx_run.o $(LIB) | $(LAYERS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+.PHONY: test-onnx-import
+test-onnx-import: $(ONNX_RUN) pyvenv
+	@dir=$$(mktemp -d /tmp/cnntrain-onnx-XXXXXX); trap 'rm -rf "$$dir"' EXIT; \
+	$(PYVENV)/bin/python tests/onnx/import_parity.py $(ONNX_RUN) "$$dir"
+
+TEST_BUILDS += $(ONNX_RUN)
+TEST_RUNS += test-onnx-import

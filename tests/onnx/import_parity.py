@@ -123,7 +123,9 @@ def sgd_step_parity(m, path, x, y, flattened, tag):
         want = ours_layout(name, before[name] - lr * p.grad, flattened) - ours_layout(name, before[name], flattened)
         got = ours[at:at + size].astype(np.float64) - ours_layout(name, before[name], flattened)
         at += size
-        rel = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-12)
+        # A conv bias before a training-mode batch norm has a zero gradient (the norm removes the mean): both
+        # updates are rounding noise, measured against an absolute floor instead.
+        rel = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-6)
         worst = max(worst, rel)
         if rel > 0.01:
             check(False, f"{tag}: update of {name} differs from PyTorch's by {rel:.2e} (relative norm)")

@@ -35,7 +35,7 @@ void write_file(const std::string& path, const void* p, size_t bytes) {
 
 int run(int argc, char** argv) {
   using namespace cnn;
-  if (argc != 10 && argc != 12) {
+  if (argc != 9 && argc != 11) {
     std::fprintf(stderr, "usage: onnx_run MODEL.onnx IN.bin N C H W CLASSES OUT_DIR [LR LABELS.bin]\n");
     return kExitUsage;
   }
@@ -62,7 +62,7 @@ int run(int argc, char** argv) {
   std::vector<float> logits(static_cast<size_t>(n) * classes);
   be->download(logits.data(), net.forward(d_x, n, false), sizeof(float) * logits.size());
   write_file(out + "/logits.bin", logits.data(), sizeof(float) * logits.size());
-  if (argc == 12) {
+  if (argc == 11) {
     const float lr = static_cast<float>(std::atof(argv[9]));
     const std::vector<int32_t> labels = read_file<int32_t>(argv[10], static_cast<size_t>(n));
     int32_t* d_y = static_cast<int32_t*>(be->alloc(sizeof(int32_t) * n));

@@ -111,7 +111,7 @@ void Importer::input() {
     raise(kExitUsage, "%s: the model's input '%s' is %s (N,C,H,W) but the dataset's images are %dx%dx%d (CxHxW): "
           "export the model for this image size and channel count, or resize the data (--data.image_size)",
           m_.path.c_str(), in.name.c_str(), list(in.dims).c_str(), d.c, d.h, d.w);
-  acts_[in.name] = Act{"input", d};
+  acts_[in.name] = Act{"input", d, false, Dims{}};
 }
 
 const Act& Importer::act(const OnnxNode& n, size_t k) const {
@@ -244,7 +244,7 @@ void Importer::conv(const OnnxNode& n) {
   if (b) take(name, "bias", *b, b->floats);
   const Dims out{out_size(x.dims.h, r, s, p), out_size(x.dims.w, r, s, p), k};
   if (out.h <= 0 || out.w <= 0) raise_node_error(n, "the output would be empty (input %dx%d)", x.dims.h, x.dims.w);
-  emit(n, make_conv2d(name, k, {r, s, p, b != nullptr}), {x.layer}, Act{"", out});
+  emit(n, make_conv2d(name, k, {r, s, p, b != nullptr}), {x.layer}, Act{"", out, false, Dims{}});
 }
 
 void Importer::batchnorm(const OnnxNode& n) {
@@ -280,12 +280,12 @@ void Importer::pool(const OnnxNode& n) {
     raise_node_error(n, "count_include_pad 1 with padding: cnntrain's average pooling leaves padding out of the count");
   const std::string name = layer_name(n, "");
   const Dims out{out_size(x.dims.h, k, s, p), out_size(x.dims.w, k, s, p), x.dims.c};
-  emit(n, max ? make_maxpool(name, k, s, p) : make_avgpool(name, k, s, p), {x.layer}, Act{"", out});
+  emit(n, max ? make_maxpool(name, k, s, p) : make_avgpool(name, k, s, p), {x.layer}, Act{"", out, false, Dims{}});
 }
 
 void Importer::global_pool(const OnnxNode& n, bool keepdims) {
   const Act& x = act(n, 0);
-  Act out{"", Dims{1, 1, x.dims.c}};
+  Act out{"", Dims{1, 1, x.dims.c}, false, Dims{}};
   out.flat = !keepdims;
   out.spatial = out.dims;
   emit(n, make_global_avgpool(layer_name(n, "")), {x.layer}, out);
