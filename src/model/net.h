@@ -14,6 +14,7 @@
 
 #include "kernels/backend.h"
 #include "src/model/layers.h"
+#include "src/model/scratch.h"
 
 namespace cnn {
 
@@ -34,6 +35,12 @@ class Net {
   Net& operator=(const Net&) = delete;
 
   void add(std::unique_ptr<Layer> layer);
+  // Activation recomputation (--train.recompute; docs/perf.md), before build(): "false" (or empty), "true"
+  // (every residual block), or a comma-separated list of block names and name prefixes ending at a dot
+  // ("layer3" is layer3.0, layer3.1, ...). Those blocks keep only their input and output between forward and
+  // backward, their intermediates sharing one region sized for the largest; gradients and losses stay
+  // bit-identical. build() throws Error(kExitUsage) for a name that matches no residual block.
+  void set_recompute(const std::string& blocks);
   // The activation type; before build() (fp32 unless set).
   void set_dtype(DType t);
   DType dtype() const { return dt_; }
@@ -78,12 +85,16 @@ class Net {
 
   double flops_per_sample() const;  // forward
   // Bytes of activations, activation gradients and per-sample scratch (masks, argmax) allocated per sample:
-  // what the batch size multiplies (after build()).
+  // what the batch size multiplies (after build()); the recomputing blocks' shared region counts once.
   size_t activation_bytes_per_sample() const;
+  // Blocks that recompute (after build()).
+  int recomputing_blocks() const { return recomputing_; }
   std::string summary() const;
 
  private:
   static uint64_t next_param_version();
+  void mark_recomputing();
+  void bind_and_allocate(int max_n);
 
   Backend& be_;
   Dims input_;
@@ -108,6 +119,9 @@ class Net {
   size_t num_buffers_ = 0;
   float* buffers_ = nullptr;
   uint64_t version_ = 0;
+  std::string recompute_ = "false";
+  int recomputing_ = 0;
+  std::unique_ptr<ScratchRegion> scratch_;  // shared by the recomputing blocks
 };
 
 // Fills host buffer `out` (size num_params) with the initial values of `table` drawn from `seed`.

@@ -278,6 +278,9 @@ std::vector<Opt> train_options() {
                "and kept in checkpoints, e.g. 0.999 (0: off)"),
       bool_opt("train.ema_warmup", in(&TrainSection::ema_warmup),
                "train.ema: decay min(train.ema, (1+t)/(10+t)) at update t, as timm"),
+      str_opt("train.recompute", in(&TrainSection::recompute), {},
+              "activation recomputation: true (every residual block), false, or block names/prefixes such as "
+              "layer3,layer4.2: they keep only input and output and rerun the rest in backward (bit-identical)"),
   };
 }
 

@@ -56,6 +56,7 @@ struct TrainSection {  // [train] (docs/options.md)
   std::string on_nonfinite = "stop";  // stop | skip
   double ema = 0.0;            // decay of the weights' moving average; 0: off
   bool ema_warmup = false;     // decay min(ema, (1+t)/(10+t)) at update t
+  std::string recompute = "false";  // activation recomputation: true, false or block names (Net::set_recompute)
 };
 
 struct CheckpointSection {  // [checkpoint] (docs/checkpoints.md)
