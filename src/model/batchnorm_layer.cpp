@@ -19,11 +19,10 @@ class BatchNorm : public BatchNormJoin {
     if (be_) {
       be_->release(save_mean_);
       be_->release(save_invstd_);
-      be_->release(mask_);
       be_->release(stats_);
       be_->release(sums_local_);
       be_->release(sums_global_);
-      be_->release(g_);
+      be_->release(sink_);
     }
   }
   std::string describe() const override {
@@ -60,6 +59,8 @@ class BatchNorm : public BatchNormJoin {
     const int groups = o_.group > 0 ? (max_n + o_.group - 1) / o_.group : 1;
     save_mean_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
     save_invstd_ = static_cast<float*>(be.alloc(sizeof(float) * c_ * groups));
+    // A recomputed forward moves these instead of the running statistics.
+    if (recomputed()) sink_ = static_cast<float*>(be.alloc(sizeof(float) * 2 * c_));
     if (o_.sync) {
       const size_t bytes = sizeof(double) * (2 * c_ + 1);
       stats_ = static_cast<double*>(be.alloc(bytes));
@@ -67,12 +68,14 @@ class BatchNorm : public BatchNormJoin {
       sums_global_ = static_cast<double*>(be.alloc(bytes));
       // The synchronised ops have no fused epilogue: the join and the ReLU run as separate passes, and
       // backward needs the gradient at the batch norm's output apart from dy.
-      if (relu_ || join_) g_ = static_cast<float*>(be.alloc(sizeof(float) * static_cast<size_t>(max_n) * in_.size()));
+      if (relu_ || join_) alloc_temp(be, sizeof(float) * in_.size(), max_n, &g_);
       return;
     }
     if (relu_ || join_) {
-      mask_words_ = relu_mask_words(static_cast<size_t>(o_.group > 0 ? o_.group : max_n) * in_.size());
-      mask_ = static_cast<uint32_t*>(be.alloc(sizeof(uint32_t) * mask_words_ * groups));
+      const int group = o_.group > 0 ? o_.group : max_n;
+      mask_words_ = relu_mask_words(static_cast<size_t>(group) * in_.size());
+      // Whole words per sample cover each group's mask_words_.
+      alloc_state(be, sizeof(uint32_t) * relu_mask_words(in_.size()), groups * group, &mask_);
     }
   }
   void set_batch(const BatchContext& ctx) override {
@@ -81,13 +84,17 @@ class BatchNorm : public BatchNormJoin {
     if (ctx.bn_average_index == 0) averaged_ = 0;
   }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
-    run_forward(be, x, nullptr, relu_, y, n, train);
+    run_forward(be, x, nullptr, relu_, y, n, train ? kTrain : kInfer);
+  }
+  void recompute(Backend& be, const void* x, void* y, int n) override {
+    CNN_CHECK(sink_, "layer %s recomputed without set_scratch(.., true) before allocate", name_.c_str());
+    run_forward(be, x, nullptr, relu_, y, n, kAgain);
   }
   void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
     run_backward(be, x, y, dy, relu_, dx, nullptr, n);
   }
   void forward_join(Backend& be, const void* x, const void* z, void* y, int n, bool train) override {
-    run_forward(be, x, z, true, y, n, train);
+    run_forward(be, x, z, true, y, n, train ? kTrain : kInfer);
   }
   void backward_join(Backend& be, const void* x, const void* y, const void* dy, void* dx, void* dz,
                      int n) override {
@@ -104,23 +111,35 @@ class BatchNorm : public BatchNormJoin {
               name_.c_str(), n, o_.group);
     return o_.group;
   }
-  // Of the next batch whose statistics join the running ones.
-  float momentum() { return averaging_ ? 1.f / static_cast<float>(++averaged_) : o_.momentum; }
+  // kAgain: the training forward recomputed before backward (Layer::recompute): the same ops on the same
+  // input, so the same outputs, mask and saved statistics, but the running statistics stay as the forward
+  // left them, and synchronised batch norm reuses the forward's global sums instead of summing across the
+  // ranks again (nothing writes stats_ between a forward and its backward).
+  enum Pass { kInfer, kTrain, kAgain };
+  // Of the next batch whose statistics join the running ones; a recomputing pass (kAgain) updates no running
+  // statistics, so it is no batch of the average either.
+  float momentum(Pass pass) {
+    return averaging_ && pass != kAgain ? 1.f / static_cast<float>(++averaged_) : o_.momentum;
+  }
   // The synchronised path is fp32 only (setup refuses it otherwise), hence the casts in it.
-  void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, bool train) {
+  void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, Pass pass) {
     be.set_label(name_.c_str());
-    if (!train) {
+    if (pass == kInfer) {
       be.batchnorm_forward_infer(dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
       return;
     }
+    float* rmean = pass == kAgain ? sink_ : rmean_;
+    float* rvar = pass == kAgain ? sink_ + c_ : rvar_;
     if (o_.sync) {
       const int rows = n * in_.h * in_.w;
       const float* x32 = static_cast<const float*>(x);
       float* y32 = static_cast<float*>(y);
-      be.batchnorm_stats(rows, c_, x32, stats_);
-      if (comm_) comm_->allreduce_sum(stats_, 2 * c_ + 1, name_ + " batch-norm statistics");
-      be.batchnorm_forward_from_stats(rows, c_, x32, stats_, gamma_, beta_, o_.eps, momentum(), y32, save_mean_,
-                                      save_invstd_, rmean_, rvar_);
+      if (pass == kTrain) {
+        be.batchnorm_stats(rows, c_, x32, stats_);
+        if (comm_) comm_->allreduce_sum(stats_, 2 * c_ + 1, name_ + " batch-norm statistics");
+      }
+      be.batchnorm_forward_from_stats(rows, c_, x32, stats_, gamma_, beta_, o_.eps, momentum(pass), y32, save_mean_,
+                                      save_invstd_, rmean, rvar);
       const size_t count = static_cast<size_t>(n) * in_.size();
       if (z) be.axpy(DType::kF32, count, 1.f, static_cast<const float*>(z), y32);
       if (relu) be.relu_forward(DType::kF32, count, y32, y32);
@@ -130,9 +149,9 @@ class BatchNorm : public BatchNormJoin {
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
     for (int i = 0; i < n / g; ++i)
       be.batchnorm_forward_train(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), z ? at(z, i * bytes) : nullptr,
-                                 gamma_, beta_, o_.eps, momentum(), relu, at(y, i * bytes),
+                                 gamma_, beta_, o_.eps, momentum(pass), relu, at(y, i * bytes),
                                  relu ? mask_ + i * mask_words_ : nullptr, save_mean_ + i * c_, save_invstd_ + i * c_,
-                                 rmean_, rvar_);
+                                 rmean, rvar);
   }
   void run_backward(Backend& be, const void* x, const void* y, const void* dy, bool relu, void* dx, void* dz,
                     int n) {
@@ -180,6 +199,7 @@ class BatchNorm : public BatchNormJoin {
   Backend* be_ = nullptr;
   float *gamma_ = nullptr, *beta_ = nullptr, *dgamma_ = nullptr, *dbeta_ = nullptr;
   float *rmean_ = nullptr, *rvar_ = nullptr, *save_mean_ = nullptr, *save_invstd_ = nullptr;
+  float* sink_ = nullptr;     // [2c]: what a recomputed forward writes for the running mean and variance
   uint32_t* mask_ = nullptr;  // the ReLU's mask per group, mask_words_ apart
   size_t mask_words_ = 0;
   // Synchronised batch norm: statistics and gradient sums, double [2c+1] each; the gradient at the output

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "src/base/error.h"
+#include "src/model/scratch.h"
 
 namespace cnn {
 
@@ -34,6 +35,10 @@ class Composite : public Layer {
   }
   void set_batch(const BatchContext& ctx) override {
     for (Layer* l : parts()) l->set_batch(ctx);
+  }
+  void set_scratch(ScratchRegion* region, bool recomputed) override {
+    Layer::set_scratch(region, recomputed);
+    for (Layer* l : parts()) l->set_scratch(region, recomputed);
   }
   size_t bytes_per_sample() const override {
     size_t b = Layer::bytes_per_sample();
@@ -89,14 +94,6 @@ class Chain : public Composite {
     set_parts(std::move(parts));
     for (const auto& l : subs_) CNN_CHECK(!l->is_view(), "view layer %s inside chain %s", l->name().c_str(), name.c_str());
   }
-  ~Chain() override {
-    subs_.clear();
-    if (be_) {
-      for (void* p : acts_) be_->release(p);
-      be_->release(g_[0]);
-      be_->release(g_[1]);
-    }
-  }
   std::string describe() const override {
     std::string s;
     for (const auto& l : subs_) s += (s.empty() ? "" : ", ") + l->describe();
@@ -113,24 +110,19 @@ class Chain : public Composite {
     return d;
   }
   void allocate(Backend& be, int max_n) override {
-    be_ = &be;
     size_t most = in_.size();
+    // The last sub-layer writes straight into the chain's output. Sized first: alloc_state keeps the
+    // addresses of the elements.
+    acts_.assign(subs_.size() - 1, nullptr);
     for (size_t i = 0; i < subs_.size(); ++i) {
       subs_[i]->allocate(be, max_n);
       most = std::max(most, dims_[i].size());
-      // The last sub-layer writes straight into the chain's output.
-      if (i + 1 < subs_.size()) acts_.push_back(alloc_per_sample(be, act_size() * dims_[i].size(), max_n));
+      if (i + 1 < subs_.size()) alloc_state(be, act_size() * dims_[i].size(), max_n, &acts_[i]);
     }
-    for (auto& g : g_) g = alloc_per_sample(be, act_size() * most, max_n);
+    for (auto& g : g_) alloc_temp(be, act_size() * most, max_n, &g);
   }
-  void forward(Backend& be, const void* x, void* y, int n, bool train) override {
-    const void* cur = x;
-    for (size_t i = 0; i < subs_.size(); ++i) {
-      void* out = i + 1 < subs_.size() ? acts_[i] : y;
-      subs_[i]->forward(be, cur, out, n, train);
-      cur = out;
-    }
-  }
+  void forward(Backend& be, const void* x, void* y, int n, bool train) override { run(be, x, y, n, train, false); }
+  void recompute(Backend& be, const void* x, void* y, int n) override { run(be, x, y, n, true, true); }
   void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
     const void* g = dy;
     int flip = 0;
@@ -147,13 +139,24 @@ class Chain : public Composite {
   std::string prefix(const Layer& part) const override {
     return (name_.empty() ? "" : name_ + ".") + part.name() + ".";
   }
+  void run(Backend& be, const void* x, void* y, int n, bool train, bool again) {
+    const void* cur = x;
+    for (size_t i = 0; i < subs_.size(); ++i) {
+      void* out = i + 1 < subs_.size() ? acts_[i] : y;
+      if (again) {
+        subs_[i]->recompute(be, cur, out, n);
+      } else {
+        subs_[i]->forward(be, cur, out, n, train);
+      }
+      cur = out;
+    }
+  }
 
   std::vector<std::unique_ptr<Layer>> subs_;
   Dims in_;
   std::vector<Dims> dims_;
   std::vector<void*> acts_;
   void* g_[2] = {nullptr, nullptr};
-  Backend* be_ = nullptr;
 };
 
 // Appends a bias-free conv (the batch norm's beta is the bias) and its batch norm (fused with a ReLU).
@@ -175,17 +178,10 @@ class Residual : public Composite {
         bn_opt_(bn_opt) {
     set_parts({main_.get(), bn_.get()});
   }
-  ~Residual() override {
-    main_.reset();
-    bn_.reset();
-    proj_.reset();
-    if (be_) {
-      for (void* p : {m_, dm_, s_, dz_, tmp_}) be_->release(p);
-    }
-  }
   std::string describe() const override {
     const char* sc = mode_ == kIdentity ? "identity" : mode_ == kProject ? "projection" : "pad";
-    return strprintf("%s %d->%d stride %d, %s shortcut", kind_.c_str(), in_.c, out_, stride_, sc);
+    return strprintf("%s %d->%d stride %d, %s shortcut%s", kind_.c_str(), in_.c, out_, stride_, sc,
+                     recompute_ ? ", recomputed" : "");
   }
   Dims setup(const Dims& in) override {
     in_ = in;
@@ -218,16 +214,30 @@ class Residual : public Composite {
             name_.c_str(), sd.h, sd.w, sd.c, out_dims_.h, out_dims_.w, out_dims_.c, in.h, in.w);
     return out_dims_;
   }
+  // Recomputing: between forward and backward the block keeps only its input and output (the net's), the
+  // join's 1-bit ReLU mask and the batch norms' per-channel statistics; backward reruns main and the
+  // projection first (the join's batch norm needs only its input, main's output, so it is not rerun).
+  bool make_recomputing(ScratchRegion& region) override {
+    recompute_ = true;
+    set_scratch(&region, true);
+    return true;
+  }
+  void set_scratch(ScratchRegion* region, bool recomputed) override {
+    Layer::set_scratch(region, recomputed);
+    main_->set_scratch(region, recomputed);
+    bn_->set_scratch(region, false);
+    if (proj_) proj_->set_scratch(region, recomputed);
+  }
   void allocate(Backend& be, int max_n) override {
-    be_ = &be;
+    if (recompute_) scratch()->begin_block();
     for (Layer* l : parts()) l->allocate(be, max_n);
     const size_t out = act_size() * out_dims_.size();
-    m_ = alloc_per_sample(be, out, max_n);
-    dm_ = alloc_per_sample(be, out, max_n);
-    dz_ = alloc_per_sample(be, out, max_n);
+    alloc_state(be, out, max_n, &m_);
+    alloc_temp(be, out, max_n, &dm_);
+    alloc_temp(be, out, max_n, &dz_);
     if (mode_ != kIdentity) {
-      s_ = alloc_per_sample(be, out, max_n);
-      tmp_ = alloc_per_sample(be, act_size() * in_.size(), max_n);
+      alloc_state(be, out, max_n, &s_);
+      alloc_temp(be, act_size() * in_.size(), max_n, &tmp_);
     }
   }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
@@ -243,6 +253,11 @@ class Residual : public Composite {
     bn_->forward_join(be, m_, s, y, n, train);
   }
   void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
+    if (recompute_) {
+      main_->recompute(be, x, m_, n);
+      // The padding shortcut's output is not needed by backward.
+      if (mode_ == kProject) proj_->recompute(be, x, s_, n);
+    }
     bn_->backward_join(be, m_, y, dy, dm_, dz_, n);
     main_->backward(be, x, m_, dm_, dx, n);
     const size_t in = in_.size() * n;
@@ -273,7 +288,7 @@ class Residual : public Composite {
   BnOptions bn_opt_;
   Mode mode_ = kIdentity;
   Dims in_, out_dims_;
-  Backend* be_ = nullptr;
+  bool recompute_ = false;
   void *m_ = nullptr, *dm_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;
 };
 

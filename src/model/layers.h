@@ -7,6 +7,7 @@
 // optimizer; the trainer averages it across ranks before evaluation.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ struct ParamSpec {
 };
 
 class Collectives;
+class ScratchRegion;
 
 // What layers know about the current (micro-)batch: dropout masks are a function of (seed, step, global
 // sample id), so they do not depend on the rank count or the position in the local batch; synchronised batch
@@ -58,7 +60,7 @@ struct BatchContext {
 class Layer {
  public:
   explicit Layer(std::string name) : name_(std::move(name)) {}
-  virtual ~Layer() = default;
+  virtual ~Layer();  // releases what alloc_state/alloc_temp took from the backend (src/model/scratch.cpp)
   const std::string& name() const { return name_; }
   virtual std::string describe() const = 0;
   // Fixes the input shape; returns the output shape. Throws cnn::Error(kExitUsage) if the shape cannot work.
@@ -89,20 +91,56 @@ class Layer {
   virtual void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) = 0;
   virtual double flops_per_sample() const { return 0; }  // forward multiply-adds * 2
 
+  // Activation recomputation (docs/perf.md): a residual block that keeps only its input and output and reruns
+  // the rest in backward. The net asks a top-level layer with make_recomputing(); false: it cannot (plain
+  // layers). Call after setup(), before allocate().
+  virtual bool make_recomputing(ScratchRegion& region) { return false; }
+  // Set by a recomputing block on its parts before allocate(): alloc_temp() memory then comes from `region`,
+  // shared by all recomputing blocks, and so does alloc_state() memory when `recomputed` (the block reruns
+  // this layer's forward through recompute() before its backward).
+  virtual void set_scratch(ScratchRegion* region, bool recomputed) {
+    scratch_ = region;
+    recomputed_ = recomputed;
+  }
+  // The training forward again on the same input, right before backward: the same outputs and the same state
+  // for backward, without the side effects (running statistics are not updated again, no collectives).
+  virtual void recompute(Backend& be, const void* x, void* y, int n) { forward(be, x, y, n, true); }
+
  protected:
   // be.alloc of max_n samples of `per_sample` bytes, counted in bytes_per_sample().
   void* alloc_per_sample(Backend& be, size_t per_sample, int max_n) {
     per_sample_bytes_ += per_sample;
     return be.alloc(per_sample * static_cast<size_t>(max_n));
   }
+  // Per-sample memory (count samples of per_sample bytes) owned by this Layer, counted in bytes_per_sample()
+  // unless it lies in the shared region of set_scratch(): *where is set at once, or when the region is
+  // allocated (after every layer's allocate()).
+  // State: what forward leaves for backward (intermediate activations, ReLU masks); shared when recomputed.
+  template <class T>
+  void alloc_state(Backend& be, size_t per_sample, int count, T** where) {
+    place(be, per_sample, count, recomputed_, [where](void* p) { *where = static_cast<T*>(p); });
+  }
+  // Temporaries of one backward() call (activation gradients); shared whenever a region is set.
+  template <class T>
+  void alloc_temp(Backend& be, size_t per_sample, int count, T** where) {
+    place(be, per_sample, count, true, [where](void* p) { *where = static_cast<T*>(p); });
+  }
   // Bytes of one element of an activation.
   size_t act_size() const { return dtype_size(dt_); }
+  bool recomputed() const { return recomputed_; }
+  ScratchRegion* scratch() const { return scratch_; }
 
   std::string name_;
   DType dt_ = DType::kF32;
 
  private:
+  void place(Backend& be, size_t per_sample, int count, bool shareable, std::function<void(void*)> bind);
+
   size_t per_sample_bytes_ = 0;
+  ScratchRegion* scratch_ = nullptr;
+  bool recomputed_ = false;
+  Backend* owner_ = nullptr;  // of owned_
+  std::vector<void*> owned_;
 };
 
 // A layer of several inputs (a graph's joins: Add, ...), added to a Net with Net::add(layer, inputs). The

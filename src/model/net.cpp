@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <sstream>
 
 #include "kernels/rng.h"
 #include "src/base/error.h"
@@ -17,7 +18,7 @@ Net::~Net() {
   be_.release(grad_buf_[0]);
   be_.release(grad_buf_[1]);
   for (void* p : out_grad_) be_.release(p);
-  for (void* p : scratch_) be_.release(p);
+  for (void* p : add_scratch_) be_.release(p);
   be_.release(input16_);
   be_.release(params16_);
   be_.release(params_);
@@ -84,6 +85,40 @@ void Net::rename(const std::string& default_name, const std::string& name) {
   renames_[default_name] = name;
 }
 
+void Net::set_recompute(const std::string& blocks) {
+  CNN_CHECK(max_n_ == 0, "set_recompute after build");
+  recompute_ = blocks;
+}
+
+void Net::mark_recomputing() {
+  if (recompute_ == "false" || recompute_.empty()) return;
+  scratch_ = std::make_unique<ScratchRegion>();
+  std::vector<std::string> names;
+  if (recompute_ != "true") {
+    std::stringstream ss(recompute_);
+    for (std::string item; std::getline(ss, item, ',');) names.push_back(item);
+  }
+  std::vector<bool> used(names.size(), false);
+  for (auto& l : layers_) {
+    bool match = names.empty();
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::string& p = names[k];
+      if (l->name() == p || l->name().compare(0, p.size() + 1, p + ".") == 0) match = used[k] = true;
+    }
+    if (!match) continue;
+    if (l->make_recomputing(*scratch_)) {
+      ++recomputing_;
+    } else if (!names.empty()) {
+      raise(kExitUsage, "option --train.recompute: layer %s is not a residual block (only residual blocks "
+            "recompute their activations)", l->name().c_str());
+    }
+  }
+  for (size_t k = 0; k < names.size(); ++k)
+    if (!used[k])
+      raise(kExitUsage, "option --train.recompute: '%s' names no block of this model (give block names such as "
+            "layer3.1, prefixes such as layer3, true or false)", names[k].c_str());
+}
+
 void Net::set_dtype(DType t) {
   CNN_CHECK(max_n_ == 0, "set_dtype after build");
   dt_ = t;
@@ -104,14 +139,12 @@ void Net::build(int max_n, uint64_t seed) {
   };
   max_n_ = max_n;
   Dims d = input_;
-  size_t max_act = input_.size();
   for (size_t i = 0; i < layers_.size(); ++i) {
     chain_ = chain_ && inputs_[i] == std::vector<int>{static_cast<int>(i) - 1};
     const auto& l = layers_[i];
     l->set_dtype(dt_);
     d = setup_layer(i);
     out_dims_.push_back(d);
-    max_act = std::max(max_act, d.size());
     first_param_.push_back(num_params_);
     for (const ParamSpec& s : l->param_specs()) {
       ParamInfo p{final_name(l->name() + "." + s.name), s.shape, num_params_, s.size(), s.init, s.fan_in, s.decay};
@@ -126,6 +159,7 @@ void Net::build(int max_n, uint64_t seed) {
   }
   if (d.size() != static_cast<size_t>(classes_))
     raise(kExitUsage, "the model ends in %zu outputs but the dataset has %d classes", d.size(), classes_);
+  mark_recomputing();
   params_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_params_, 1)));
   grads_ = static_cast<float*>(be_.alloc(sizeof(float) * std::max<size_t>(num_params_, 1)));
   std::vector<float> host(num_params_);
@@ -140,6 +174,11 @@ void Net::build(int max_n, uint64_t seed) {
   std::vector<float> host_buf(num_buffers_);
   init_params(buffer_table_, seed, host_buf.data());
   be_.upload(buffers_, host_buf.data(), sizeof(float) * num_buffers_);
+  bind_and_allocate(max_n);
+}
+
+// Points the layers at their slices of the flat buffers and allocates the activations.
+void Net::bind_and_allocate(int max_n) {
   size_t t = 0, tb = 0;
   const size_t esize = dtype_size(dt_);
   for (auto& l : layers_) {
@@ -157,6 +196,9 @@ void Net::build(int max_n, uint64_t seed) {
     l->bind_buffers(b);
     l->allocate(be_, max_n);
   }
+  if (scratch_) scratch_->allocate(be_);
+  size_t max_act = input_.size();
+  for (const Dims& od : out_dims_) max_act = std::max(max_act, od.size());
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->is_view()) {
       acts_.push_back(nullptr);  // resolved to the input's buffer at run time
@@ -229,7 +271,7 @@ void Net::zero_grads() { be_.fill(grads_, num_params_, 0.f); }
 size_t Net::activation_bytes_per_sample() const {
   size_t b = act_bytes_;
   for (const auto& l : layers_) b += l->bytes_per_sample();
-  return b;
+  return b + (scratch_ ? scratch_->bytes_per_sample() : 0);
 }
 
 double Net::flops_per_sample() const {

@@ -17,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "src/model/layers.h"
+#include "src/model/scratch.h"
 
 namespace cnn {
 
@@ -49,6 +50,12 @@ class Net {
   const std::vector<int>& inputs_of(size_t i) const { return inputs_[i]; }
   // Whether each layer reads the previous one's output only (the zoo's nets), else a graph.
   bool is_chain() const { return chain_; }
+  // Activation recomputation (--train.recompute; docs/perf.md), before build(): "false" (or empty), "true"
+  // (every residual block), or a comma-separated list of block names and name prefixes ending at a dot
+  // ("layer3" is layer3.0, layer3.1, ...). Those blocks keep only their input and output between forward and
+  // backward, their intermediates sharing one region sized for the largest; gradients and losses stay
+  // bit-identical. build() throws Error(kExitUsage) for a name that matches no residual block.
+  void set_recompute(const std::string& blocks);
   // The activation type; before build() (fp32 unless set).
   void set_dtype(DType t);
   DType dtype() const { return dt_; }
@@ -94,8 +101,10 @@ class Net {
 
   double flops_per_sample() const;  // forward
   // Bytes of activations, activation gradients and per-sample scratch (masks, argmax) allocated per sample:
-  // what the batch size multiplies (after build()).
+  // what the batch size multiplies (after build()); the recomputing blocks' shared region counts once.
   size_t activation_bytes_per_sample() const;
+  // Blocks that recompute (after build()).
+  int recomputing_blocks() const { return recomputing_; }
   std::string summary() const;
 
  private:
@@ -103,6 +112,8 @@ class Net {
   Dims setup_layer(size_t i);
   void allocate_graph_gradients();
   void backward_graph(const void* dlogits, int n, const std::function<void(size_t)>& on_ready);
+  void mark_recomputing();
+  void bind_and_allocate(int max_n);
 
   Backend& be_;
   Dims input_;
@@ -120,7 +131,7 @@ class Net {
   void* grad_buf_[2] = {nullptr, nullptr};  // a chain's activation gradients, alternating
   // A graph's: one per layer output (the last one's is dlogits), and one scratch per input slot for a gradient
   // that adds to one already there (an output read by several layers).
-  std::vector<void*> out_grad_, scratch_;
+  std::vector<void*> out_grad_, add_scratch_;
   std::vector<char> has_grad_;
   void* input16_ = nullptr;         // the input converted to dtype() (16-bit nets)
   const void* input_ptr_ = nullptr;
@@ -134,6 +145,9 @@ class Net {
   size_t num_buffers_ = 0;
   float* buffers_ = nullptr;
   uint64_t version_ = 0;
+  std::string recompute_ = "false";
+  int recomputing_ = 0;
+  std::unique_ptr<ScratchRegion> scratch_;  // shared by the recomputing blocks
 };
 
 // Fills host buffer `out` (size num_params) with the initial values of `table` drawn from `seed`.

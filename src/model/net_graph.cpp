@@ -42,7 +42,7 @@ void Net::allocate_graph_gradients() {
     act_bytes_ += esize * out_dims_[j].size();
   }
   out_grad_.push_back(nullptr);  // the last layer's: dlogits
-  for (size_t k = 0; k < slots; ++k) scratch_.push_back(be_.alloc(esize * max_act * max_n_));
+  for (size_t k = 0; k < slots; ++k) add_scratch_.push_back(be_.alloc(esize * max_act * max_n_));
   act_bytes_ += slots * esize * max_act;
   has_grad_.assign(layers_.size(), 0);
 }
@@ -63,7 +63,7 @@ void Net::backward_graph(const void* dlogits, int n, const std::function<void(si
       const int j = in[k];
       if (j < 0) continue;
       adds[k] = has_grad_[j];
-      dxs[k] = adds[k] ? scratch_[k] : out_grad_[j];
+      dxs[k] = adds[k] ? add_scratch_[k] : out_grad_[j];
       has_grad_[j] = 1;
     }
     Layer& l = *layers_[i];
@@ -77,7 +77,7 @@ void Net::backward_graph(const void* dlogits, int n, const std::function<void(si
       l.backward(be_, out(in[0]), acts_[i], dy, dxs[0], n);
     }
     for (size_t k = 0; k < in.size(); ++k)
-      if (adds[k]) be_.axpy(dt_, out_dims_[in[k]].size() * n, 1.f, scratch_[k], out_grad_[in[k]]);
+      if (adds[k]) be_.axpy(dt_, out_dims_[in[k]].size() * n, 1.f, add_scratch_[k], out_grad_[in[k]]);
     if (on_ready) on_ready(first_param_[i]);
   }
 }

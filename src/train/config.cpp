@@ -295,6 +295,9 @@ std::vector<Opt> train_options() {
               "train.swa_start_epoch: epochs of annealing to train.swa_lr"),
       str_opt("train.swa_anneal", in(&TrainSection::swa_anneal), {"cos", "linear"},
               "train.swa_start_epoch: the annealing's shape, as SWALR's anneal_strategy"),
+      str_opt("train.recompute", in(&TrainSection::recompute), {},
+              "activation recomputation: true (every residual block), false, or block names/prefixes such as "
+              "layer3,layer4.2: they keep only input and output and rerun the rest in backward (bit-identical)"),
   };
 }
 

@@ -63,6 +63,7 @@ struct TrainSection {  // [train] (docs/options.md)
   double swa_lr = 0.0;
   int swa_anneal_epochs = 10;
   std::string swa_anneal = "cos";
+  std::string recompute = "false";  // activation recomputation: true, false or block names (Net::set_recompute)
 };
 
 struct CheckpointSection {  // [checkpoint] (docs/checkpoints.md)

@@ -174,6 +174,7 @@ Setup local_setup(const Config& cfg) {
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
   s.net->set_dtype(activation_dtype(cfg));
   build_model(cfg.model, *s.net, make_model_options(cfg));
+  s.net->set_recompute(cfg.train.recompute);
   s.net->build(std::max(s.local_batch / cfg.train.accum_steps, cfg.eval.batch), cfg.seed);
   return s;
 }

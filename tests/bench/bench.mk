@@ -18,10 +18,18 @@ $(BENCH_DIR)/comm_bench: $(BUILD)/obj/tests/bench/comm_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-BENCH_TARGETS += bench-train bench-ckpt bench-comm bench-precision
+# The throughput cost of --train.recompute (docs/perf.md). RECOMPUTE_BENCH_ARGS e.g. "--pairs 5".
+$(BENCH_DIR)/recompute_bench: $(BUILD)/obj/tests/bench/recompute_bench.o $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+RECOMPUTE_BENCH_ARGS ?=
+bench-recompute: $(BENCH_DIR)/recompute_bench
+	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BENCH_DIR)/recompute_bench $(RECOMPUTE_BENCH_ARGS)
+
+BENCH_TARGETS += bench-train bench-ckpt bench-comm bench-precision bench-recompute
 # make test builds the benchmarks (without running them), so an interface change cannot break `make bench` unseen.
-TEST_BUILDS += $(BENCH_DIR)/train_bench $(BENCH_DIR)/ckpt_bench $(BENCH_DIR)/comm_bench
-.PHONY: bench bench-ckpt bench-train bench-comm bench-precision
+TEST_BUILDS += $(BENCH_DIR)/train_bench $(BENCH_DIR)/ckpt_bench $(BENCH_DIR)/comm_bench $(BENCH_DIR)/recompute_bench
+.PHONY: bench bench-ckpt bench-train bench-comm bench-precision bench-recompute
 # Training-step throughput vs PyTorch, per-layer breakdown, conv GFLOP/s (figures in docs/perf.md).
 # TRAIN_BENCH_ARGS e.g. "--models fmnist_cnn --threads 2 --reps 3". OpenMP threads (cnntrain's and PyTorch's)
 # sleep instead of spinning at barriers unless OMP_WAIT_POLICY says otherwise: on a shared machine a spinning

@@ -33,11 +33,12 @@ bool gpu_required() {
   return v && v[0] == '1';
 }
 
-std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason) {
+std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason, bool deterministic) {
 #ifdef CNN_WITH_CUDA
   GpuOptions o;
   o.conv_impl = vendor ? ConvImpl::kCudnn : ConvImpl::kCustom;
   o.tf32 = false;
+  o.deterministic = deterministic;
   try {
     return make_cuda_backend(0, o);
   } catch (const Error& e) {
@@ -45,6 +46,7 @@ std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason)
   }
 #else
   (void)vendor;
+  (void)deterministic;
   *reason = "built without CUDA (USE_CUDA=0 or no nvcc)";
 #endif
   return nullptr;

@@ -34,9 +34,9 @@ std::vector<BackendTarget> backend_targets(size_t emu_schedules = 4);
 
 // CNNTRAIN_REQUIRE_GPU=1: a missing or unusable GPU is a failure, not a skip.
 bool gpu_required();
-// The GPU backend (custom kernels, or cuDNN/cuBLASLt first), TF32 off; null with the reason where there is
-// none (no GPU, or a build without CUDA).
-std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason);
+// The GPU backend (custom kernels, or cuDNN/cuBLASLt first), TF32 off, with --deterministic's reductions when
+// `deterministic`; null with the reason where there is none (no GPU, or a build without CUDA).
+std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason, bool deterministic = false);
 
 // The oracle: the single-threaded reference kernels of kernels/*_cpu.cpp.
 std::unique_ptr<Backend> make_reference_backend();
