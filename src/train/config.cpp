@@ -349,6 +349,16 @@ std::vector<Opt> augment_options() {
        [](const Config& c) { return c.augment.color_jitter; }},
       real_opt("augment.erase_p", in(&AugmentSection::erase_p), 0, 1, false,
                "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"),
+      real_opt("augment.mixup", in(&AugmentSection::mixup), 0, 1e3, false,
+               "mixup: each sample blended with its pair partner, lam ~ Beta(ALPHA, ALPHA), soft-target loss "
+               "(0: off; the per-rank batch must be even)"),
+      real_opt("augment.cutmix", in(&AugmentSection::cutmix), 0, 1e3, false,
+               "cutmix: a box of the pair partner pasted in, lam ~ Beta(ALPHA, ALPHA) corrected to the box "
+               "area (0: off)"),
+      real_opt("augment.mix_prob", in(&AugmentSection::mix_prob), 0, 1, false,
+               "probability that a sample is mixed at all (mixup/cutmix)"),
+      real_opt("augment.switch_prob", in(&AugmentSection::switch_prob), 0, 1, false,
+               "with both mixup and cutmix: probability of cutmix for a sample"),
   };
 }
 

@@ -86,6 +86,8 @@ struct AugmentSection {  // [augment]
   double rotate = 0.0;                    // degrees: random rotation in [-rotate, rotate]
   std::string color_jitter = "0,0,0";     // brightness,contrast,saturation strengths (parse_color_jitter)
   double erase_p = 0.0;
+  double mixup = 0.0, cutmix = 0.0;           // Beta alphas (io/mix.h); 0: off
+  double mix_prob = 1.0, switch_prob = 0.5;   // mix a sample at all; cutmix rather than mixup when both are on
 };
 
 struct EvalSection {  // [eval]
