@@ -1,7 +1,7 @@
 // Mixup and cutmix (io/mix.h, kernels/mix_images.h): the Beta sampler's moments and distribution, the draws'
 // keying and kinds, the pixel op against a direct computation, the loader's host output and the device path
-// (InputPath on the emulator) against the same computation, draws independent of the rank count, and the
-// refusal of an odd per-rank batch.
+// (InputPath on the emulator) against the same computation, draws independent of the rank count, the
+// refusal of an odd per-rank batch, and the training step's use of the soft-target loss.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +14,10 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "src/base/error.h"
+#include "src/model/layers.h"
 #include "src/train/input_path.h"
+#include "src/train/optimizer.h"
+#include "tests/common/test_util.h"
 
 namespace cnn {
 namespace {
@@ -266,6 +269,54 @@ TEST(Mix, OddPerRankBatchRefused) {
   }
   check_mix_batch(m, 16, 8);
   check_mix_batch(MixConfig{}, 6, 2);  // no mixing: nothing to pair
+}
+
+// The weights after one plain SGD step (no momentum, no decay) on a fixed batch: with `mix`, each row's target
+// is lam of its label's and 1 - lam of mix[i].partner_label's; in `accum` micro-batches.
+std::vector<float> one_step(const std::vector<int32_t>& labels, const std::vector<MixDraw>* mix, int accum) {
+  const int n = static_cast<int>(labels.size());
+  auto be = make_cpu_backend(1, CpuKernels::kReference);
+  Net net(*be, Dims{6, 6, 2}, 4);
+  net.add(make_conv2d("conv1", 3, {3, 1, 1, true}));
+  net.add(make_relu("relu1"));
+  net.add(make_flatten("flat"));
+  net.add(make_linear("fc", 4));
+  net.build(n / accum, 9);
+  OptimizerConfig oc;
+  oc.momentum = 0, oc.weight_decay = 0;
+  auto opt = make_optimizer(oc, *be, net);
+  StepBuffers buf = alloc_step_buffers(*be, net, n);
+  const std::vector<float> x = test::random_vec(6 * 6 * 2 * n, 31);
+  be->upload(buf.x, x.data(), x.size() * sizeof(float));
+  be->upload(buf.labels, labels.data(), labels.size() * sizeof(int32_t));
+  StepConfig sc;
+  sc.global_batch = n;
+  sc.accum_steps = accum;
+  sc.label_smoothing = 0.1f;
+  if (mix) {
+    be->upload(buf.mix, mix->data(), mix->size() * sizeof(MixDraw));
+    sc.mix = buf.mix;
+  }
+  StepStats st;
+  train_step(*be, net, *opt, nullptr, buf, n, sc, 0.5, st);
+  free_step_buffers(*be, buf);
+  return std::vector<float>(net.params(), net.params() + net.num_params());
+}
+
+// The loss is linear in the target, so one SGD step on the mixed target lands at lam of the step towards the
+// own labels plus 1 - lam of the step towards the partners' (one lam for all rows here); also in micro-batches,
+// where each takes its own rows' draws.
+TEST(Mix, StepUsesTheSoftTargetLoss) {
+  const int n = 6;
+  const std::vector<int32_t> own = {0, 1, 2, 3, 0, 1}, other = {1, 0, 3, 2, 1, 3};
+  std::vector<MixDraw> mix(n);
+  for (int i = 0; i < n; ++i) mix[i].lam = 0.25f, mix[i].partner_label = other[i];
+  const std::vector<float> a = one_step(own, nullptr, 1), b = one_step(other, nullptr, 1);
+  std::vector<float> want(a.size());
+  for (size_t i = 0; i < a.size(); ++i) want[i] = 0.25f * a[i] + 0.75f * b[i];
+  EXPECT_TRUE(test::all_close(one_step(own, &mix, 1), want, 1e-6, 1e-5, "mixed step"));
+  EXPECT_TRUE(test::all_close(one_step(own, &mix, 3), want, 1e-6, 1e-5, "mixed step in 3 micro-batches"));
+  EXPECT_FALSE(test::all_close(a, want, 1e-6, 1e-5, "the own labels' step (expected to differ)"));
 }
 
 }  // namespace
