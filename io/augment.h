@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 
+#include "io/mix.h"
 #include "kernels/backend.h"
 
 namespace cnn {
@@ -26,6 +27,7 @@ struct AugmentConfig {
   float brightness = 0.f, contrast = 0.f, saturation = 0.f;
   float erase_p = 0.f;
   uint64_t seed = 0;
+  MixConfig mix;  // mixup/cutmix of the prepared batch (io/mix.h), after everything above
   bool any() const {
     return crop_pad > 0 || flip || rotate > 0.f || brightness > 0.f || contrast > 0.f || saturation > 0.f ||
            erase_p > 0.f;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "kernels/image_prep.h"
+#include "kernels/mix_images.h"
 #include "src/base/error.h"
 
 namespace cnn {
@@ -65,17 +66,20 @@ void Loader::produce(Batch& b, int64_t epoch, int64_t step) {
   b.aug.clear();
   if (aug_.any())
     for (int i = 0; i < b.n; ++i) b.aug.push_back(draw_augment(aug_, epoch, b.ids[i], info.height, info.width));
+  b.mix.clear();
+  if (aug_.mix.on()) b.mix = draw_mix_batch(aug_.mix, epoch, b.ids, b.labels, info.height, info.width);
   if (output_ == LoaderOutput::kDevice) return;
   b.images.resize(b.n * sb);
   if (b.aug.empty()) {
     normalize_images(pixels.data(), static_cast<size_t>(b.n) * info.height * info.width, info.channels, info.mean,
                      info.std, b.images.data());
-    return;
+  } else {
+    ImageBatch ib;  // the device path's pixel work, here on the loader thread
+    ib.n = b.n, ib.h = info.height, ib.w = info.width, ib.c = info.channels;
+    ib.pixels = pixels.data(), ib.aug = b.aug.data(), ib.mean = info.mean.data(), ib.std = info.std.data();
+    prepare_images_cpu(ib, b.images.data());
   }
-  ImageBatch ib;  // the device path's pixel work, here on the loader thread
-  ib.n = b.n, ib.h = info.height, ib.w = info.width, ib.c = info.channels;
-  ib.pixels = pixels.data(), ib.aug = b.aug.data(), ib.mean = info.mean.data(), ib.std = info.std.data();
-  prepare_images_cpu(ib, b.images.data());
+  if (!b.mix.empty()) mix_images_cpu(b.n, info.height, info.width, info.channels, b.mix.data(), b.images.data());
 }
 
 void Loader::run() {

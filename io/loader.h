@@ -1,7 +1,7 @@
 // The prefetching loader: a background thread reads this rank's slice of upcoming global batches, converts
 // uint8 NHWC to normalised float and queues them (depth `prefetch`) while the trainer computes. Errors in the
 // thread (bad file, bad sample) are rethrown by next() in the trainer's thread. Training batches can be
-// augmented (io/augment.h) on the same thread, so augmentation overlaps the step too.
+// augmented (io/augment.h) and mixed (io/mix.h) on the same thread, so augmentation overlaps the step too.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -28,6 +28,9 @@ struct Batch {
   // Device-prepared batches (LoaderOutput::kDevice): the dataset's uint8 pixels; Backend::upload_images does
   // the pixel work with `aug`. `images` stays empty.
   std::vector<uint8_t> pixels;
+  // n mixup/cutmix draws (io/mix.h), or empty without mixing: `images` are mixed already; device-prepared
+  // batches are mixed by Backend::mix_images after upload_images. The loss reads them too.
+  std::vector<MixDraw> mix;
 };
 
 // Where a batch's pixel work happens: on the loader thread (float images, the CPU backend's path) or on the

@@ -97,6 +97,8 @@ struct LossTotals {
   unsigned long long correct;
 };
 
+struct MixDraw;  // kernels/mix_images.h: how a training sample is mixed with its partner (mixup, cutmix)
+
 // What distinguishes backends where callers choose a path (name() is for people: logs and test names).
 struct BackendCaps {
   // upload_images does the pixel work (normalisation, augmentation) where the backend computes, so the loader
@@ -291,6 +293,18 @@ class Backend {
                                             const float* save_mean, const float* save_invstd,
                                             const double* local_sums, const double* global_sums, float* dx,
                                             float* dgamma, float* dbeta) = 0;
+
+  // --- Mixup and cutmix (kernels/mix_images.h, kernels/loss.h; io/mix.h draws them) ---
+
+  // Mixes the prepared batch x [n, h, w, c] (fp32, n even) in place: sample i with its partner i ^ 1 as
+  // draws[i] (backend memory, [n]) says.
+  virtual void mix_images(int n, int h, int w, int c, const MixDraw* draws, float* x) = 0;
+  // softmax_xent_totals with the soft target of a mixed batch: row i's target is lam * (smoothed one-hot of
+  // labels[i]) + (1 - lam) * (that of mix[i].partner_label), lam = mix[i].lam (mix: backend memory, [n]); the
+  // correct count compares the arg-max with labels[i].
+  virtual void softmax_xent_mix_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                                       const MixDraw* mix, float label_smoothing, float scale, void* dlogits,
+                                       LossTotals* totals) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -21,6 +21,7 @@
 #include "kernels/cpu/host_timing.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
+#include "kernels/mix_images.h"
 #include "kernels/nonfinite.h"
 #include "kernels/optimizer.h"
 #include "kernels/pooling.h"
@@ -296,6 +297,21 @@ class CpuBackend : public HostMixedBackend {
                                     const double* global_sums, float* dx, float* dgamma, float* dbeta) override {
     batchnorm_backward_from_sums_cpu(rows, c, x, dy, gamma, save_mean, save_invstd, local_sums, global_sums, dx,
                                      dgamma, dbeta);
+  }
+
+  void mix_images(int n, int h, int w, int c, const MixDraw* draws, float* x) override {
+    CNN_CHECK(n % 2 == 0, "mix_images: %d samples, an odd count leaves a sample without its partner", n);
+    mix_images_cpu(n, h, w, c, draws, x);
+  }
+  void softmax_xent_mix_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                               const MixDraw* mix, float eps, float scale, void* dlogits, LossTotals* totals) override {
+    double loss = 0;
+    int64_t correct = 0;
+    as_fp32(t, [&](const float* logits32, float* dlogits32) {
+      softmax_xent_mix_cpu(n, classes, logits32, labels, mix, eps, scale, dlogits32, &loss, &correct);
+    }, In{logits, area(n, classes)}, Out{dlogits, area(n, classes)});
+    totals->loss_sum += loss;
+    totals->correct += static_cast<unsigned long long>(correct);
   }
 
  private:

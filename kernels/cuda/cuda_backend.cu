@@ -363,6 +363,15 @@ class CudaBackend final : public Backend {
                                                  global_sums, dx, dgamma, dbeta, workspace(batchnorm_work_bytes(c)),
                                                  stream_));
   }
+  void mix_images(int n, int h, int w, int c, const MixDraw* draws, float* x) override {
+    CNN_CHECK(n % 2 == 0, "mix_images: %d samples, an odd count leaves a sample without its partner", n);
+    CUDA_CHECK(mix_images_cuda(n, h, w, c, draws, x, stream_));
+  }
+  void softmax_xent_mix_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                               const MixDraw* mix, float eps, float scale, void* dlogits, LossTotals* totals) override {
+    CUDA_CHECK(softmax_xent_mix_cuda(t, n, classes, logits, labels, mix, eps, scale, dlogits, &totals->loss_sum,
+                                     &totals->correct, stream_));
+  }
   cudaStream_t stream() const { return stream_; }
   DeviceArena& arena() { return arena_; }
 

@@ -61,6 +61,13 @@ cudaError_t maxpool_backward_cuda(DType t, const PoolDesc& d, const void* d_dy, 
 cudaError_t softmax_xent_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels, float eps,
                               float scale, void* d_dlogits, double* d_loss_sum, unsigned long long* d_correct,
                               cudaStream_t stream);
+// The soft target of a mixed batch (kernels/loss.h: softmax_xent_mix_cpu); d_mix: [n]. Correct: arg-max == label.
+cudaError_t softmax_xent_mix_cuda(DType t, int n, int classes, const void* d_logits, const int32_t* d_labels,
+                                  const MixDraw* d_mix, float eps, float scale, void* d_dlogits, double* d_loss_sum,
+                                  unsigned long long* d_correct, cudaStream_t stream);
+// cuda/mix_images.cu: mixup/cutmix of the fp32 batch d_x [n, h, w, c] in place, one thread per element of a
+// pair (kernels/mix_images.h); n even, d_draws: [n].
+cudaError_t mix_images_cuda(int n, int h, int w, int c, const MixDraw* d_draws, float* d_x, cudaStream_t stream);
 
 // cuda/optimizer.cu: fused SGD momentum / Nesterov with L2 weight decay, one pass over w, g, v. The update
 // does nothing when d_gate is not null and *d_gate != 0 (Backend::set_update_gate).

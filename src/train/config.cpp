@@ -371,6 +371,16 @@ std::vector<Opt> augment_options() {
                "random erasing probability (area 2-33%, aspect 0.3-3.3, erased to 0 after normalisation)"),
       range_opt("augment.rrc_scale", in(&AugmentSection::rrc_scale), "MIN,MAX: random-resized crop area fraction"),
       range_opt("augment.rrc_ratio", in(&AugmentSection::rrc_ratio), "MIN,MAX: random-resized crop aspect w/h"),
+      real_opt("augment.mixup", in(&AugmentSection::mixup), 0, 1e3, false,
+               "mixup: each sample blended with its pair partner, lam ~ Beta(ALPHA, ALPHA), soft-target loss "
+               "(0: off; the per-rank batch must be even)"),
+      real_opt("augment.cutmix", in(&AugmentSection::cutmix), 0, 1e3, false,
+               "cutmix: a box of the pair partner pasted in, lam ~ Beta(ALPHA, ALPHA) corrected to the box "
+               "area (0: off)"),
+      real_opt("augment.mix_prob", in(&AugmentSection::mix_prob), 0, 1, false,
+               "probability that a sample is mixed at all (mixup/cutmix)"),
+      real_opt("augment.switch_prob", in(&AugmentSection::switch_prob), 0, 1, false,
+               "with both mixup and cutmix: probability of cutmix for a sample"),
   };
 }
 

@@ -95,6 +95,8 @@ struct AugmentSection {  // [augment]
   std::string color_jitter = "0,0,0";     // brightness,contrast,saturation strengths (parse_color_jitter)
   double erase_p = 0.0;
   std::string rrc_scale = "0.08,1", rrc_ratio = "3/4,4/3";  // random-resized crop ranges (parse_range)
+  double mixup = 0.0, cutmix = 0.0;           // Beta alphas (io/mix.h); 0: off
+  double mix_prob = 1.0, switch_prob = 0.5;   // mix a sample at all; cutmix rather than mixup when both are on
 };
 
 struct EvalSection {  // [eval]

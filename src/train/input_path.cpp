@@ -6,6 +6,8 @@ InputPath::InputPath(Backend& be, const StepBuffers& buf, const DatasetInfo& nor
     : be_(be), buf_(buf), norm_(norm), device_(be.caps().device_image_prep) {}
 
 void InputPath::upload(const Batch& b) {
+  // The loss reads the mixing draws on both paths; on a device they mix the images first.
+  if (!b.mix.empty()) be_.upload(buf_.mix, b.mix.data(), sizeof(MixDraw) * b.n);
   if (!device_) {
     be_.upload(buf_.x, b.images.data(), sizeof(float) * b.images.size());
     be_.upload(buf_.labels, b.labels.data(), sizeof(int32_t) * b.n);
@@ -24,6 +26,7 @@ void InputPath::upload(const Batch& b) {
   ib.labels = b.labels.data();
   ib.ids = b.ids.data();
   be_.upload_images(ib, buf_.x, buf_.labels, buf_.ids);
+  if (!b.mix.empty()) be_.mix_images(b.n, ib.h, ib.w, ib.c, buf_.mix, buf_.x);
 }
 
 void InputPath::upload_eval(const uint8_t* pixels, const int32_t* labels, int n, const DatasetInfo& shape) {

@@ -1,8 +1,8 @@
 // How a batch reaches the step buffers of the backend, as its BackendCaps::device_image_prep says. The CPU
 // backend gets float images that the loader thread normalised (and augmented) while the previous step ran.
 // Device backends (CUDA, the emulator) get the uint8 pixels and the augmentation draws
-// (Backend::upload_images): a quarter of the bytes cross the bus, the device does the pixel work, and the copy
-// does not wait for the step still running.
+// (Backend::upload_images, then Backend::mix_images for mixup/cutmix): a quarter of the bytes cross the bus,
+// the device does the pixel work, and the copy does not wait for the step still running.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -85,6 +85,11 @@ AugmentConfig make_augment_config(const Config& cfg) {
   a.saturation = static_cast<float>(jitter[2]);
   a.erase_p = static_cast<float>(cfg.augment.erase_p);
   a.seed = cfg.seed;
+  a.mix.mixup = cfg.augment.mixup;
+  a.mix.cutmix = cfg.augment.cutmix;
+  a.mix.mix_prob = cfg.augment.mix_prob;
+  a.mix.switch_prob = cfg.augment.switch_prob;
+  a.mix.seed = cfg.seed;
   return a;
 }
 

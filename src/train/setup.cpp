@@ -146,6 +146,7 @@ Setup local_setup(const Config& cfg) {
     raise(kExitUsage, "option --train.batch: the global batch %lld is not divisible by the %d ranks; choose a "
           "multiple of %d", (long long)cfg.train.batch, world, world);
   s.local_batch = static_cast<int>(cfg.train.batch / world);
+  check_mix_batch(make_augment_config(cfg).mix, cfg.train.batch, world);
   if (s.local_batch % cfg.train.accum_steps != 0)
     raise(kExitUsage, "option --train.accum_steps: the per-rank batch %d (%lld / %d ranks) is not divisible by %d "
           "micro-batches", s.local_batch, (long long)cfg.train.batch, world, cfg.train.accum_steps);

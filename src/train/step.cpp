@@ -13,6 +13,7 @@ StepBuffers alloc_step_buffers(Backend& be, const Net& net, int local_batch) {
   b.x = static_cast<float*>(be.alloc(sizeof(float) * net.input_dims().size() * n));
   b.labels = static_cast<int32_t*>(be.alloc(sizeof(int32_t) * n));
   b.ids = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * n));
+  b.mix = static_cast<MixDraw*>(be.alloc(sizeof(MixDraw) * n));
   b.dlogits = be.alloc(dtype_size(net.dtype()) * net.num_classes() * net.max_batch());
   b.totals = static_cast<LossTotals*>(be.alloc(sizeof(LossTotals)));
   const LossTotals zero{0, 0};
@@ -34,6 +35,7 @@ void free_step_buffers(Backend& be, StepBuffers& b) {
   be.release(b.x);
   be.release(b.labels);
   be.release(b.ids);
+  be.release(b.mix);
   be.release(b.dlogits);
   be.release(b.totals);
   if (b.saved_buffers) be.release(b.saved_buffers);
@@ -83,9 +85,15 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
     net.set_batch({sc.seed, sc.step, sc.ids ? sc.ids + static_cast<size_t>(i) * m : nullptr,
                    sync ? sync->collectives() : nullptr});
     const void* logits = net.forward(buf.x + static_cast<size_t>(i) * m * px, m, true);
-    be.softmax_xent_totals(net.dtype(), m, net.num_classes(), logits, buf.labels + static_cast<size_t>(i) * m,
-                           sc.label_smoothing, loss_scale / static_cast<float>(sc.global_batch), buf.dlogits,
-                           sc.totals ? sc.totals : buf.totals);
+    const int32_t* labels = buf.labels + static_cast<size_t>(i) * m;
+    const float scale = loss_scale / static_cast<float>(sc.global_batch);
+    LossTotals* totals = sc.totals ? sc.totals : buf.totals;
+    if (sc.mix)
+      be.softmax_xent_mix_totals(net.dtype(), m, net.num_classes(), logits, labels, sc.mix + static_cast<size_t>(i) * m,
+                                 sc.label_smoothing, scale, buf.dlogits, totals);
+    else
+      be.softmax_xent_totals(net.dtype(), m, net.num_classes(), logits, labels, sc.label_smoothing, scale,
+                             buf.dlogits, totals);
     mark(sc, Phase::kBackward);
     // Only the last micro-batch's backward overlaps the allreduce: earlier ones are still accumulating.
     if (sync && i == k - 1) {

@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/collectives.h"
+#include "kernels/mix_images.h"
 #include "src/model/net.h"
 #include "src/obs/step_timing.h"
 #include "src/train/nonfinite.h"
@@ -22,6 +23,7 @@ struct StepBuffers {
   float* x = nullptr;         // device, [max local batch, H, W, C]
   int32_t* labels = nullptr;  // device, [max local batch]
   int64_t* ids = nullptr;     // device, [max local batch] global sample ids (dropout masks)
+  MixDraw* mix = nullptr;     // device, [max local batch] mixup/cutmix draws (kernels/mix_images.h)
   void* dlogits = nullptr;    // device, [net.max_batch(), classes] of the net's activation type (one micro-batch)
   LossTotals* totals = nullptr;  // device: loss sum and correct count of the steps since take_loss_totals
   // device, [net.num_buffers()]: the batch-norm running statistics before a step that may be skipped, put back
@@ -37,6 +39,9 @@ struct StepConfig {
   uint64_t seed = 0;             // with step and ids: the batch context of stochastic layers
   int64_t step = 0;
   const int64_t* ids = nullptr;  // device [n] global sample ids (usually StepBuffers::ids), or null
+  // device [n] mixup/cutmix draws (StepBuffers::mix) for the soft-target loss (Backend::softmax_xent_mix_totals),
+  // or null: the one-hot loss of the labels.
+  const MixDraw* mix = nullptr;
   StepTiming* timing = nullptr;          // marks forward/backward/comm/optimizer when not null
   NonFiniteGuard* nonfinite = nullptr;   // checks the gradient before and after the allreduce when not null
   LossTotals* totals = nullptr;          // device: where the step adds its loss sums; null: StepBuffers::totals

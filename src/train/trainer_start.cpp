@@ -129,6 +129,7 @@ Cursor Trainer::plan() {
   }
   sc_ = make_step_config(cfg_);
   sc_.ids = buf_.ids;
+  if (make_augment_config(cfg_).mix.on()) sc_.mix = buf_.mix;  // the loader's batches carry draws
   guard_ = std::make_unique<NonFiniteGuard>(be_, net_.grads(), net_.num_params(), true);
   losses_ = std::make_unique<LossRing>(be_);
   guard_->arm_test_injection(net_, world_rank());

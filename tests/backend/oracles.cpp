@@ -209,4 +209,41 @@ std::vector<double> prepare_images(const ImageBatch& b) {
   return out;
 }
 
+std::vector<double> mix_images(int n, int h, int w, int c, const std::vector<float>& x, const std::vector<MixDraw>& d) {
+  std::vector<double> out(x.size());
+  const size_t image = static_cast<size_t>(h) * w * c;
+  for (int i = 0; i < n; ++i)
+    for (int y = 0; y < h; ++y)
+      for (int xx = 0; xx < w; ++xx)
+        for (int ch = 0; ch < c; ++ch) {
+          const size_t e = (static_cast<size_t>(y) * w + xx) * c + ch;
+          const double self = x[i * image + e], partner = x[(i ^ 1) * image + e];
+          const MixDraw& m = d[i];
+          const bool in_box = y >= m.box_y && y < m.box_y + m.box_h && xx >= m.box_x && xx < m.box_x + m.box_w;
+          out[i * image + e] = m.box_h > 0 ? (in_box ? partner : self) : m.lam * self + (1.0 - m.lam) * partner;
+        }
+  return out;
+}
+
+Xent soft_target_xent(int n, int classes, const std::vector<double>& logits, const std::vector<double>& q,
+                      const std::vector<int32_t>& labels, double scale) {
+  Xent out;
+  out.dlogits.resize(static_cast<size_t>(n) * classes);
+  for (int i = 0; i < n; ++i) {
+    const size_t row = static_cast<size_t>(i) * classes;
+    const double* z = &logits[row];
+    const int arg = static_cast<int>(std::max_element(z, z + classes) - z);
+    double sum = 0;
+    for (int j = 0; j < classes; ++j) sum += std::exp(z[j] - z[arg]);
+    const double log_norm = z[arg] + std::log(sum);
+    for (int j = 0; j < classes; ++j) {
+      const double log_p = z[j] - log_norm;
+      out.loss_sum -= q[row + j] * log_p;
+      out.dlogits[row + j] = scale * (std::exp(log_p) - q[row + j]);
+    }
+    out.correct += arg == labels[i];
+  }
+  return out;
+}
+
 }  // namespace cnn::sweep::oracle

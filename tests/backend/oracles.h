@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/mix_images.h"
 
 namespace cnn::sweep::oracle {
 
@@ -60,5 +61,13 @@ BnBackward batchnorm_backward_from_sums(int rows, int c, const std::vector<float
 // and saturation towards each pixel's, each clamped to [0, 255], (v - mean) / std, then the erase rectangle set
 // to 0 (kernels/image_prep.h), all in double.
 std::vector<double> prepare_images(const ImageBatch& b);
+
+// Mixup/cutmix (kernels/mix_images.h) of x [n, h, w, c] in double: sample i takes from i ^ 1's original values,
+// inside its box (box_h > 0) or blended lam : 1 - lam.
+std::vector<double> mix_images(int n, int h, int w, int c, const std::vector<float>& x, const std::vector<MixDraw>& d);
+// Cross-entropy with soft targets q [n, classes]: the sum over rows of -sum_j q_j log softmax(z)_j, the rows
+// whose first largest logit is labels[i], and dlogits = scale * (softmax(z) - q).
+Xent soft_target_xent(int n, int classes, const std::vector<double>& logits, const std::vector<double>& q,
+                      const std::vector<int32_t>& labels, double scale);
 
 }  // namespace cnn::sweep::oracle

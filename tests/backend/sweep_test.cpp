@@ -27,6 +27,7 @@ const std::map<std::string, std::string> kNotOps = {
 const std::set<std::string> kSelfReferenced = {
     "softmax_xent",          "softmax_xent_totals",          "batchnorm_stats", "batchnorm_forward_from_stats",
     "batchnorm_backward_sums", "batchnorm_backward_from_sums", "upload_images",   "convert",
+    "mix_images",            "softmax_xent_mix_totals",
 };
 
 TEST(BackendSweep, EveryOpHasACase) {

@@ -166,6 +166,15 @@ class ProfilingBackend : public Backend {
     CNN_TIMED("batchnorm_backward_from_sums", batchnorm_backward_from_sums(rows, c, x, dy, gamma, save_mean,
         save_invstd, local_sums, global_sums, dx, dgamma, dbeta));
   }
+  void mix_images(int n, int h, int w, int c, const MixDraw* draws, float* x) override {
+    CNN_TIMED("mix_images", mix_images(n, h, w, c, draws, x));
+  }
+  void softmax_xent_mix_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
+                               const MixDraw* mix, float label_smoothing, float scale, void* dlogits,
+                               LossTotals* totals) override {
+    CNN_TIMED("softmax_xent_mix_totals", softmax_xent_mix_totals(t, n, classes, logits, labels, mix,
+                                                                 label_smoothing, scale, dlogits, totals));
+  }
   void set_label(const char* layer) override { be_.set_label(layer); }
   void upload_images(const ImageBatch& b, float* x, int32_t* labels, int64_t* ids) override {
     CNN_TIMED("upload_images", upload_images(b, x, labels, ids));
