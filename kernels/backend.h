@@ -105,6 +105,15 @@ struct BackendCaps {
   bool device_image_prep = false;
 };
 
+// An element-wise activation of the graph-network ops (Backend::activation_forward; the math, with each
+// backward's derivative, in kernels/activation.h). alpha, beta: LeakyRelu's slope (alpha); Clip's bounds
+// (alpha = min, beta = max; ReLU6 is 0, 6); HardSigmoid's max(0, min(1, alpha*x + beta)); unused otherwise.
+enum class ActKind : int32_t { kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kHardSwish, kSilu };
+struct Activation {
+  ActKind kind = ActKind::kSigmoid;
+  float alpha = 0.f, beta = 0.f;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -291,6 +300,33 @@ class Backend {
                                             const float* save_mean, const float* save_invstd,
                                             const double* local_sums, const double* global_sums, float* dx,
                                             float* dgamma, float* dbeta) = 0;
+
+  // --- Graph-network ops (the ONNX operators of imported networks: kernels/activation.h, kernels/join.h).
+  // Input gradients of these ops take `accumulate`: false overwrites dx, true adds to it (dx = dx + g, one
+  // rounding in 16 bits), so a tensor that several nodes read sums its consumers' gradients in place. Add has
+  // no backward of its own: each input's gradient is dy, a copy() (or axpy(t, n, 1, dy, dx) to accumulate). ---
+
+  // y = f(x), the activation a (kernels/activation.h); x and y may alias.
+  virtual void activation_forward(DType t, const Activation& a, size_t n, const void* x, void* y) = 0;
+  // dx (+)= dy * f'(x). Every kind takes the forward's input x (not y), so a forward whose input a backward
+  // needs must not run in place.
+  virtual void activation_backward(DType t, const Activation& a, size_t n, const void* x, const void* dy, void* dx,
+                                   bool accumulate) = 0;
+  // y = a + b over n elements; y may alias a or b.
+  virtual void add_forward(DType t, size_t n, const void* a, const void* b, void* y) = 0;
+  // y[i,j,k] = x[i,j,k] * s[i,k] with x, y: [n, hw, c], s: [n, c]: the squeeze-excitation scaling of an NHWC
+  // map [n, h, w, c] by [n, 1, 1, c] (hw = h*w), and the same-shape product of [rows, c] tensors when hw = 1.
+  // y may alias x.
+  virtual void mul_forward(DType t, int n, int hw, int c, const void* x, const void* s, void* y) = 0;
+  // dx (+)= dy * s and ds (+)= sum over j of dy * x (a sum over h, w when hw > 1); dx, ds nullable.
+  virtual void mul_backward(DType t, int n, int hw, int c, const void* x, const void* s, const void* dy, void* dx,
+                            void* ds, bool accumulate) = 0;
+  // Concatenation along channels of k tensors x[i]: [rows, channels[i]] into y: [rows, sum of channels] (rows =
+  // n*h*w; NHWC, so each pixel's channels interleave). channels and x are host arrays (x of device pointers).
+  virtual void concat_forward(DType t, int rows, int k, const int* channels, const void* const* x, void* y) = 0;
+  // The split: dx[i] (+)= dy's channels of input i; null entries of dx are skipped.
+  virtual void concat_backward(DType t, int rows, int k, const int* channels, const void* dy, void* const* dx,
+                               bool accumulate) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -209,4 +209,30 @@ std::vector<double> prepare_images(const ImageBatch& b) {
   return out;
 }
 
+double activation(const Activation& a, double x) {
+  const double alpha = a.alpha, beta = a.beta, s = 1 / (1 + std::exp(-x));
+  switch (a.kind) {
+    case ActKind::kLeakyRelu: return x < 0 ? alpha * x : x;
+    case ActKind::kClip: return x < alpha ? alpha : x > beta ? beta : x;
+    case ActKind::kSigmoid: return s;
+    case ActKind::kHardSigmoid: return std::max(0.0, std::min(1.0, alpha * x + beta));
+    case ActKind::kHardSwish: return x * std::max(0.0, std::min(1.0, (x + 3) / 6));
+    case ActKind::kSilu: return x * s;
+  }
+  return std::nan("");
+}
+
+double activation_derivative(const Activation& a, double x) {
+  const double alpha = a.alpha, beta = a.beta, s = 1 / (1 + std::exp(-x));
+  switch (a.kind) {
+    case ActKind::kLeakyRelu: return x > 0 ? 1 : alpha;
+    case ActKind::kClip: return alpha < x && x < beta ? 1 : 0;
+    case ActKind::kSigmoid: return s * (1 - s);
+    case ActKind::kHardSigmoid: return 0 < alpha * x + beta && alpha * x + beta < 1 ? alpha : 0;
+    case ActKind::kHardSwish: return x < -3 ? 0 : x > 3 ? 1 : (2 * x + 3) / 6;  // d/dx x(x+3)/6
+    case ActKind::kSilu: return s + x * s * (1 - s);
+  }
+  return std::nan("");
+}
+
 }  // namespace cnn::sweep::oracle

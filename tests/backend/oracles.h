@@ -61,4 +61,9 @@ BnBackward batchnorm_backward_from_sums(int rows, int c, const std::vector<float
 // to 0 (kernels/image_prep.h), all in double.
 std::vector<double> prepare_images(const ImageBatch& b);
 
+// The parameterised activations (Backend::activation_forward) from ONNX's definitions, and the derivatives
+// their backward multiplies dy by (kernels/activation.h's table: PyTorch's choice at the kinks), in double.
+double activation(const Activation& a, double x);
+double activation_derivative(const Activation& a, double x);
+
 }  // namespace cnn::sweep::oracle
