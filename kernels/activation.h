@@ -25,16 +25,19 @@ void relu_forward_cpu(size_t n, const float* x, float* y);
 void relu_backward_cpu(size_t n, const float* y, const float* dy, float* dx);
 
 CNN_HD float act_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+// Comparisons, not fminf/fmaxf: g++ calls libm for those (their NaN rule) instead of vectorising the loop; a
+// NaN input stays NaN, for the non-finite guard.
+CNN_HD float act_clamp(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 // K: the ActKind, a template argument so that the kernels' loops hold no switch.
 template <ActKind K>
 CNN_HD float act_value(float x, float alpha, float beta) {
   switch (K) {
     case ActKind::kLeakyRelu: return x >= 0.f ? x : alpha * x;
-    case ActKind::kClip: return fminf(fmaxf(x, alpha), beta);
+    case ActKind::kClip: return act_clamp(x, alpha, beta);
     case ActKind::kSigmoid: return act_sigmoid(x);
-    case ActKind::kHardSigmoid: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
-    case ActKind::kHardSwish: return x * fmaxf(0.f, fminf(1.f, x * (1.f / 6.f) + 0.5f));
+    case ActKind::kHardSigmoid: return act_clamp(alpha * x + beta, 0.f, 1.f);
+    case ActKind::kHardSwish: return x * act_clamp(x * (1.f / 6.f) + 0.5f, 0.f, 1.f);
     case ActKind::kSilu: return x * act_sigmoid(x);
   }
   return x;

@@ -1,7 +1,6 @@
 #include "kernels/cpu/graph_fast.h"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -123,8 +122,11 @@ void concat_rows(int threads, int rows, int k, const int* channels, const void* 
   const int width = offsets(k, channels, offset.data());
   T* yt = static_cast<T*>(y);
   parallel_for(threads, static_cast<size_t>(rows) * width, rows, [&](long long r) {
-    for (int i = 0; i < k; ++i)
-      std::memcpy(yt + r * width + offset[i], static_cast<const T*>(x[i]) + r * channels[i], sizeof(T) * channels[i]);
+    for (int i = 0; i < k; ++i) {  // a loop, not memcpy: rows of a few dozen channels copy faster inline
+      const T* __restrict xi = static_cast<const T*>(x[i]) + r * channels[i];
+      T* __restrict yi = yt + r * width + offset[i];
+      for (int j = 0; j < channels[i]; ++j) yi[j] = xi[j];
+    }
   });
 }
 
@@ -138,11 +140,10 @@ void split_rows(int threads, int rows, int k, const int* channels, const void* d
       if (!dx[i]) continue;
       const T* g = dyt + r * width + offset[i];
       T* d = static_cast<T*>(dx[i]) + r * channels[i];
-      if (!accumulate) {
-        std::memcpy(d, g, sizeof(T) * channels[i]);
-        continue;
-      }
-      for (int j = 0; j < channels[i]; ++j) d[j] = from_float<T>(to_float(d[j]) + to_float(g[j]));
+      if (accumulate)
+        for (int j = 0; j < channels[i]; ++j) d[j] = from_float<T>(to_float(d[j]) + to_float(g[j]));
+      else
+        for (int j = 0; j < channels[i]; ++j) d[j] = g[j];
     }
   });
 }
