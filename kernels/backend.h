@@ -23,12 +23,18 @@ struct ConvDesc {
   int q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
 };
 
-// x: [n,h,w,c], y: [n,p,q,c]; padded taps are ignored (max) or excluded from the count (avg).
+// x: [n,h,w,c], y: [n,p,q,c]; padded taps are ignored (max) or excluded from the count (avg, unless
+// count_include_pad). `pad` rows/columns before and after the input, and extra_pad_h/w more after it (ONNX's
+// asymmetric pads [pad, pad, pad + extra_pad_h, pad + extra_pad_w]).
 struct PoolDesc {
   int n = 0, h = 0, w = 0, c = 0;
   int r = 2, s = 2, stride = 2, pad = 0;
-  int p() const { return (h + 2 * pad - r) / stride + 1; }
-  int q() const { return (w + 2 * pad - s) / stride + 1; }
+  int extra_pad_h = 0, extra_pad_w = 0;
+  // Average pooling divides by the window's taps inside the padded input (ONNX's count_include_pad, PyTorch's
+  // default) instead of those inside the input.
+  bool count_include_pad = false;
+  int p() const { return (h + 2 * pad + extra_pad_h - r) / stride + 1; }
+  int q() const { return (w + 2 * pad + extra_pad_w - s) / stride + 1; }
 };
 
 // --- The device input path (upload_images) ---
@@ -224,7 +230,8 @@ class Backend {
   virtual void dropout_backward(DType t, size_t count, float p, const void* dy, const uint8_t* mask,
                                 void* dx) = 0;
 
-  // Average pooling (padding excluded from the count); global average pooling is the window r=h, s=w.
+  // Average pooling (padding excluded from the count unless d.count_include_pad); global average pooling (and
+  // ONNX's ReduceMean over H, W) is the window r=h, s=w.
   virtual void avgpool_forward(DType t, const PoolDesc& d, const void* x, void* y) = 0;
   virtual void avgpool_backward(DType t, const PoolDesc& d, const void* dy, void* dx) = 0;
 

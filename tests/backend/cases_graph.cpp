@@ -2,7 +2,8 @@
 // activations' fp32 outputs are compared with the double-precision oracle of their definitions
 // (tests/backend/oracles.h), every target's (the fast CPU kernels share act_value with the reference, so the
 // reference would vouch for itself); the joins, which only add, multiply or move, with the reference kernels.
-// 16-bit cases follow cases_half.cpp: the reference op in the same type, two roundings' tolerance.
+// 16-bit cases follow cases_half.cpp: the reference op in the same type, two roundings' tolerance. Also ONNX's
+// AveragePool: asymmetric pads and count_include_pad (PoolDesc), fp32 against a double oracle.
 #include <cmath>
 
 #include "tests/backend/oracles.h"
@@ -203,14 +204,61 @@ void add_activations_16(DType t) {
   }
 }
 
+PoolDesc pool(int n, int h, int w, int c, int r, int stride, int pad, int extra_h, int extra_w, bool include) {
+  PoolDesc d;
+  d.n = n, d.h = h, d.w = w, d.c = c, d.r = d.s = r, d.stride = stride, d.pad = pad;
+  d.extra_pad_h = extra_h, d.extra_pad_w = extra_w, d.count_include_pad = include;
+  return d;
+}
+// ONNX's AveragePool beyond the zoo's: PyTorch's AvgPool2d(3, 1, 1) and (3, 2, 1) (count_include_pad, its
+// default), asymmetric pads (ceil_mode's extra row and column) with and without it, ragged channels.
+const PoolDesc kAvgPools[] = {pool(3, 8, 8, 4, 3, 1, 1, 0, 0, true), pool(2, 7, 7, 5, 3, 2, 1, 0, 0, true),
+                              pool(2, 6, 7, 3, 3, 2, 0, 1, 1, false), pool(1, 5, 6, 33, 2, 2, 1, 1, 0, true),
+                              pool(2, 6, 5, 7, 3, 2, 1, 0, 1, false)};
+
+std::string pool_str(const PoolDesc& d) {
+  return "n" + std::to_string(d.n) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " c" +
+         std::to_string(d.c) + " window " + std::to_string(d.r) + " stride " + std::to_string(d.stride) + " pads " +
+         std::to_string(d.pad) + "/" + std::to_string(d.pad + d.extra_pad_h) + "," +
+         std::to_string(d.pad + d.extra_pad_w) + (d.count_include_pad ? " count_include_pad" : "");
+}
+
+// fp32 against the oracle (the fast CPU backend runs the reference kernel per sample); 16 bits against the
+// reference in the type.
+void add_avgpools(DType t) {
+  const std::string ty = std::string(dtype_name(t)) + " ";
+  uint64_t seed = 25000 + 1000 * static_cast<uint64_t>(t);
+  for (const PoolDesc& d : kAvgPools) {
+    const uint64_t s = seed += 10;
+    const size_t xs = static_cast<size_t>(d.n) * d.h * d.w * d.c, ys = static_cast<size_t>(d.n) * d.p() * d.q() * d.c;
+    const bool f32 = t == DType::kF32;
+    add_case({"avgpool_forward", ty + pool_str(d), {}, [=](Run& r) {
+      void* d_y = garbage_t(r, ys, t);
+      r.be.avgpool_forward(t, d, up(r, random_vec(xs, s), t), d_y);
+      output(r, "y", t, d_y, ys, arith(t, 1e-6));
+    }, f32 ? std::function<void(Run&)>([=](Run& r) {
+      r.output_host("y", oracle::avgpool_forward(d, random_vec(xs, s)), kDefault);
+    }) : nullptr});
+    add_case({"avgpool_backward", ty + pool_str(d), {}, [=](Run& r) {
+      void* d_dx = garbage_t(r, xs, t);
+      r.be.avgpool_backward(t, d, up(r, random_vec(ys, s + 1), t), d_dx);
+      output(r, "dx", t, d_dx, xs, arith(t, 1e-6));
+    }, f32 ? std::function<void(Run&)>([=](Run& r) {
+      r.output_host("dx", oracle::avgpool_backward(d, random_vec(ys, s + 1)), kDefault);
+    }) : nullptr});
+  }
+}
+
 }  // namespace
 
 CNN_SWEEP_CASES(graph) {
+  add_avgpools(DType::kF32);
   add_activations();
   add_joins(DType::kF32);
   for (DType t : test::kHalfTypes) {
     add_activations_16(t);
     add_joins(t);
+    add_avgpools(t);
   }
 }
 

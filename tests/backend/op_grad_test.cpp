@@ -79,6 +79,24 @@ OpGradCase concat_case(const std::string& name, int rows, std::vector<int> chann
   return c;
 }
 
+// Average pooling with count_include_pad and an extra row and column of padding at the end.
+OpGradCase avgpool_case(const std::string& name, uint64_t seed) {
+  PoolDesc d;
+  d.n = 2, d.h = 5, d.w = 6, d.c = 3, d.r = d.s = 3, d.stride = 2, d.pad = 1;
+  d.extra_pad_h = d.extra_pad_w = 1, d.count_include_pad = true;
+  const size_t xs = static_cast<size_t>(d.n) * d.h * d.w * d.c;
+  return {name, {random_vec(xs, seed)}, static_cast<size_t>(d.n) * d.p() * d.q() * d.c,
+          [=](Backend& be, const Ptrs& in, float* y) { be.avgpool_forward(DType::kF32, d, in[0], y); },
+          [=](Backend& be, const Ptrs&, const float* dy, const Ptrs& g, bool acc) {
+            // avgpool_backward overwrites: the accumulating form is the caller's axpy.
+            if (!acc) return be.avgpool_backward(DType::kF32, d, dy, g[0]);
+            float* tmp = static_cast<float*>(be.alloc(sizeof(float) * xs));
+            be.avgpool_backward(DType::kF32, d, dy, tmp);
+            be.axpy(DType::kF32, xs, 1.f, tmp, g[0]);
+            be.release(tmp);
+          }};
+}
+
 std::vector<OpGradCase> op_cases() {
   return {
       activation_case("leaky_relu", {ActKind::kLeakyRelu, 0.1f, 0.f}, -2.f, 2.f, 1),
@@ -90,6 +108,7 @@ std::vector<OpGradCase> op_cases() {
       mul_case("mul_squeeze_excitation", 2, 6, 5, 7),
       mul_case("mul_same_shape", 3, 1, 7, 8),
       concat_case("concat3", 6, {3, 1, 4}, 9),
+      avgpool_case("avgpool_count_include_pad_asymmetric", 10),
   };
 }
 
@@ -195,7 +214,7 @@ TEST(OpGradFdCheck, PlantedErrorsOfOneTenthPercentFail) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 13);  // one input per activation, two per mul, three of the concatenation
+  EXPECT_EQ(checked, 14);  // one input per activation and the pooling, two per mul, three of the concatenation
 }
 
 std::vector<OpGradParam> op_grad_params() {

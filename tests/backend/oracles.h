@@ -66,4 +66,11 @@ std::vector<double> prepare_images(const ImageBatch& b);
 double activation(const Activation& a, double x);
 double activation_derivative(const Activation& a, double x);
 
+// Average pooling (Backend::avgpool_forward) straight from ONNX's AveragePool: each output the mean of its
+// window's taps inside the input, divided by their count, or with d.count_include_pad by the count of the
+// window's positions inside the padded input; and the backward, dx = the sum over the windows containing an
+// input of dy / divisor.
+std::vector<double> avgpool_forward(const PoolDesc& d, const std::vector<float>& x);
+std::vector<double> avgpool_backward(const PoolDesc& d, const std::vector<float>& dy);
+
 }  // namespace cnn::sweep::oracle
