@@ -343,10 +343,10 @@ class CpuBackend : public HostMixedBackend {
     };
     // Five tensors exceed as_fp32's slots: the gradients go one at a time.
     auto grads = [&](auto dx_arg, auto ds_arg) {
-      if (dx) as_fp32(t, [&](const float* dy32, const float* s32, float* dx32) { fp32(nullptr, s32, dy32, dx32, nullptr); },
-                      In{dy, xs}, In{s, ss}, dx_arg);
-      if (ds) as_fp32(t, [&](const float* dy32, const float* x32, float* ds32) { fp32(x32, nullptr, dy32, nullptr, ds32); },
-                      In{dy, xs}, In{x, xs}, ds_arg);
+      auto dx_only = [&](const float* dy32, const float* s32, float* dx32) { fp32(nullptr, s32, dy32, dx32, nullptr); };
+      auto ds_only = [&](const float* dy32, const float* x32, float* ds32) { fp32(x32, nullptr, dy32, nullptr, ds32); };
+      if (dx) as_fp32(t, dx_only, In{dy, xs}, In{s, ss}, dx_arg);
+      if (ds) as_fp32(t, ds_only, In{dy, xs}, In{x, xs}, ds_arg);
     };
     if (accumulate) return grads(InOut{dx, xs}, InOut{ds, ss});
     grads(Out{dx, xs}, Out{ds, ss});

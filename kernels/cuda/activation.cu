@@ -1,5 +1,5 @@
-// Element-wise kernels: fill, ReLU, the parameterised activations (kernels/activation.h) and dtype conversion. Grid-stride loops over a grid sized to the device, so one launch
-// shape serves every tensor size.
+// Element-wise kernels: fill, ReLU, the parameterised activations (kernels/activation.h) and dtype conversion.
+// Grid-stride loops over a grid sized to the device, so one launch shape serves every tensor size.
 #include "kernels/activation.h"
 #include "kernels/cuda/cuda_dtype.cuh"
 #include "kernels/cuda/cuda_ops.h"

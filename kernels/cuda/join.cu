@@ -42,7 +42,10 @@ __global__ void mul_channel_sums_kernel(int n, int hw, int c, bool accumulate, c
        o += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t base = o / c * hw * c + o % c;
     float sum = 0.f;
-    for (int j = 0; j < hw; ++j) sum += widen(dy[base + static_cast<size_t>(j) * c]) * widen(x[base + static_cast<size_t>(j) * c]);
+    for (int j = 0; j < hw; ++j) {
+      const size_t i = base + static_cast<size_t>(j) * c;
+      sum += widen(dy[i]) * widen(x[i]);
+    }
     ds[o] = narrow<T>(accumulate ? widen(ds[o]) + sum : sum);
   }
 }

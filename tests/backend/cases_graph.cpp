@@ -60,8 +60,8 @@ void add_activations() {
       for (bool acc : {false, true})
         add_case({"activation_backward", shape + (acc ? " accumulate" : ""), {}, [=](Run& r) {
           float* d_dx = acc ? r.upload(random_vec(n, s + 2)) : r.garbage(n);
-          r.be.activation_backward(DType::kF32, a, n, r.upload(random_vec(n, s, lo, hi)), r.upload(random_vec(n, s + 1)),
-                                   d_dx, acc);
+          const float* d_x = r.upload(random_vec(n, s, lo, hi));
+          r.be.activation_backward(DType::kF32, a, n, d_x, r.upload(random_vec(n, s + 1)), d_dx, acc);
           r.output("dx", d_dx, n, kDefault);
         }, [=](Run& r) {
           const auto x = random_vec(n, s, lo, hi), dy = random_vec(n, s + 1), dx0 = random_vec(n, s + 2);
@@ -140,8 +140,13 @@ void add_joins(DType t) {
       const bool want_dx = variant != 2, want_ds = variant != 1, acc = variant == 3;
       const std::string what = variant == 1 ? " dx only" : variant == 2 ? " ds only" : acc ? " accumulate" : "";
       add_case({"mul_backward", ty + mul_str(m) + what, {}, [=](Run& r) {
-        void* d_dx = want_dx ? (acc ? const_cast<void*>(up(r, random_vec(xs, s + 3), t)) : garbage_t(r, xs, t)) : nullptr;
-        void* d_ds = want_ds ? (acc ? const_cast<void*>(up(r, random_vec(ss, s + 4), t)) : garbage_t(r, ss, t)) : nullptr;
+        // Accumulated gradients start from random values, overwritten ones from NaN.
+        auto grad = [&](bool want, size_t count, uint64_t sd) -> void* {
+          if (!want) return nullptr;
+          return acc ? const_cast<void*>(up(r, random_vec(count, sd), t)) : garbage_t(r, count, t);
+        };
+        void* d_dx = grad(want_dx, xs, s + 3);
+        void* d_ds = grad(want_ds, ss, s + 4);
         r.be.mul_backward(t, m.n, m.hw, m.c, up(r, random_vec(xs, s), t), up(r, random_vec(ss, s + 1), t),
                           up(r, random_vec(xs, s + 2), t), d_dx, d_ds, acc);
         if (want_dx) output(r, "dx", t, d_dx, xs, arith(t, 0));
@@ -162,13 +167,14 @@ void add_joins(DType t) {
       r.be.concat_forward(t, c.rows, k, c.channels.data(), x.data(), d_y);
       output(r, "y", t, d_y, ys, kExact);
     }});
-    for (bool acc : {false, true})
-      add_case({"concat_backward", ty + concat_str(c) + (acc ? " accumulate" : "") + (k > 1 ? ", input 1 skipped" : ""), {},
-                [=](Run& r) {
+    for (bool acc : {false, true}) {
+      const std::string shape = ty + concat_str(c) + (acc ? " accumulate" : "") + (k > 1 ? ", input 1 skipped" : "");
+      add_case({"concat_backward", shape, {}, [=](Run& r) {
         std::vector<void*> dx;
         for (int i = 0; i < k; ++i) {
           const size_t n = static_cast<size_t>(c.rows) * c.channels[i];
-          dx.push_back(k > 1 && i == 1 ? nullptr : acc ? const_cast<void*>(up(r, random_vec(n, s + 20 + i), t)) : garbage_t(r, n, t));
+          if (k > 1 && i == 1) dx.push_back(nullptr);  // a null gradient is skipped
+          else dx.push_back(acc ? const_cast<void*>(up(r, random_vec(n, s + 20 + i), t)) : garbage_t(r, n, t));
         }
         r.be.concat_backward(t, c.rows, k, c.channels.data(), up(r, random_vec(ys, s + 10), t), dx.data(), acc);
         for (int i = 0; i < k; ++i)
@@ -176,6 +182,7 @@ void add_joins(DType t) {
             output(r, "dx" + std::to_string(i), t, dx[i], static_cast<size_t>(c.rows) * c.channels[i],
                    acc ? arith(t, 0) : kExact);
       }});
+    }
   }
 }
 

@@ -207,7 +207,8 @@ TEST(OpGradFdCheck, PlantedErrorsOfOneTenthPercentFail) {
       ASSERT_TRUE(ot.check(i, g));
       std::vector<float> scaled = g, one = g;
       for (float& v : scaled) v *= 1.001f;
-      const size_t big = std::max_element(g.begin(), g.end(), [](float a, float b) { return std::fabs(a) < std::fabs(b); }) - g.begin();
+      const auto by_size = [](float a, float b) { return std::fabs(a) < std::fabs(b); };
+      const size_t big = std::max_element(g.begin(), g.end(), by_size) - g.begin();
       one[big] *= 1.001f;
       EXPECT_FALSE(ot.check(i, scaled)) << c.name << " input " << i << ": a gradient scaled by 1.001 passed";
       EXPECT_FALSE(ot.check(i, one)) << c.name << " input " << i << ": element " << big << " 0.1% off passed";
