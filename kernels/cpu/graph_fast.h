@@ -2,7 +2,7 @@
 // kernels/activation.h and kernels/join.h. Static splits, each output computed by one thread in the
 // reference's order, so results do not depend on the thread count and are those of the reference kernels (the
 // mul's channel sums included: one thread adds each sum over hw in increasing order), except for the sigmoid
-// and SiLU, whose exp is a vectorisable one within 2 ulp of libm's.
+// and SiLU, whose exp is a vectorisable one within 3 ulp.
 #pragma once
 #include <cstddef>
 
