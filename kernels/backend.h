@@ -23,12 +23,18 @@ struct ConvDesc {
   int q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
 };
 
-// x: [n,h,w,c], y: [n,p,q,c]; padded taps are ignored (max) or excluded from the count (avg).
+// x: [n,h,w,c], y: [n,p,q,c]; padded taps are ignored (max) or excluded from the count (avg, unless
+// count_include_pad). `pad` rows/columns before and after the input, and extra_pad_h/w more after it (ONNX's
+// asymmetric pads [pad, pad, pad + extra_pad_h, pad + extra_pad_w]).
 struct PoolDesc {
   int n = 0, h = 0, w = 0, c = 0;
   int r = 2, s = 2, stride = 2, pad = 0;
-  int p() const { return (h + 2 * pad - r) / stride + 1; }
-  int q() const { return (w + 2 * pad - s) / stride + 1; }
+  int extra_pad_h = 0, extra_pad_w = 0;
+  // Average pooling divides by the window's taps inside the padded input (ONNX's count_include_pad, PyTorch's
+  // default) instead of those inside the input.
+  bool count_include_pad = false;
+  int p() const { return (h + 2 * pad + extra_pad_h - r) / stride + 1; }
+  int q() const { return (w + 2 * pad + extra_pad_w - s) / stride + 1; }
 };
 
 // --- The device input path (upload_images) ---
@@ -105,6 +111,15 @@ struct BackendCaps {
   // hands it uint8 pixels and augmentation draws. False: the loader thread prepares float images on the host
   // while the previous step runs (the CPU backend, whose pixel work would otherwise sit inside the step).
   bool device_image_prep = false;
+};
+
+// An element-wise activation of the graph-network ops (Backend::activation_forward; the math, with each
+// backward's derivative, in kernels/activation.h). alpha, beta: LeakyRelu's slope (alpha); Clip's bounds
+// (alpha = min, beta = max; ReLU6 is 0, 6); HardSigmoid's max(0, min(1, alpha*x + beta)); unused otherwise.
+enum class ActKind : int32_t { kLeakyRelu, kClip, kSigmoid, kHardSigmoid, kHardSwish, kSilu };
+struct Activation {
+  ActKind kind = ActKind::kSigmoid;
+  float alpha = 0.f, beta = 0.f;
 };
 
 class Backend {
@@ -217,7 +232,8 @@ class Backend {
   virtual void dropout_backward(DType t, size_t count, float p, const void* dy, const uint8_t* mask,
                                 void* dx) = 0;
 
-  // Average pooling (padding excluded from the count); global average pooling is the window r=h, s=w.
+  // Average pooling (padding excluded from the count unless d.count_include_pad); global average pooling (and
+  // ONNX's ReduceMean over H, W) is the window r=h, s=w.
   virtual void avgpool_forward(DType t, const PoolDesc& d, const void* x, void* y) = 0;
   virtual void avgpool_backward(DType t, const PoolDesc& d, const void* dy, void* dx) = 0;
 
@@ -305,6 +321,33 @@ class Backend {
   virtual void softmax_xent_mix_totals(DType t, int n, int classes, const void* logits, const int32_t* labels,
                                        const MixDraw* mix, float label_smoothing, float scale, void* dlogits,
                                        LossTotals* totals) = 0;
+
+  // --- Graph-network ops (the ONNX operators of imported networks: kernels/activation.h, kernels/join.h).
+  // Input gradients of these ops take `accumulate`: false overwrites dx, true adds to it (dx = dx + g, one
+  // rounding in 16 bits), so a tensor that several nodes read sums its consumers' gradients in place. Add has
+  // no backward of its own: each input's gradient is dy, a copy() (or axpy(t, n, 1, dy, dx) to accumulate). ---
+
+  // y = f(x), the activation a (kernels/activation.h); x and y may alias.
+  virtual void activation_forward(DType t, const Activation& a, size_t n, const void* x, void* y) = 0;
+  // dx (+)= dy * f'(x). Every kind takes the forward's input x (not y), so a forward whose input a backward
+  // needs must not run in place.
+  virtual void activation_backward(DType t, const Activation& a, size_t n, const void* x, const void* dy, void* dx,
+                                   bool accumulate) = 0;
+  // y = a + b over n elements; y may alias a or b.
+  virtual void add_forward(DType t, size_t n, const void* a, const void* b, void* y) = 0;
+  // y[i,j,k] = x[i,j,k] * s[i,k] with x, y: [n, hw, c], s: [n, c]: the squeeze-excitation scaling of an NHWC
+  // map [n, h, w, c] by [n, 1, 1, c] (hw = h*w), and the same-shape product of [rows, c] tensors when hw = 1.
+  // y may alias x.
+  virtual void mul_forward(DType t, int n, int hw, int c, const void* x, const void* s, void* y) = 0;
+  // dx (+)= dy * s and ds (+)= sum over j of dy * x (a sum over h, w when hw > 1); dx, ds nullable.
+  virtual void mul_backward(DType t, int n, int hw, int c, const void* x, const void* s, const void* dy, void* dx,
+                            void* ds, bool accumulate) = 0;
+  // Concatenation along channels of k tensors x[i]: [rows, channels[i]] into y: [rows, sum of channels] (rows =
+  // n*h*w; NHWC, so each pixel's channels interleave). channels and x are host arrays (x of device pointers).
+  virtual void concat_forward(DType t, int rows, int k, const int* channels, const void* const* x, void* y) = 0;
+  // The split: dx[i] (+)= dy's channels of input i; null entries of dx are skipped.
+  virtual void concat_backward(DType t, int rows, int k, const int* channels, const void* dy, void* const* dx,
+                               bool accumulate) = 0;
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

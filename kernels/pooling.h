@@ -11,7 +11,8 @@ namespace cnn {
 void maxpool_forward_cpu(const PoolDesc& d, const float* x, bool relu, float* y, int32_t* argmax);
 // dx = 0, then dx[argmax] += dy, where relu_y > 0 when relu_y is not null.
 void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const float* relu_y, const int32_t* argmax, float* dx);
-// Average over the window's taps inside the input (padding is excluded from the count). Global average
+// Average over the window's taps inside the input (padding is excluded from the count, unless
+// d.count_include_pad: then the taps inside the padded input count, window.h's avg_divisor). Global average
 // pooling is the window r = H, s = W.
 void avgpool_forward_cpu(const PoolDesc& d, const float* x, float* y);
 // dx overwritten: each input tap receives dy / (taps in its window).

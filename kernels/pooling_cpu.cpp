@@ -40,6 +40,7 @@ void maxpool_backward_cpu(const PoolDesc& d, const float* dy, const float* relu_
 void avgpool_forward_cpu(const PoolDesc& d, const float* x, float* y) {
   const int P = d.p(), Q = d.q(), C = d.c;
   const Window win = window_of(d);
+  const AvgCount count = avg_count_of(d);
   for (int n = 0; n < d.n; ++n)
     for (int p = 0; p < P; ++p)
       for (int q = 0; q < Q; ++q) {
@@ -48,7 +49,7 @@ void avgpool_forward_cpu(const PoolDesc& d, const float* x, float* y) {
         const int taps = for_each_tap(win, n, p, q, [&](size_t pixel, int) {
           for (int c = 0; c < C; ++c) out[c] += x[pixel * C + c];
         });
-        const float inv = taps ? 1.0f / taps : 0.f;
+        const float inv = taps ? 1.0f / avg_divisor(win, count, p, q) : 0.f;
         for (int c = 0; c < C; ++c) out[c] *= inv;
       }
 }
@@ -56,6 +57,7 @@ void avgpool_forward_cpu(const PoolDesc& d, const float* x, float* y) {
 void avgpool_backward_cpu(const PoolDesc& d, const float* dy, float* dx) {
   const int P = d.p(), Q = d.q(), C = d.c;
   const Window win = window_of(d);
+  const AvgCount count = avg_count_of(d);
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(d.n) * d.h * d.w * C);
   for (int n = 0; n < d.n; ++n)
     for (int p = 0; p < P; ++p)
@@ -63,7 +65,7 @@ void avgpool_backward_cpu(const PoolDesc& d, const float* dy, float* dx) {
         const int taps = window_taps(win, p, q);
         if (taps == 0) continue;
         const float* g = dy + ((static_cast<size_t>(n) * P + p) * Q + q) * C;
-        const float inv = 1.0f / taps;
+        const float inv = 1.0f / avg_divisor(win, count, p, q);
         for_each_tap(win, n, p, q, [&](size_t pixel, int) {
           for (int c = 0; c < C; ++c) dx[pixel * C + c] += g[c] * inv;
         });

@@ -46,4 +46,20 @@ CNN_HD int window_taps(const Window& g, int p, int q) {
   return rows > 0 && cols > 0 ? rows * cols : 0;
 }
 
+// Average pooling's divisor at output (p, q): the window's taps inside the input, or with include_pad those
+// inside the padded input, rows [-pad_h, end_h) and columns [-pad_w, end_w) (PoolDesc::count_include_pad).
+struct AvgCount {
+  int end_h, end_w;
+  bool include_pad;
+};
+inline AvgCount avg_count_of(const PoolDesc& d) {
+  return {d.h + d.pad + d.extra_pad_h, d.w + d.pad + d.extra_pad_w, d.count_include_pad};
+}
+CNN_HD int avg_divisor(const Window& g, const AvgCount& a, int p, int q) {
+  if (!a.include_pad) return window_taps(g, p, q);
+  const int h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
+  const int h1 = h0 + g.r < a.end_h ? h0 + g.r : a.end_h, w1 = w0 + g.s < a.end_w ? w0 + g.s : a.end_w;
+  return (h1 - h0) * (w1 - w0);
+}
+
 }  // namespace cnn

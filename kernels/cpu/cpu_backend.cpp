@@ -16,7 +16,9 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/image_prep.h"
+#include "kernels/join.h"
 #include "kernels/cpu/fast_cpu.h"
+#include "kernels/cpu/graph_fast.h"
 #include "kernels/cpu/host_mixed_backend.h"
 #include "kernels/cpu/host_timing.h"
 #include "kernels/linear.h"
@@ -37,6 +39,12 @@ size_t conv_out(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d
 size_t conv_filter(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
 size_t pool_in(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 size_t pool_out(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.c; }
+size_t map_size(int n, int hw, int c) { return static_cast<size_t>(n) * hw * c; }
+int concat_width(int k, const int* channels) {
+  int width = 0;
+  for (int i = 0; i < k; ++i) width += channels[i];
+  return width;
+}
 size_t pad_in(int n, int h, int w, int c) { return static_cast<size_t>(n) * h * w * c; }
 size_t pad_out(int n, int h, int w, int stride, int k) {
   return static_cast<size_t>(n) * ((h + stride - 1) / stride) * ((w + stride - 1) / stride) * k;
@@ -312,6 +320,73 @@ class CpuBackend : public HostMixedBackend {
     }, In{logits, area(n, classes)}, Out{dlogits, area(n, classes)});
     totals->loss_sum += loss;
     totals->correct += static_cast<unsigned long long>(correct);
+  }
+
+  // Graph-network ops. A gradient that accumulates is read and written (InOut), else only written (Out).
+  void activation_forward(DType t, const Activation& a, size_t n, const void* x, void* y) override {
+    as_fp32(t, [&](const float* x32, float* y32) {
+      if (dnnl_) return activation_forward_fast(threads_, a, n, x32, y32);
+      activation_forward_cpu(a, n, x32, y32);
+    }, In{x, n}, Out{y, n});
+  }
+  void activation_backward(DType t, const Activation& a, size_t n, const void* x, const void* dy, void* dx,
+                           bool accumulate) override {
+    auto fp32 = [&](const float* x32, const float* dy32, float* dx32) {
+      if (dnnl_) return activation_backward_fast(threads_, a, n, x32, dy32, dx32, accumulate);
+      activation_backward_cpu(a, n, x32, dy32, dx32, accumulate);
+    };
+    if (accumulate) return as_fp32(t, fp32, In{x, n}, In{dy, n}, InOut{dx, n});
+    as_fp32(t, fp32, In{x, n}, In{dy, n}, Out{dx, n});
+  }
+  void add_forward(DType t, size_t n, const void* a, const void* b, void* y) override {
+    as_fp32(t, [&](const float* a32, const float* b32, float* y32) {
+      if (dnnl_) return add_forward_fast(threads_, n, a32, b32, y32);
+      add_forward_cpu(n, a32, b32, y32);
+    }, In{a, n}, In{b, n}, Out{y, n});
+  }
+  void mul_forward(DType t, int n, int hw, int c, const void* x, const void* s, void* y) override {
+    as_fp32(t, [&](const float* x32, const float* s32, float* y32) {
+      if (dnnl_) return mul_forward_fast(threads_, n, hw, c, x32, s32, y32);
+      mul_forward_cpu(n, hw, c, x32, s32, y32);
+    }, In{x, map_size(n, hw, c)}, In{s, area(n, c)}, Out{y, map_size(n, hw, c)});
+  }
+  void mul_backward(DType t, int n, int hw, int c, const void* x, const void* s, const void* dy, void* dx, void* ds,
+                    bool accumulate) override {
+    const size_t xs = map_size(n, hw, c), ss = area(n, c);
+    auto fp32 = [&](const float* x32, const float* s32, const float* dy32, float* dx32, float* ds32) {
+      if (dnnl_) return mul_backward_fast(threads_, n, hw, c, x32, s32, dy32, dx32, ds32, accumulate);
+      mul_backward_cpu(n, hw, c, x32, s32, dy32, dx32, ds32, accumulate);
+    };
+    // Five tensors exceed as_fp32's slots: the gradients go one at a time.
+    auto grads = [&](auto dx_arg, auto ds_arg) {
+      auto dx_only = [&](const float* dy32, const float* s32, float* dx32) { fp32(nullptr, s32, dy32, dx32, nullptr); };
+      auto ds_only = [&](const float* dy32, const float* x32, float* ds32) { fp32(x32, nullptr, dy32, nullptr, ds32); };
+      if (dx) as_fp32(t, dx_only, In{dy, xs}, In{s, ss}, dx_arg);
+      if (ds) as_fp32(t, ds_only, In{dy, xs}, In{x, xs}, ds_arg);
+    };
+    if (accumulate) return grads(InOut{dx, xs}, InOut{ds, ss});
+    grads(Out{dx, xs}, Out{ds, ss});
+  }
+  void concat_forward(DType t, int rows, int k, const int* channels, const void* const* x, void* y) override {
+    if (dnnl_) return concat_forward_fast(threads_, t, rows, k, channels, x, y);
+    const int width = concat_width(k, channels);
+    for (int i = 0, offset = 0; i < k; offset += channels[i++])
+      as_fp32(t, [&](const float* x32, float* y32) {
+        concat_copy_in_cpu(rows, channels[i], width, offset, x32, y32);
+      }, In{x[i], area(rows, channels[i])}, InOut{y, area(rows, width)});
+  }
+  void concat_backward(DType t, int rows, int k, const int* channels, const void* dy, void* const* dx,
+                       bool accumulate) override {
+    if (dnnl_) return concat_backward_fast(threads_, t, rows, k, channels, dy, dx, accumulate);
+    const int width = concat_width(k, channels);
+    for (int i = 0, offset = 0; i < k; offset += channels[i++]) {
+      if (!dx[i]) continue;
+      auto fp32 = [&](const float* dy32, float* dx32) {
+        concat_copy_out_cpu(rows, channels[i], width, offset, dy32, dx32, accumulate);
+      };
+      if (accumulate) as_fp32(t, fp32, In{dy, area(rows, width)}, InOut{dx[i], area(rows, channels[i])});
+      else as_fp32(t, fp32, In{dy, area(rows, width)}, Out{dx[i], area(rows, channels[i])});
+    }
   }
 
  private:

@@ -92,7 +92,7 @@ void maxpool_forward_fast(int threads, const PoolDesc& d, const float* x, bool r
   const int P = d.p(), Q = d.q();
   const size_t row = static_cast<size_t>(Q) * d.c;
   const size_t work = static_cast<size_t>(d.n) * d.h * d.w * d.c;
-  const bool fast2x2 = d.r == 2 && d.s == 2 && d.pad == 0;
+  const bool fast2x2 = d.r == 2 && d.s == 2 && d.pad == 0 && d.extra_pad_h == 0 && d.extra_pad_w == 0;
   parallel_for(threads, work, static_cast<long long>(d.n) * P, [&](long long np) {
     const int n = static_cast<int>(np / P), p = static_cast<int>(np % P);
     float* __restrict yr = y + (static_cast<size_t>(n) * P + p) * row;

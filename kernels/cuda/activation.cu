@@ -1,5 +1,6 @@
-// Element-wise kernels: fill, ReLU and dtype conversion. Grid-stride loops over a grid sized to the device, so one launch
-// shape serves every tensor size.
+// Element-wise kernels: fill, ReLU, the parameterised activations (kernels/activation.h) and dtype conversion.
+// Grid-stride loops over a grid sized to the device, so one launch shape serves every tensor size.
+#include "kernels/activation.h"
 #include "kernels/cuda/cuda_dtype.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -31,6 +32,25 @@ __global__ void relu_backward_kernel(size_t n, const T* y, const T* dy, T* dx) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     dx[i] = narrow<T>(widen(y[i]) > 0.f ? widen(dy[i]) : 0.f);
+}
+
+// x and y may alias (in-place forward). K: the activation's kind (act_value: kernels/activation.h).
+template <class T, ActKind K>
+__global__ void activation_forward_kernel(size_t n, float alpha, float beta, const T* x, T* y) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    y[i] = narrow<T>(act_value<K>(widen(x[i]), alpha, beta));
+}
+
+// dx (+)= dy * f'(x); dx may alias dy.
+template <class T, ActKind K>
+__global__ void activation_backward_kernel(size_t n, float alpha, float beta, bool accumulate, const T* x,
+                                           const T* dy, T* dx) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float g = widen(dy[i]) * act_derivative<K>(widen(x[i]), alpha, beta);
+    dx[i] = narrow<T>(accumulate ? widen(dx[i]) + g : g);
+  }
 }
 
 template <class T>
@@ -97,6 +117,34 @@ cudaError_t relu_backward_cuda(DType t, size_t n, const void* d_y, const void* d
     using T = StorageOf<decltype(tag)>;
     return relu_backward_t(n, static_cast<const T*>(d_y), static_cast<const T*>(d_dy), static_cast<T*>(d_dx), stream);
   });
+}
+
+cudaError_t activation_forward_cuda(DType t, const Activation& a, size_t n, const void* d_x, void* d_y,
+                                    cudaStream_t stream) {
+  cudaError_t err = cudaErrorInvalidValue;
+  act_dispatch(a.kind, [&](auto kind) {
+    err = dispatch(t, [&](auto* tag) {
+      using T = StorageOf<decltype(tag)>;
+      auto* kernel = &activation_forward_kernel<T, decltype(kind)::kind>;
+      return CNN_LAUNCH(kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, a.alpha, a.beta,
+                        static_cast<const T*>(d_x), static_cast<T*>(d_y));
+    });
+  });
+  return err;
+}
+
+cudaError_t activation_backward_cuda(DType t, const Activation& a, size_t n, const void* d_x, const void* d_dy,
+                                     void* d_dx, bool accumulate, cudaStream_t stream) {
+  cudaError_t err = cudaErrorInvalidValue;
+  act_dispatch(a.kind, [&](auto kind) {
+    err = dispatch(t, [&](auto* tag) {
+      using T = StorageOf<decltype(tag)>;
+      auto* kernel = &activation_backward_kernel<T, decltype(kind)::kind>;
+      return CNN_LAUNCH(kernel, grid_stride_blocks(n, kBlock), kBlock, 0, stream, n, a.alpha, a.beta, accumulate,
+                        static_cast<const T*>(d_x), static_cast<const T*>(d_dy), static_cast<T*>(d_dx));
+    });
+  });
+  return err;
 }
 
 cudaError_t convert_cuda(size_t n, DType from, const void* d_x, DType to, void* d_y, cudaStream_t stream) {

@@ -434,6 +434,37 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaEventRecord(slot.consumed, stream_));
   }
 
+  // Graph-network ops; a concatenation is one slice copy per input (any number of inputs, no pointer table).
+  void activation_forward(DType t, const Activation& a, size_t n, const void* x, void* y) override {
+    CUDA_CHECK(activation_forward_cuda(t, a, n, x, y, stream_));
+  }
+  void activation_backward(DType t, const Activation& a, size_t n, const void* x, const void* dy, void* dx,
+                           bool accumulate) override {
+    CUDA_CHECK(activation_backward_cuda(t, a, n, x, dy, dx, accumulate, stream_));
+  }
+  void add_forward(DType t, size_t n, const void* a, const void* b, void* y) override {
+    CUDA_CHECK(add_forward_cuda(t, n, a, b, y, stream_));
+  }
+  void mul_forward(DType t, int n, int hw, int c, const void* x, const void* s, void* y) override {
+    CUDA_CHECK(mul_forward_cuda(t, n, hw, c, x, s, y, stream_));
+  }
+  void mul_backward(DType t, int n, int hw, int c, const void* x, const void* s, const void* dy, void* dx, void* ds,
+                    bool accumulate) override {
+    CUDA_CHECK(mul_backward_cuda(t, n, hw, c, x, s, dy, dx, ds, accumulate, stream_));
+  }
+  void concat_forward(DType t, int rows, int k, const int* channels, const void* const* x, void* y) override {
+    int width = 0;
+    for (int i = 0; i < k; ++i) width += channels[i];
+    for (int i = 0, offset = 0; i < k; offset += channels[i++])
+      CUDA_CHECK(concat_copy_in_cuda(t, rows, channels[i], width, offset, x[i], y, stream_));
+  }
+  void concat_backward(DType t, int rows, int k, const int* channels, const void* dy, void* const* dx,
+                       bool accumulate) override {
+    int width = 0;
+    for (int i = 0; i < k; ++i) width += channels[i];
+    for (int i = 0, offset = 0; i < k; offset += channels[i++])
+      if (dx[i]) CUDA_CHECK(concat_copy_out_cuda(t, rows, channels[i], width, offset, dy, dx[i], accumulate, stream_));
+  }
 
  private:
   // Adds the loss sum and correct count softmax_xent accumulated on the device to the host totals.

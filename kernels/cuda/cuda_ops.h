@@ -146,5 +146,24 @@ cudaError_t count_nonfinite_cuda(size_t n, const float* d_x, int64_t base, int64
 cudaError_t prepare_images_cuda(int n, int h, int w, int c, const uint8_t* d_pixels, const ImageAug* d_aug,
                                 float* d_means, const float* d_scale_shift, float* d_x, cudaStream_t stream);
 
+// cuda/activation.cu: the parameterised activations (kernels/activation.h), grid-stride loops; the
+// backward reads the forward's input d_x and overwrites d_dx, or adds to it when accumulate.
+cudaError_t activation_forward_cuda(DType t, const Activation& a, size_t n, const void* d_x, void* d_y,
+                                    cudaStream_t stream);
+cudaError_t activation_backward_cuda(DType t, const Activation& a, size_t n, const void* d_x, const void* d_dy,
+                                     void* d_dx, bool accumulate, cudaStream_t stream);
+// cuda/join.cu (kernels/join.h): add; the squeeze-excitation / same-shape mul, whose channel sums ds take one
+// thread per (sample, channel) looping over hw in the reference's order (no atomics, deterministic); one
+// input's slice of a channel concatenation, copied in (y's rows `stride` wide, at channel `offset`) or out.
+cudaError_t add_forward_cuda(DType t, size_t n, const void* d_a, const void* d_b, void* d_y, cudaStream_t stream);
+cudaError_t mul_forward_cuda(DType t, int n, int hw, int c, const void* d_x, const void* d_s, void* d_y,
+                             cudaStream_t stream);
+cudaError_t mul_backward_cuda(DType t, int n, int hw, int c, const void* d_x, const void* d_s, const void* d_dy,
+                              void* d_dx, void* d_ds, bool accumulate, cudaStream_t stream);
+cudaError_t concat_copy_in_cuda(DType t, int rows, int width, int stride, int offset, const void* d_x, void* d_y,
+                                cudaStream_t stream);
+cudaError_t concat_copy_out_cuda(DType t, int rows, int width, int stride, int offset, const void* d_dy, void* d_dx,
+                                 bool accumulate, cudaStream_t stream);
+
 }  // namespace CNN_CUDA_NS
 }  // namespace cnn

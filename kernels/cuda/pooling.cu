@@ -18,6 +18,7 @@ constexpr int kBlock = 256;
 struct PoolGeom {  // PoolDesc's sizes as plain ints (its p()/q() are host functions)
   int n, c, p, q;
   Window win;
+  AvgCount avg;
 };
 
 // T: the storage type of x and y (cuda_dtype.cuh); comparisons and sums in fp32.
@@ -70,15 +71,15 @@ __global__ void maxpool_backward_kernel(PoolGeom g, const T* __restrict__ dy, co
   });
 }
 
-// Average over the in-bounds taps (padding excluded from the count), in the reference's order: sum, then
-// multiply by 1/taps.
+// Average over the in-bounds taps (divided by their count, or with count_include_pad by the taps inside the
+// padded input: avg_divisor), in the reference's order: sum, then multiply by the reciprocal.
 template <class T>
 __global__ void avgpool_forward_kernel(PoolGeom g, const T* __restrict__ x, T* __restrict__ y) {
   for_each_nhwc(g.n, g.p, g.q, g.c, [&](size_t o, Nhwc at) {
     float acc = 0.f;
     const int taps = for_each_tap(g.win, at.n, at.h, at.w,
                                   [&](size_t pixel, int) { acc += widen(x[pixel * g.c + at.c]); });
-    y[o] = narrow<T>(acc * (taps ? 1.0f / taps : 0.f));
+    y[o] = narrow<T>(acc * (taps ? 1.0f / avg_divisor(g.win, g.avg, at.h, at.w) : 0.f));
   });
 }
 
@@ -91,12 +92,12 @@ __global__ void avgpool_backward_kernel(PoolGeom g, const T* __restrict__ dy, T*
     for (int p = win.p_lo; p <= win.p_hi; ++p)
       for (int q = win.q_lo; q <= win.q_hi; ++q)
         acc += widen(dy[((static_cast<size_t>(at.n) * g.p + p) * g.q + q) * g.c + at.c]) *
-               (1.0f / window_taps(g.win, p, q));
+               (1.0f / avg_divisor(g.win, g.avg, p, q));
     dx[i] = narrow<T>(acc);
   });
 }
 
-PoolGeom geom(const PoolDesc& d) { return {d.n, d.c, d.p(), d.q(), window_of(d)}; }
+PoolGeom geom(const PoolDesc& d) { return {d.n, d.c, d.p(), d.q(), window_of(d), avg_count_of(d)}; }
 size_t out_size(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.c; }
 size_t in_size(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 

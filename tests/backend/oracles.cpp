@@ -246,4 +246,75 @@ Xent soft_target_xent(int n, int classes, const std::vector<double>& logits, con
   return out;
 }
 
+double activation(const Activation& a, double x) {
+  const double alpha = a.alpha, beta = a.beta, s = 1 / (1 + std::exp(-x));
+  switch (a.kind) {
+    case ActKind::kLeakyRelu: return x < 0 ? alpha * x : x;
+    case ActKind::kClip: return x < alpha ? alpha : x > beta ? beta : x;
+    case ActKind::kSigmoid: return s;
+    case ActKind::kHardSigmoid: return std::max(0.0, std::min(1.0, alpha * x + beta));
+    case ActKind::kHardSwish: return x * std::max(0.0, std::min(1.0, (x + 3) / 6));
+    case ActKind::kSilu: return x * s;
+  }
+  return std::nan("");
+}
+
+double activation_derivative(const Activation& a, double x) {
+  const double alpha = a.alpha, beta = a.beta, s = 1 / (1 + std::exp(-x));
+  switch (a.kind) {
+    case ActKind::kLeakyRelu: return x > 0 ? 1 : alpha;
+    case ActKind::kClip: return alpha < x && x < beta ? 1 : 0;
+    case ActKind::kSigmoid: return s * (1 - s);
+    case ActKind::kHardSigmoid: return 0 < alpha * x + beta && alpha * x + beta < 1 ? alpha : 0;
+    case ActKind::kHardSwish: return x < -3 ? 0 : x > 3 ? 1 : (2 * x + 3) / 6;  // d/dx x(x+3)/6
+    case ActKind::kSilu: return s + x * s * (1 - s);
+  }
+  return std::nan("");
+}
+
+namespace {
+
+// Calls f(output index, input index or -1 for a padded position, divisor) for every window position.
+template <class F>
+void avgpool_windows(const PoolDesc& d, F f) {
+  const int P = d.p(), Q = d.q();
+  for (int n = 0; n < d.n; ++n)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q) {
+        int inside = 0, padded = 0;
+        for (int pass = 0; pass < 2; ++pass)
+          for (int i = 0; i < d.r; ++i)
+            for (int j = 0; j < d.s; ++j) {
+              const int h = p * d.stride - d.pad + i, w = q * d.stride - d.pad + j;
+              const bool in = h >= 0 && h < d.h && w >= 0 && w < d.w;
+              const bool in_padded = h < d.h + d.pad + d.extra_pad_h && w < d.w + d.pad + d.extra_pad_w;
+              if (pass == 0) {
+                inside += in;
+                padded += in_padded;
+              } else if (in) {
+                const size_t o = ((static_cast<size_t>(n) * P + p) * Q + q) * d.c;
+                f(o, ((static_cast<size_t>(n) * d.h + h) * d.w + w) * d.c, d.count_include_pad ? padded : inside);
+              }
+            }
+      }
+}
+
+}  // namespace
+
+std::vector<double> avgpool_forward(const PoolDesc& d, const std::vector<float>& x) {
+  std::vector<double> y(static_cast<size_t>(d.n) * d.p() * d.q() * d.c, 0.0);
+  avgpool_windows(d, [&](size_t o, size_t i, int count) {
+    for (int c = 0; c < d.c; ++c) y[o + c] += x[i + c] / static_cast<double>(count);
+  });
+  return y;
+}
+
+std::vector<double> avgpool_backward(const PoolDesc& d, const std::vector<float>& dy) {
+  std::vector<double> dx(static_cast<size_t>(d.n) * d.h * d.w * d.c, 0.0);
+  avgpool_windows(d, [&](size_t o, size_t i, int count) {
+    for (int c = 0; c < d.c; ++c) dx[i + c] += dy[o + c] / static_cast<double>(count);
+  });
+  return dx;
+}
+
 }  // namespace cnn::sweep::oracle

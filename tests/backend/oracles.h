@@ -70,4 +70,16 @@ std::vector<double> mix_images(int n, int h, int w, int c, const std::vector<flo
 Xent soft_target_xent(int n, int classes, const std::vector<double>& logits, const std::vector<double>& q,
                       const std::vector<int32_t>& labels, double scale);
 
+// The parameterised activations (Backend::activation_forward) from ONNX's definitions, and the derivatives
+// their backward multiplies dy by (kernels/activation.h's table: PyTorch's choice at the kinks), in double.
+double activation(const Activation& a, double x);
+double activation_derivative(const Activation& a, double x);
+
+// Average pooling (Backend::avgpool_forward) straight from ONNX's AveragePool: each output the mean of its
+// window's taps inside the input, divided by their count, or with d.count_include_pad by the count of the
+// window's positions inside the padded input; and the backward, dx = the sum over the windows containing an
+// input of dy / divisor.
+std::vector<double> avgpool_forward(const PoolDesc& d, const std::vector<float>& x);
+std::vector<double> avgpool_backward(const PoolDesc& d, const std::vector<float>& dy);
+
 }  // namespace cnn::sweep::oracle

@@ -189,6 +189,31 @@ class ProfilingBackend : public Backend {
     return be_.make_host_mirror(d_src, bytes);
   }
 
+  void activation_forward(DType t, const Activation& a, size_t n, const void* x, void* y) override {
+    CNN_TIMED("activation_forward", activation_forward(t, a, n, x, y));
+  }
+  void activation_backward(DType t, const Activation& a, size_t n, const void* x, const void* dy, void* dx,
+                           bool accumulate) override {
+    CNN_TIMED("activation_backward", activation_backward(t, a, n, x, dy, dx, accumulate));
+  }
+  void add_forward(DType t, size_t n, const void* a, const void* b, void* y) override {
+    CNN_TIMED("add_forward", add_forward(t, n, a, b, y));
+  }
+  void mul_forward(DType t, int n, int hw, int c, const void* x, const void* s, void* y) override {
+    CNN_TIMED("mul_forward", mul_forward(t, n, hw, c, x, s, y));
+  }
+  void mul_backward(DType t, int n, int hw, int c, const void* x, const void* s, const void* dy, void* dx, void* ds,
+                    bool accumulate) override {
+    CNN_TIMED("mul_backward", mul_backward(t, n, hw, c, x, s, dy, dx, ds, accumulate));
+  }
+  void concat_forward(DType t, int rows, int k, const int* channels, const void* const* x, void* y) override {
+    CNN_TIMED("concat_forward", concat_forward(t, rows, k, channels, x, y));
+  }
+  void concat_backward(DType t, int rows, int k, const int* channels, const void* dy, void* const* dx,
+                       bool accumulate) override {
+    CNN_TIMED("concat_backward", concat_backward(t, rows, k, channels, dy, dx, accumulate));
+  }
+
  private:
   OpProfile& prof_;
   Backend& be_;
