@@ -75,6 +75,10 @@ std::vector<std::string> model_names() {
 
 bool is_model(const std::string& name) { return registry().count(name) > 0; }
 
+bool is_onnx_model(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".onnx") == 0;
+}
+
 void build_model(const std::string& name, Net& net, const ModelOptions& opt) {
   auto it = registry().find(name);
   if (it == registry().end()) {

@@ -16,6 +16,8 @@ struct ModelOptions {
 
 std::vector<std::string> model_names();
 bool is_model(const std::string& name);
+// Whether --model names an ONNX file (ends in ".onnx") rather than a zoo network.
+bool is_onnx_model(const std::string& name);
 // Adds the named model's layers to `net`. Throws Error(kExitUsage) for unknown names.
 void build_model(const std::string& name, Net& net, const ModelOptions& opt = {});
 

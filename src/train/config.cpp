@@ -2,7 +2,10 @@
 
 #include <arpa/inet.h>
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,13 +30,18 @@ using namespace config_detail;
 // The options without a section: what runs, on what, where its run directory is, how it resumes.
 std::vector<Opt> general_options() {
   return {
-      {"model", "network from the model zoo (" + [] {
+      {"model", "network: an ONNX file (FILE.onnx, docs/models.md) or one from the model zoo (" + [] {
          std::string s;
          for (const auto& n : model_names()) s += (s.empty() ? "" : ", ") + n;
          return s;
        }() + ")",
        [](Config& c, const std::string& x) {
-         if (!is_model(x)) bad("model", x, "unknown model; see --help for the list");
+         if (is_onnx_model(x)) {
+           if (access(x.c_str(), R_OK) != 0)
+             bad("model", x, strprintf("cannot read the ONNX file: %s", std::strerror(errno)));
+         } else if (!is_model(x)) {
+           bad("model", x, "unknown model; give a zoo name (see --help) or an ONNX file (FILE.onnx)");
+         }
          c.model = x;
        },
        [](const Config& c) { return c.model; }},
@@ -61,7 +69,7 @@ std::vector<Opt> general_options() {
 const std::vector<Opt>& options() {
   static const std::vector<Opt> opts = [] {
     std::vector<Opt> v;
-    for (auto table : {general_options, data_options, conv_options, cudnn_options, gpu_options, train_options,
+    for (auto table : {general_options, init_options, data_options, conv_options, cudnn_options, gpu_options, train_options,
                        checkpoint_options, bn_options, comm_options, augment_options, eval_options, log_options,
                        amp_options}) {
       std::vector<Opt> t = table();

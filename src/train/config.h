@@ -114,7 +114,8 @@ struct Config {
   std::string config_file;
   std::string program = "cnntrain";  // argv[0], for the commands messages suggest
   // The options without a section.
-  std::string model = "fmnist_cnn";
+  std::string model = "fmnist_cnn";  // a zoo name or FILE.onnx (is_onnx_model)
+  bool init_random = false;          // FILE.onnx: fresh initial weights instead of the file's initializers
   std::string device = "cpu";
   int threads = 1;
   uint64_t seed = 42;

@@ -122,6 +122,7 @@ inline Opt bool_opt(const char* name, Field<bool> f, const char* help) {
 }
 
 // The tables of the INI sections (config_sections.cpp), in the order --help lists them.
+std::vector<Opt> init_options();
 std::vector<Opt> data_options();
 std::vector<Opt> conv_options();
 std::vector<Opt> cudnn_options();

@@ -11,6 +11,12 @@
 
 namespace cnn::config_detail {
 
+// [init]: where the initial weights come from.
+std::vector<Opt> init_options() {
+  return {bool_opt("init.random", field(&Config::init_random),
+                   "--model FILE.onnx: draw fresh initial weights (He-normal) instead of the file's initializers")};
+}
+
 // [data]: the datasets and how they are read (docs/data.md).
 std::vector<Opt> data_options() {
   const auto in = [](auto member) { return field(&Config::data, member); };

@@ -18,6 +18,7 @@
 #include "io/synthetic_dataset.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "src/model/onnx/onnx_import.h"
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
 #include "src/comm/comm.h"
@@ -174,9 +175,22 @@ Setup local_setup(const Config& cfg) {
   s.be = make_backend(cfg, s.binding);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);
   s.net->set_dtype(activation_dtype(cfg));
-  build_model(cfg.model, *s.net, make_model_options(cfg));
+  OnnxImport imported;
+  if (is_onnx_model(cfg.model)) {
+    imported = import_onnx(read_onnx(cfg.model), *s.net, make_model_options(cfg).bn);
+    if (imported.batchnorm_folded)
+      s.warnings.push_back(strprintf(
+          "model %s has no BatchNormalization: the exporter folded it into the convolutions (PyTorch's default "
+          "export in eval mode), so the network trains without batch norm. To train with it, export with "
+          "torch.onnx.export(model, x, f, dynamo=False, training=torch.onnx.TrainingMode.TRAINING, "
+          "do_constant_folding=False) (docs/models.md)", cfg.model.c_str()));
+  } else {
+    build_model(cfg.model, *s.net, make_model_options(cfg));
+  }
   s.net->set_recompute(cfg.train.recompute);
   s.net->build(std::max(s.local_batch / cfg.train.accum_steps, cfg.eval.batch), cfg.seed);
+  // The file's initializers are the initial weights (pretrained or PyTorch-initialised), unless asked not to.
+  if (is_onnx_model(cfg.model) && !cfg.init_random) load_onnx_values(imported, *s.net);
   return s;
 }
 
@@ -198,7 +212,13 @@ std::string default_run_dir(const Config& cfg) {
   char ts[32];
   std::time_t t = std::time(nullptr);
   std::strftime(ts, sizeof ts, "%Y%m%d-%H%M%S", std::localtime(&t));
-  return "runs/" + cfg.model + "-" + ts;
+  // An ONNX model is named by its file's stem: models/net.onnx -> runs/net-<date>-<time>.
+  std::string name = cfg.model;
+  if (is_onnx_model(name)) {
+    name = name.substr(name.rfind('/') + 1);
+    name = name.substr(0, name.size() - 5);
+  }
+  return "runs/" + name + "-" + ts;
 }
 
 }  // namespace cnn

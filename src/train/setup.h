@@ -20,6 +20,7 @@ struct Setup {
   std::unique_ptr<Net> net;
   int local_batch = 0;  // this rank's share of the global batch
   BindingRow binding;   // the device this rank uses (--device cuda/emu)
+  std::vector<std::string> warnings;  // for the run log, once it exists (e.g. an imported model's folded batch norm)
 };
 
 // Checks the batch arithmetic against the rank count, opens the datasets, creates the backend of

@@ -75,6 +75,7 @@ void Trainer::log_start() {
             s_.test ? cfg_.data.test.c_str() : "");
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
             net_.flops_per_sample() / 1e6, net_.summary().c_str());
+  for (const std::string& w : s_.warnings) log_.warn("%s", w.c_str());
   log_env_switches(log_);
   log_.info("precision %s: activations %.2f MB/sample%s", cfg_.precision.c_str(),
             net_.activation_bytes_per_sample() / 1e6,
