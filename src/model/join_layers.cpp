@@ -1,4 +1,5 @@
-// Layers that join the branches of a graph (Net::add with several inputs): Add.
+// Layers that join the branches of a graph (Net::add with several inputs): Add, Mul, Concat; and the
+// parameterised activations imported graphs use.
 #include <string>
 #include <vector>
 
@@ -37,7 +38,109 @@ class Add : public MultiInputLayer {
   size_t size_ = 0;
 };
 
+std::string shape(const Dims& d) { return strprintf("%dx%dx%d", d.h, d.w, d.c); }
+
+// Equal shapes (rows of C), or [1,1,C] scaling [H,W,C]: the backend's mul of x [n, hw, c] by s [n, c].
+class Mul : public MultiInputLayer {
+ public:
+  using MultiInputLayer::MultiInputLayer;
+  std::string describe() const override { return hw_ > 1 ? "mul (per-channel scale)" : "mul"; }
+  Dims setup_inputs(const std::vector<Dims>& in) override {
+    if (in.size() != 2) raise(kExitUsage, "layer '%s' (mul) needs two inputs, not %zu", name_.c_str(), in.size());
+    const Dims& a = in[0];
+    const Dims& b = in[1];
+    const Dims one_a{1, 1, a.c}, one_b{1, 1, b.c};
+    if (a == b) {
+      big_ = 0;
+      hw_ = 1;
+      c_ = a.c;
+      rows_ = a.h * a.w;
+      return a;
+    }
+    if (a.c == b.c && (b == one_b || a == one_a)) {
+      big_ = b == one_b ? 0 : 1;
+      const Dims& x = in[big_];
+      hw_ = x.h * x.w;
+      c_ = x.c;
+      rows_ = 1;
+      return x;
+    }
+    raise(kExitUsage, "layer '%s' (mul) multiplies %s by %s (HxWxC): cnntrain multiplies equal shapes or scales "
+          "each channel by a 1x1xC tensor", name_.c_str(), shape(a).c_str(), shape(b).c_str());
+  }
+  void forward_inputs(Backend& be, const std::vector<const void*>& xs, void* y, int n, bool) override {
+    be.mul_forward(dt_, n * rows_, hw_, c_, xs[big_], xs[1 - big_], y);
+  }
+  void backward_inputs(Backend& be, const std::vector<const void*>& xs, const void*, const void* dy,
+                       const std::vector<void*>& dxs, int n) override {
+    be.mul_backward(dt_, n * rows_, hw_, c_, xs[big_], xs[1 - big_], dy, dxs[big_], dxs[1 - big_], false);
+  }
+  double flops_per_sample() const override { return static_cast<double>(rows_) * hw_ * c_; }
+
+ private:
+  int big_ = 0, hw_ = 1, c_ = 1, rows_ = 1;  // big_: the input of the output's shape
+};
+
+class Concat : public MultiInputLayer {
+ public:
+  using MultiInputLayer::MultiInputLayer;
+  std::string describe() const override { return strprintf("concat of %zu", channels_.size()); }
+  Dims setup_inputs(const std::vector<Dims>& in) override {
+    channels_.clear();
+    Dims out{in[0].h, in[0].w, 0};
+    for (const Dims& d : in) {
+      if (d.h != out.h || d.w != out.w)
+        raise(kExitUsage, "layer '%s' (concat) joins %s and %s (HxWxC): the inputs of a channel concatenation "
+              "need the same height and width", name_.c_str(), shape(in[0]).c_str(), shape(d).c_str());
+      channels_.push_back(d.c);
+      out.c += d.c;
+    }
+    pixels_ = out.h * out.w;
+    return out;
+  }
+  void forward_inputs(Backend& be, const std::vector<const void*>& xs, void* y, int n, bool) override {
+    be.concat_forward(dt_, n * pixels_, static_cast<int>(xs.size()), channels_.data(), xs.data(), y);
+  }
+  void backward_inputs(Backend& be, const std::vector<const void*>&, const void*, const void* dy,
+                       const std::vector<void*>& dxs, int n) override {
+    be.concat_backward(dt_, n * pixels_, static_cast<int>(dxs.size()), channels_.data(), dy, dxs.data(), false);
+  }
+
+ private:
+  std::vector<int> channels_;
+  int pixels_ = 0;
+};
+
+class ActivationLayer : public Layer {
+ public:
+  ActivationLayer(std::string name, const Activation& a) : Layer(std::move(name)), a_(a) {}
+  std::string describe() const override {
+    static const char* names[] = {"leaky relu", "clip", "sigmoid", "hard sigmoid", "hard swish", "silu"};
+    return strprintf("%s (%g, %g)", names[static_cast<int>(a_.kind)], a_.alpha, a_.beta);
+  }
+  Dims setup(const Dims& in) override {
+    size_ = in.size();
+    return in;
+  }
+  void forward(Backend& be, const void* x, void* y, int n, bool) override {
+    be.activation_forward(dt_, a_, size_ * n, x, y);
+  }
+  void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
+    if (dx) be.activation_backward(dt_, a_, size_ * n, x, dy, dx, false);
+  }
+
+ private:
+  Activation a_;
+  size_t size_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<MultiInputLayer> make_mul(const std::string& name) { return std::make_unique<Mul>(name); }
+std::unique_ptr<MultiInputLayer> make_concat(const std::string& name) { return std::make_unique<Concat>(name); }
+std::unique_ptr<Layer> make_activation(const std::string& name, const Activation& a) {
+  return std::make_unique<ActivationLayer>(name, a);
+}
 
 std::unique_ptr<MultiInputLayer> make_add(const std::string& name) { return std::make_unique<Add>(name); }
 

@@ -165,6 +165,12 @@ class MultiInputLayer : public Layer {
 
 // y = x1 + x2 + ... (same shapes); every input's gradient is dy.
 std::unique_ptr<MultiInputLayer> make_add(const std::string& name);
+// y = a * b: equal shapes, or one input [1,1,C] scaling the other [H,W,C] per channel (squeeze-excitation).
+std::unique_ptr<MultiInputLayer> make_mul(const std::string& name);
+// The inputs (equal H and W) concatenated along the channels, in input order.
+std::unique_ptr<MultiInputLayer> make_concat(const std::string& name);
+// y = f(x) for the parameterised activations of Backend::activation_forward (LeakyRelu, Clip, Sigmoid, ...).
+std::unique_ptr<Layer> make_activation(const std::string& name, const Activation& a);
 
 struct ConvOptions {
   int kernel = 3, stride = 1, pad = 1;

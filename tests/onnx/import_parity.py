@@ -3,7 +3,8 @@
 usage: import_parity.py ONNX_RUN WORKDIR
 
 Networks built from the ops the importer builds (a plain CNN whose Flatten of a 7x7 map feeds a Linear, so the
-weight columns must be reordered; a residual net with fan-out and Add; dropout) are exported by PyTorch's
+weight columns must be reordered; a residual net with fan-out and Add; dropout; every activation,
+squeeze-excitation, SiLU and DenseNet-style concatenation) are exported by PyTorch's
 TorchScript exporter in training mode (BatchNormalization and Dropout kept, opset 17) and by the default
 (dynamo) exporter (opset 18+, batch norm folded, external data). For each file, tests/onnx/onnx_run imports it
 and compares with PyTorch:
@@ -58,6 +59,30 @@ class Residual(nn.Module):
         x = F.relu(self.bn0(self.stem(x)))
         x = F.relu(self.b2(self.c2(F.relu(self.b1(self.c1(x))))) + x)
         x = F.relu(self.down(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Mixed(nn.Module):
+    """Every activation, squeeze-excitation (GlobalAveragePool, Sigmoid, broadcast Mul), SiLU (Sigmoid * x),
+    and a DenseNet-style channel concatenation."""
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn0 = nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.se1, self.se2 = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 8, 1)
+        self.d1 = nn.Conv2d(8, 6, 3, padding=1)
+        self.d2 = nn.Conv2d(14, 6, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(20)
+        self.fc = nn.Linear(20, 10)
+
+    def forward(self, x):
+        x = F.relu6(self.bn0(self.stem(x)))
+        s = torch.sigmoid(self.se2(F.relu(self.se1(F.adaptive_avg_pool2d(x, 1)))))
+        x = F.hardswish(x * s)
+        y1 = F.leaky_relu(self.d1(x), 0.1)
+        x = torch.cat([x, y1], 1)
+        y2 = F.silu(self.d2(x))
+        x = F.hardsigmoid(self.bn1(torch.cat([x, y2], 1)))
+        x = F.max_pool2d(x, 2)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
@@ -139,7 +164,8 @@ def main():
     y = torch.tensor([3, 1, 4, 1, 5, 9])
     nets = [("plain", lambda: Plain(0.25), {"fc1.weight": (12, 7, 7)}),
             ("plain-nodrop", lambda: Plain(0.0), {"fc1.weight": (12, 7, 7)}),
-            ("residual", Residual, {})]
+            ("residual", Residual, {}),
+            ("mixed", Mixed, {})]
     for tag, make, flattened in nets:
         for dynamo in (False, True):
             torch.manual_seed(1)

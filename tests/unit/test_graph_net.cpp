@@ -204,6 +204,24 @@ TEST(GraphNet, MalformedGraphsAreRefusedNamingTheLayer) {
     net.add(make_linear("fc", 3));
     net.build(2, 1);
   }, "the output of layer 'dead'");
+  expect_usage_error([&] {
+    Net net(*be, in, 3);
+    net.add(make_conv2d("a", 3, {3, 1, 1, true}));
+    net.add(make_conv2d("b", 4, {3, 1, 1, true}), {"input"});
+    net.add(make_mul("m"), {"a", "b"});
+    net.add(make_flatten("f"));
+    net.add(make_linear("fc", 3));
+    net.build(2, 1);
+  }, "layer 'm' (mul) multiplies 4x4x3 by 4x4x4");
+  expect_usage_error([&] {
+    Net net(*be, in, 3);
+    net.add(make_conv2d("a", 3, {3, 1, 1, true}));
+    net.add(make_conv2d("b", 4, {3, 2, 1, true}), {"input"});
+    net.add(make_concat("c"), {"a", "b"});
+    net.add(make_flatten("f"));
+    net.add(make_linear("fc", 3));
+    net.build(2, 1);
+  }, "layer 'c' (concat) joins 4x4x3 and 2x2x4");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "src/model/onnx/onnx_import.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <set>
 
 #include "src/base/error.h"
@@ -53,6 +54,12 @@ class Importer {
   void gemm(const OnnxNode& n);
   void matmul(const OnnxNode& n);
   void add(const OnnxNode& n);
+  void activation(const OnnxNode& n);
+  void join(const OnnxNode& n);
+  float clip_bound(const OnnxNode& n, size_t k, float def) const;
+  void cast(const OnnxNode& n);
+  // An initializer, Constant or folded Cast by name; nullptr if there is none.
+  const OnnxTensor* constant(const std::string& name) const;
   void dropout(const OnnxNode& n);
   const Act& act(const OnnxNode& n, size_t k) const;
   const OnnxTensor& tensor(const OnnxNode& n, size_t k) const;
@@ -71,6 +78,7 @@ class Importer {
   std::map<std::string, Act> acts_;
   std::map<std::string, std::vector<size_t>> readers_;  // tensor -> nodes reading it
   std::set<std::string> names_, folded_;                // layer names in use; Add nodes folded into a MatMul
+  std::map<std::string, OnnxTensor> casts_;             // Cast nodes of constants, folded
   std::string last_;
 };
 
@@ -118,7 +126,7 @@ const Act& Importer::act(const OnnxNode& n, size_t k) const {
   if (k >= n.inputs.size() || n.inputs[k].empty()) raise_node_error(n, "input %zu is missing", k);
   auto it = acts_.find(n.inputs[k]);
   if (it == acts_.end()) {
-    if (m_.find_tensor(n.inputs[k]))
+    if (constant(n.inputs[k]))
       raise_node_error(n, "input '%s' is a constant tensor where cnntrain needs an activation",
                        n.inputs[k].c_str());
     raise_node_error(n, "input '%s' is made by no node before it", n.inputs[k].c_str());
@@ -128,7 +136,7 @@ const Act& Importer::act(const OnnxNode& n, size_t k) const {
 
 const OnnxTensor* Importer::optional_tensor(const OnnxNode& n, size_t k) const {
   if (k >= n.inputs.size() || n.inputs[k].empty()) return nullptr;
-  const OnnxTensor* t = m_.find_tensor(n.inputs[k]);
+  const OnnxTensor* t = constant(n.inputs[k]);
   if (!t)
     raise_node_error(n, "input '%s' must be an initializer or a Constant (cnntrain trains it as a parameter)",
                      n.inputs[k].c_str());
@@ -177,7 +185,7 @@ void Importer::node(const OnnxNode& n) {
   if (op == "ReduceMean") {
     std::vector<int64_t> axes = attr_ints(n, "axes", {});
     if (axes.empty() && n.inputs.size() > 1 && !n.inputs[1].empty()) {  // opset 18: axes as an input
-      const OnnxTensor* t = m_.find_tensor(n.inputs[1]);
+      const OnnxTensor* t = constant(n.inputs[1]);
       if (!t || t->is_float()) raise_node_error(n, "axes must be a constant integer tensor");
       axes = t->ints;
     }
@@ -192,18 +200,23 @@ void Importer::node(const OnnxNode& n) {
     const Act& x = act(n, 0);
     return emit(n, make_relu(layer_name(n, "")), {x.layer}, x);
   }
+  if (op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" || op == "HardSwish")
+    return activation(n);
+  if (op == "Mul" || op == "Concat") return join(n);
   if (op == "Flatten" || op == "Reshape") return flatten(n);
   if (op == "Gemm") return gemm(n);
   if (op == "MatMul") return matmul(n);
   if (op == "Add") return add(n);
   if (op == "Dropout") return dropout(n);
+  if (op == "Cast") return cast(n);
   if (op == "Identity") {
     acts_[n.outputs.at(0)] = act(n, 0);
     return;
   }
   raise_node_error(n, "this version of cnntrain reads the op but cannot build it yet; the ops it builds are "
-                   "Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (H,W), "
-                   "Flatten, Reshape ([N,-1]), Gemm, MatMul (+Add), Add, Dropout, Identity");
+                   "Conv (ungrouped), BatchNormalization, Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, "
+                   "MaxPool, AveragePool, GlobalAveragePool, ReduceMean (H,W), Flatten, Reshape ([N,-1]), Gemm, "
+                   "MatMul (+Add), Add, Mul, Concat (channels), Dropout, Identity");
 }
 
 void Importer::conv(const OnnxNode& n) {
@@ -297,7 +310,7 @@ void Importer::flatten(const OnnxNode& n) {
   if (n.op_type == "Flatten" && attr_int(n, "axis", 1) != 1)
     raise_node_error(n, "axis %lld: cnntrain flattens from axis 1 only", static_cast<long long>(attr_int(n, "axis", 1)));
   if (n.op_type == "Reshape") {
-    const OnnxTensor* shape = m_.find_tensor(n.inputs.size() > 1 ? n.inputs[1] : "");
+    const OnnxTensor* shape = constant(n.inputs.size() > 1 ? n.inputs[1] : "");
     const bool to_2d = shape && !shape->is_float() && shape->ints.size() == 2 &&
                        (shape->ints[1] == -1 || shape->ints[1] == static_cast<int64_t>(x.dims.size())) &&
                        (shape->ints[0] == 0 || shape->ints[0] == -1 || shape->ints[0] >= 1);
@@ -358,7 +371,7 @@ void Importer::matmul(const OnnxNode& n) {
   if (rd.size() == 1 && m_.nodes[rd[0]].op_type == "Add") {
     const OnnxNode& a = m_.nodes[rd[0]];
     const std::string other = a.inputs.size() == 2 ? (a.inputs[0] == out ? a.inputs[1] : a.inputs[0]) : "";
-    const OnnxTensor* t = m_.find_tensor(other);
+    const OnnxTensor* t = constant(other);
     if (t && t->is_float() && w.dims.size() == 2 && t->numel() == w.dims[1]) {
       bias = t;
       out = a.outputs.at(0);
@@ -377,11 +390,83 @@ void Importer::add(const OnnxNode& n) {
   emit(n, make_add(layer_name(n, "")), {a.layer, b.layer}, a);
 }
 
+const OnnxTensor* Importer::constant(const std::string& name) const {
+  if (const OnnxTensor* t = m_.find_tensor(name)) return t;
+  auto it = casts_.find(name);
+  return it == casts_.end() ? nullptr : &it->second;
+}
+
+// Cast of a constant: folded (to float or to an integer type); of an activation: refused.
+void Importer::cast(const OnnxNode& n) {
+  const OnnxTensor* t = n.inputs.empty() ? nullptr : constant(n.inputs[0]);
+  if (!t) raise_node_error(n, "cnntrain folds Cast of constants only; this one casts an activation");
+  const int64_t to = attr_int(n, "to", 1);
+  OnnxTensor c = *t;
+  c.name = n.outputs.at(0);
+  const bool to_float = to == 1 || to == 10 || to == 11 || to == 16;  // float, float16, double, bfloat16
+  if (to_float && !c.is_float()) c.floats.assign(c.ints.begin(), c.ints.end());
+  if (!to_float && c.is_float())
+    for (float f : c.floats) c.ints.push_back(static_cast<int64_t>(f));
+  c.kind = to_float ? OnnxTensor::Kind::kFloat : OnnxTensor::Kind::kInt;
+  c.source_type = static_cast<int>(to);
+  casts_[c.name] = std::move(c);
+}
+
+// Clip's bound k (opset >= 11: an optional input, a Constant or initializer scalar).
+float Importer::clip_bound(const OnnxNode& n, size_t k, float def) const {
+  if (k >= n.inputs.size() || n.inputs[k].empty()) return def;
+  const OnnxTensor* t = constant(n.inputs[k]);
+  if (!t || t->numel() != 1) raise_node_error(n, "bound '%s' must be a constant scalar", n.inputs[k].c_str());
+  return t->is_float() ? t->floats[0] : static_cast<float>(t->ints[0]);
+}
+
+void Importer::activation(const OnnxNode& n) {
+  const Act& x = act(n, 0);
+  const std::string& op = n.op_type;
+  Activation a;
+  if (op == "LeakyRelu") a = {ActKind::kLeakyRelu, attr_float(n, "alpha", 0.01f), 0.f};
+  if (op == "Clip") a = {ActKind::kClip, clip_bound(n, 1, -FLT_MAX), clip_bound(n, 2, FLT_MAX)};
+  if (op == "Sigmoid") a = {ActKind::kSigmoid, 0.f, 0.f};
+  if (op == "HardSigmoid") a = {ActKind::kHardSigmoid, attr_float(n, "alpha", 0.2f), attr_float(n, "beta", 0.5f)};
+  if (op == "HardSwish") a = {ActKind::kHardSwish, 0.f, 0.f};
+  if (op == "Clip" && a.alpha > a.beta) raise_node_error(n, "min %g is above max %g", a.alpha, a.beta);
+  emit(n, make_activation(layer_name(n, ""), a), {x.layer}, x);
+}
+
+// Mul (equal shapes, or the [N,C,1,1] per-channel scaling of squeeze-excitation) and Concat along channels.
+void Importer::join(const OnnxNode& n) {
+  std::vector<std::string> in;
+  std::vector<Act> xs;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    xs.push_back(act(n, k));
+    if (xs.back().flat && !(xs.back().dims == Dims{1, 1, xs.back().dims.c}))
+      raise_node_error(n, "input '%s' is flattened; cnntrain joins images", n.inputs[k].c_str());
+    in.push_back(xs.back().layer);
+  }
+  if (n.op_type == "Mul") {
+    if (xs.size() != 2) raise_node_error(n, "Mul needs two inputs");
+    const Act& big = xs[0].dims.size() >= xs[1].dims.size() ? xs[0] : xs[1];
+    return emit(n, make_mul(layer_name(n, "")), in, big);
+  }
+  const int64_t axis = attr_int(n, "axis", 1);
+  if (axis != 1 && axis != -3)
+    raise_node_error(n, "axis %lld: cnntrain concatenates along the channels (axis 1) only", static_cast<long long>(axis));
+  Act out = xs[0];
+  out.dims.c = 0;
+  for (const Act& x : xs) {
+    if (x.dims.h != out.dims.h || x.dims.w != out.dims.w)
+      raise_node_error(n, "inputs of %dx%d and %dx%d pixels: a channel concatenation needs equal sizes", out.dims.h,
+                       out.dims.w, x.dims.h, x.dims.w);
+    out.dims.c += x.dims.c;
+  }
+  emit(n, make_concat(layer_name(n, "")), in, out);
+}
+
 void Importer::dropout(const OnnxNode& n) {
   const Act& x = act(n, 0);
   float p = attr_float(n, "ratio", 0.5f);  // opset < 12
   if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
-    const OnnxTensor* t = m_.find_tensor(n.inputs[1]);
+    const OnnxTensor* t = constant(n.inputs[1]);
     if (!t || !t->is_float() || t->numel() != 1) raise_node_error(n, "ratio must be a constant scalar");
     p = t->floats[0];
   }

@@ -32,7 +32,9 @@ const std::vector<std::string>& onnx_supported_ops() {
   static const std::vector<std::string> ops = {
       "Conv", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish",
       "Add", "Mul", "Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten",
-      "Reshape", "Gemm", "MatMul", "Dropout", "Identity", "Constant"};
+      "Reshape", "Gemm", "MatMul", "Dropout", "Identity", "Constant",
+      // Of a constant only (the TorchScript exporter casts ReLU6's Clip bounds when it does not fold constants).
+      "Cast"};
   return ops;
 }
 
