@@ -282,14 +282,19 @@ double Net::flops_per_sample() const {
 
 std::string Net::summary() const {
   std::string s;
-  Dims in = input_;
   for (size_t i = 0; i < layers_.size(); ++i) {
     size_t np = 0;
     for (const auto& p : layers_[i]->param_specs()) np += p.size();
-    s += strprintf("  %-12s %-34s %4dx%-4dx%-5d -> %4dx%-4dx%-5d params %zu\n", layers_[i]->name().c_str(),
+    const int first = inputs_[i][0];
+    const Dims in = first < 0 ? input_ : out_dims_[first];
+    // A graph's layers name what they read (the first input's shape is the one shown).
+    std::string from;
+    if (!chain_)
+      for (int j : inputs_[i])
+        from += (from.empty() ? "  <- " : ", ") + (j < 0 ? std::string("input") : layers_[j]->name());
+    s += strprintf("  %-12s %-34s %4dx%-4dx%-5d -> %4dx%-4dx%-5d params %zu%s\n", layers_[i]->name().c_str(),
                    layers_[i]->describe().c_str(), in.h, in.w, in.c, out_dims_[i].h, out_dims_[i].w,
-                   out_dims_[i].c, np);
-    in = out_dims_[i];
+                   out_dims_[i].c, np, from.c_str());
   }
   return s;
 }

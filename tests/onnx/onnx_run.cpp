@@ -56,7 +56,8 @@ int run(int argc, char** argv) {
     for (int ch = 0; ch < c; ++ch)
       for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x)
-          nhwc[((static_cast<size_t>(i) * h + y) * w + x) * c + ch] = nchw[((static_cast<size_t>(i) * c + ch) * h + y) * w + x];
+          nhwc[((static_cast<size_t>(i) * h + y) * w + x) * c + ch] =
+              nchw[((static_cast<size_t>(i) * c + ch) * h + y) * w + x];
   float* d_x = static_cast<float*>(be->alloc(sizeof(float) * nhwc.size()));
   be->upload(d_x, nhwc.data(), sizeof(float) * nhwc.size());
   std::vector<float> logits(static_cast<size_t>(n) * classes);

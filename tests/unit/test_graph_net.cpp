@@ -46,6 +46,8 @@ TEST(GraphNet, GradientsMatchCentralDifferences) {
   build_branchy(net, kClasses);
   net.build(kN, 7);
   EXPECT_FALSE(net.is_chain());
+  // The summary names what each layer of a graph reads.
+  EXPECT_NE(net.summary().find("<- t, c"), std::string::npos) << net.summary();
   const std::vector<float> x = random_vec(in.size() * kN, 3);
   const std::vector<float> r = random_vec(static_cast<size_t>(kN) * kClasses, 4);
   float* d_x = static_cast<float*>(be->alloc(sizeof(float) * x.size()));

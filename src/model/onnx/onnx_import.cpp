@@ -239,7 +239,8 @@ void Importer::conv(const OnnxNode& n) {
   int p = uniform(n, attr_ints(n, "pads", {0, 0, 0, 0}), "pads");
   const std::string autopad = attr_string(n, "auto_pad", "NOTSET");
   if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
-    if (s != 1 || r % 2 == 0) raise_node_error(n, "auto_pad %s with stride %d and kernel %d pads unevenly", autopad.c_str(), s, r);
+    if (s != 1 || r % 2 == 0)
+      raise_node_error(n, "auto_pad %s with stride %d and kernel %d pads unevenly", autopad.c_str(), s, r);
     p = (r - 1) / 2;
   } else if (autopad == "VALID") {
     p = 0;
@@ -287,7 +288,8 @@ void Importer::pool(const OnnxNode& n) {
   const int k = uniform(n, attr_ints_required(n, "kernel_shape"), "kernel_shape");
   const int s = uniform(n, attr_ints(n, "strides", {1, 1}), "strides");
   const int p = uniform(n, attr_ints(n, "pads", {0, 0, 0, 0}), "pads");
-  if (attr_int(n, "ceil_mode", 0) != 0) raise_node_error(n, "ceil_mode 1 is not supported (export with ceil_mode=False)");
+  if (attr_int(n, "ceil_mode", 0) != 0)
+    raise_node_error(n, "ceil_mode 1 is not supported (export with ceil_mode=False)");
   if (attr_string(n, "auto_pad", "NOTSET") != "NOTSET") raise_node_error(n, "auto_pad is not supported for pooling");
   if (!max && p > 0 && attr_int(n, "count_include_pad", 0) != 0)
     raise_node_error(n, "count_include_pad 1 with padding: cnntrain's average pooling leaves padding out of the count");
@@ -308,7 +310,8 @@ void Importer::global_pool(const OnnxNode& n, bool keepdims) {
 void Importer::flatten(const OnnxNode& n) {
   const Act& x = act(n, 0);
   if (n.op_type == "Flatten" && attr_int(n, "axis", 1) != 1)
-    raise_node_error(n, "axis %lld: cnntrain flattens from axis 1 only", static_cast<long long>(attr_int(n, "axis", 1)));
+    raise_node_error(n, "axis %lld: cnntrain flattens from axis 1 only",
+                     static_cast<long long>(attr_int(n, "axis", 1)));
   if (n.op_type == "Reshape") {
     const OnnxTensor* shape = constant(n.inputs.size() > 1 ? n.inputs[1] : "");
     const bool to_2d = shape && !shape->is_float() && shape->ints.size() == 2 &&
@@ -330,7 +333,8 @@ void Importer::linear(const OnnxNode& n, const OnnxTensor& w, bool transposed, c
                       const std::string& out_name) {
   const Act& x = act(n, 0);
   if (w.dims.size() != 2) raise_node_error(n, "weight '%s' is %s, not a matrix", w.name.c_str(), list(w.dims).c_str());
-  const int in = static_cast<int>(transposed ? w.dims[1] : w.dims[0]), out = static_cast<int>(transposed ? w.dims[0] : w.dims[1]);
+  const int in = static_cast<int>(transposed ? w.dims[1] : w.dims[0]);
+  const int out = static_cast<int>(transposed ? w.dims[0] : w.dims[1]);
   if (static_cast<size_t>(in) != x.dims.size())
     raise_node_error(n, "weight '%s' expects %d inputs but the input has %zu values per sample", w.name.c_str(), in,
                      x.dims.size());
@@ -348,7 +352,9 @@ void Importer::linear(const OnnxNode& n, const OnnxTensor& w, bool transposed, c
   const std::string name = layer_name(n, w.name);
   take(name, "weight", w, std::move(v));
   if (bias) {
-    if (bias->numel() != out) raise_node_error(n, "bias '%s' has %lld values for %d outputs", bias->name.c_str(), static_cast<long long>(bias->numel()), out);
+    if (bias->numel() != out)
+      raise_node_error(n, "bias '%s' has %lld values for %d outputs", bias->name.c_str(),
+                       static_cast<long long>(bias->numel()), out);
     take(name, "bias", *bias, bias->floats);
   }
   emit(n, make_linear(name, out, bias != nullptr), {x.layer}, Act{"", Dims{1, 1, out}, true, Dims{1, 1, out}},
@@ -450,7 +456,8 @@ void Importer::join(const OnnxNode& n) {
   }
   const int64_t axis = attr_int(n, "axis", 1);
   if (axis != 1 && axis != -3)
-    raise_node_error(n, "axis %lld: cnntrain concatenates along the channels (axis 1) only", static_cast<long long>(axis));
+    raise_node_error(n, "axis %lld: cnntrain concatenates along the channels (axis 1) only",
+                     static_cast<long long>(axis));
   Act out = xs[0];
   out.dims.c = 0;
   for (const Act& x : xs) {
