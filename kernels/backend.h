@@ -19,8 +19,20 @@ struct ConvDesc {
   int n = 0, h = 0, w = 0, c = 0;
   int k = 0, r = 0, s = 0;
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  int p() const { return (h + 2 * pad_h - r) / stride_h + 1; }
-  int q() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+  // Grouped convolution: input and output channels split into `groups` equal parts, output group g reads input
+  // group g only; filters [k, r, s, c / groups] (KRSC with C = c / groups). groups == c == k: depthwise.
+  int groups = 1;
+  // Taps dilation_h rows / dilation_w columns apart: the window spans dilation * (r - 1) + 1 rows.
+  int dilation_h = 1, dilation_w = 1;
+  // extra_pad_h/w more zero rows/columns after the input than pad_h/w before it (ONNX pads
+  // [pad_h, pad_w, pad_h + extra_pad_h, pad_w + extra_pad_w]), as PoolDesc.
+  int extra_pad_h = 0, extra_pad_w = 0;
+  int p() const { return (h + 2 * pad_h + extra_pad_h - dilation_h * (r - 1) - 1) / stride_h + 1; }
+  int q() const { return (w + 2 * pad_w + extra_pad_w - dilation_w * (s - 1) - 1) / stride_w + 1; }
+  // The convolution every backend had before groups, dilation and asymmetric padding.
+  bool plain() const {
+    return groups == 1 && dilation_h == 1 && dilation_w == 1 && extra_pad_h == 0 && extra_pad_w == 0;
+  }
 };
 
 // x: [n,h,w,c], y: [n,p,q,c]; padded taps are ignored (max) or excluded from the count (avg, unless

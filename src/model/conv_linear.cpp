@@ -10,8 +10,12 @@ class Conv2d : public Layer {
  public:
   Conv2d(const std::string& name, int k, const ConvOptions& o) : Layer(name), k_(k), o_(o) {}
   std::string describe() const override {
-    return strprintf("conv %dx%d %d->%d stride %d pad %d%s", o_.kernel, o_.kernel, d_.c, k_, o_.stride, o_.pad,
-                     o_.bias ? "" : " no-bias");
+    std::string extra;
+    if (o_.groups != 1) extra += strprintf(" groups %d", o_.groups);
+    if (o_.dilation != 1) extra += strprintf(" dilation %d", o_.dilation);
+    if (o_.extra_pad_h || o_.extra_pad_w) extra += strprintf(" pad-end +%d,+%d", o_.extra_pad_h, o_.extra_pad_w);
+    return strprintf("conv %dx%d %d->%d stride %d pad %d%s%s", o_.kernel, o_.kernel, d_.c, k_, o_.stride, o_.pad,
+                     extra.c_str(), o_.bias ? "" : " no-bias");
   }
   Dims setup(const Dims& in) override {
     d_.h = in.h;
@@ -21,13 +25,22 @@ class Conv2d : public Layer {
     d_.r = d_.s = o_.kernel;
     d_.stride_h = d_.stride_w = o_.stride;
     d_.pad_h = d_.pad_w = o_.pad;
-    if (in.h + 2 * o_.pad < o_.kernel || in.w + 2 * o_.pad < o_.kernel)
-      raise(kExitUsage, "layer %s: a %dx%d kernel does not fit a %dx%d input (padding %d); the model needs larger "
-            "images", name_.c_str(), o_.kernel, o_.kernel, in.h, in.w, o_.pad);
+    d_.groups = o_.groups;
+    d_.dilation_h = d_.dilation_w = o_.dilation;
+    d_.extra_pad_h = o_.extra_pad_h;
+    d_.extra_pad_w = o_.extra_pad_w;
+    if (o_.groups < 1 || in.c % o_.groups != 0 || k_ % o_.groups != 0)
+      raise(kExitUsage, "layer %s: %d groups do not divide its %d input and %d output channels", name_.c_str(),
+            o_.groups, in.c, k_);
+    const int span = o_.dilation * (o_.kernel - 1) + 1;  // rows (columns) one output's window covers
+    if (in.h + 2 * o_.pad + o_.extra_pad_h < span || in.w + 2 * o_.pad + o_.extra_pad_w < span)
+      raise(kExitUsage, "layer %s: a %dx%d kernel (dilation %d) does not fit a %dx%d input (padding %d); the model "
+            "needs larger images", name_.c_str(), o_.kernel, o_.kernel, o_.dilation, in.h, in.w, o_.pad);
     return {d_.p(), d_.q(), k_};
   }
   std::vector<ParamSpec> param_specs() const override {
-    std::vector<ParamSpec> v{{"weight", {k_, d_.r, d_.s, d_.c}, Init::kHeNormal, d_.r * d_.s * d_.c, true}};
+    const int c = d_.c / d_.groups;  // input channels each filter reads
+    std::vector<ParamSpec> v{{"weight", {k_, d_.r, d_.s, c}, Init::kHeNormal, d_.r * d_.s * c, true}};
     if (o_.bias) v.push_back({"bias", {k_}, Init::kZero, 1, false});
     return v;
   }
@@ -49,7 +62,9 @@ class Conv2d : public Layer {
     be.conv2d_backward_filter(dt_, d_, x, dy, dw_, db_);
     if (dx) be.conv2d_backward_data(dt_, d_, dy, wc_, dx);
   }
-  double flops_per_sample() const override { return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * d_.c; }
+  double flops_per_sample() const override {
+    return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * (d_.c / d_.groups);
+  }
 
  private:
   int k_;

@@ -175,6 +175,8 @@ std::unique_ptr<Layer> make_activation(const std::string& name, const Activation
 struct ConvOptions {
   int kernel = 3, stride = 1, pad = 1;
   bool bias = true;
+  int groups = 1, dilation = 1;          // ConvDesc::groups, dilation_h = dilation_w
+  int extra_pad_h = 0, extra_pad_w = 0;  // ConvDesc::extra_pad_h/w: more padding after the input than before
 };
 
 std::unique_ptr<Layer> make_conv2d(const std::string& name, int out_channels, const ConvOptions& opt);
