@@ -36,7 +36,7 @@ namespace {
 size_t area(size_t rows, size_t cols) { return rows * cols; }
 size_t conv_in(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 size_t conv_out(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.k; }
-size_t conv_filter(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
+size_t conv_filter(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * (d.c / d.groups); }
 size_t pool_in(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 size_t pool_out(const PoolDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.c; }
 size_t map_size(int n, int hw, int c) { return static_cast<size_t>(n) * hw * c; }
