@@ -1,10 +1,13 @@
 #include "src/train/run_checkpoints.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/watchdog.h"
+#include "src/model/zoo.h"
 #include "src/train/recipe.h"
 
 namespace cnn {
@@ -104,6 +107,8 @@ void RunCheckpoints::save(const Cursor& next) {
   m.optimizer = cfg_.train.optimizer;
   m.config = config_to_ini(cfg_);
   m.version = version_string();
+  const Dims& in = net_.input_dims();
+  m.graph = {in.h, in.w, in.c, net_.num_classes(), graph_};
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
   CheckpointWriteStats st;
   try {
@@ -199,10 +204,17 @@ Cursor RunCheckpoints::resume() {
                 (long long)m.step, (long long)m.epoch + 1, m.world_size, m.world_size == 1 ? "" : "s", world_size());
       return c;
     }
+    // Another zoo model, or a zoo model against a file (two files' graphs: compared at setup, setup.cpp).
+    const bool other_model = !m.model.empty() && m.model != cfg_.model &&
+                             !(is_onnx_model(m.model) && is_onnx_model(cfg_.model));
+    if (explicit_path && other_model)
+      agree_or_exit(kExitCheckpoint, strprintf("--resume: checkpoint '%s' belongs to model %s, this run builds model "
+                    "%s: resume with --model %s", path.c_str(), m.model.c_str(), cfg_.model.c_str(),
+                    m.model.c_str()));
     if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
     // Another model's or optimizer's checkpoint is no damaged file to skip: continuing from an older one, or
     // from scratch, would mix two runs in one directory.
-    if (!m.model.empty() && m.model != cfg_.model)
+    if (other_model)
       agree_or_exit(kExitCheckpoint, strprintf("--resume auto: checkpoint '%s' belongs to model %s, this run builds "
                     "model %s: continue it with --model %s, or start this run in a new --run-dir", path.c_str(),
                     m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
@@ -211,6 +223,12 @@ Cursor RunCheckpoints::resume() {
                     "--train.ema and --train.swa_start_epoch on or off), or start this run in a new --run-dir");
     log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
   }
+  // A graph built from a checkpoint (the model file gone) has no initial weights to start from.
+  struct stat st;
+  if (is_onnx_model(cfg_.model) && ::stat(cfg_.model.c_str(), &st) != 0)
+    agree_or_exit(kExitCheckpoint, strprintf("no checkpoint in %s verifies, and model file %s, whose initial weights "
+                  "a start from scratch needs, is gone: restore the file, or a checkpoint", dir_.c_str(),
+                  cfg_.model.c_str()));
   log_.warn("no checkpoint in %s verifies; starting from scratch", dir_.c_str());
   return c;
 }
