@@ -204,20 +204,13 @@ Cursor RunCheckpoints::resume() {
                 (long long)m.step, (long long)m.epoch + 1, m.world_size, m.world_size == 1 ? "" : "s", world_size());
       return c;
     }
-    // Another zoo model, or a zoo model against a file (two files' graphs: compared at setup, setup.cpp).
-    const bool other_model = !m.model.empty() && m.model != cfg_.model &&
-                             !(is_onnx_model(m.model) && is_onnx_model(cfg_.model));
-    if (explicit_path && other_model)
-      agree_or_exit(kExitCheckpoint, strprintf("--resume: checkpoint '%s' belongs to model %s, this run builds model "
-                    "%s: resume with --model %s", path.c_str(), m.model.c_str(), cfg_.model.c_str(),
-                    m.model.c_str()));
-    if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
     // Another model's or optimizer's checkpoint is no damaged file to skip: continuing from an older one, or
-    // from scratch, would mix two runs in one directory.
-    if (other_model)
-      agree_or_exit(kExitCheckpoint, strprintf("--resume auto: checkpoint '%s' belongs to model %s, this run builds "
-                    "model %s: continue it with --model %s, or start this run in a new --run-dir", path.c_str(),
-                    m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
+    // from scratch, would mix two runs in one directory. Two files' graphs are compared at setup (setup.cpp).
+    if (!m.model.empty() && m.model != cfg_.model && !(is_onnx_model(m.model) && is_onnx_model(cfg_.model)))
+      agree_or_exit(kExitCheckpoint, strprintf("--resume %s: checkpoint '%s' belongs to model %s, this run builds "
+                    "model %s: continue it with --model %s, or start this run in a new --run-dir", cfg_.resume.c_str(),
+                    path.c_str(), m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
+    if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
     if (layout_mismatch)
       agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer, "
                     "--train.ema and --train.swa_start_epoch on or off), or start this run in a new --run-dir");

@@ -7,7 +7,7 @@ $(CKPT_LOGITS): $(BUILD)/obj/tests/onnx/ckpt_logits.o $(LIB) | $(LAYERS_OK)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 .PHONY: test-onnx-export
-test-onnx-export: $(CKPT_LOGITS) $(BINS) pyvenv
+test-onnx-export: $(CKPT_LOGITS) $(BINS) pyvenv data
 	@dir=$$(mktemp -d /tmp/cnntrain-onnx-export-XXXXXX); trap 'rm -rf "$$dir"' EXIT; \
 	$(PYVENV)/bin/python tests/onnx/export_parity.py $(BUILD) "$$dir"
 
