@@ -6,7 +6,8 @@ Zoo models (lenet5, fmnist_cnn, resnet20 with its zero-padding shortcuts, fmnist
 shortcuts: the fused batch norm + ReLU and residual-join blocks) and an imported graph (a PyTorch network with
 batch norm, dropout, an SE block's Mul, a Concat, LeakyRelu/Clip/HardSwish/SiLU-style activations, average and
 max pooling and a Flatten into a Linear; round trip: import -> train -> checkpoint -> export) train a few steps
-on synthetic data (fmnist_cnn on Fashion-MNIST); each checkpoint is exported with `cnntrain-data export --format onnx` and the file must
+on synthetic data (fmnist_cnn on Fashion-MNIST); each checkpoint is exported with `cnntrain-data export
+--format onnx` and the file must
   - pass onnx.checker with full_check (shape inference included), opset 17, a dynamic batch dimension,
     initializers named after the checkpoint's parameters and buffers, metadata (input_size, model, step;
     fmnist_cnn's also the mean, std and class names of its training set);
