@@ -3,7 +3,8 @@
 # ONNX file stopped at step 4 resumes with the file gone and logs the same losses as the uninterrupted run;
 # resuming with another model is refused with exit 4 naming both (another file with another graph, a zoo
 # model against the file's checkpoints, the file against a zoo model's); a checkpoint without the stored input
-# shape (as written before it was stored) still resumes; and the export of the run's checkpoint needs no file.
+# shape (as written before it was stored) still resumes; the export of the run's checkpoint needs no file; and
+# with the file gone and every checkpoint damaged the run stops (exit 4) instead of starting without weights.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 VPY=$(bash tests/onnx/py_venv.sh "$BUILD/pyvenv")
@@ -47,6 +48,16 @@ echo "ok: resumed without the ONNX file, steps 5-8 lose exactly as the uninterru
 "$BUILD/cnntrain-data" export "$T/cut/checkpoints/ckpt-0000000008.h5" --format onnx --out "$T/cut.onnx" > /dev/null ||
   fail "export of the run without its file"
 echo "ok: exported without the ONNX file"
+# With the file gone and no checkpoint that verifies, there are no initial weights to start from scratch.
+cp -r "$T/cut" "$T/damaged"
+for ck in "$T"/damaged/checkpoints/*.h5; do
+  $PY -c 'import h5py, sys
+f = h5py.File(sys.argv[1], "r+")
+d = f["params"][sorted(f["params"])[0]]
+d[...] = d[...] + 1' "$ck"
+done
+expect_exit 4 "is gone: restore the file" -- "$BUILD/cnntrain" --config "$T/damaged/config.ini" --run-dir "$T/damaged" \
+  --resume auto
 
 # A zoo model's run against the file; a checkpoint without the input shape (an older one) resumes.
 "$BUILD/cnntrain" --model fmnist_cnn "${COMMON[@]}" --run-dir "$T/zoo" --train.stop_at_step 4 > "$T/zoo.log" 2>&1 ||
