@@ -12,6 +12,21 @@
 
 namespace cnn {
 
+namespace {
+
+// The non-empty lines of `text`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> v;
+  for (size_t a = 0, b; a < text.size(); a = b + 1) {
+    b = text.find('\n', a);
+    if (b == std::string::npos) b = text.size();
+    if (b > a) v.push_back(text.substr(a, b - a));
+  }
+  return v;
+}
+
+}  // namespace
+
 RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler,
                                RunLog& log, std::string dir, WeightEma* ema, SwaAverage* swa)
     : cfg_(cfg), be_(be), net_(net), opt_(opt), scaler_(scaler), log_(log), dir_(std::move(dir)), ema_(ema), swa_(swa) {
@@ -160,12 +175,7 @@ Cursor RunCheckpoints::resume() {
     }
   }
   broadcast(listing, 0);  // one rank's view of the directory decides, so all try the same files
-  std::vector<std::string> candidates;
-  for (size_t a = 0, b; a < listing.size(); a = b + 1) {
-    b = listing.find('\n', a);
-    if (b == std::string::npos) b = listing.size();
-    if (b > a) candidates.push_back(listing.substr(a, b - a));
-  }
+  const std::vector<std::string> candidates = lines_of(listing);
   if (candidates.empty()) {
     log_.info("resume auto: no checkpoint in %s, starting from scratch", dir_.c_str());
     return c;
@@ -206,11 +216,17 @@ Cursor RunCheckpoints::resume() {
     }
     // Another model's or optimizer's checkpoint is no damaged file to skip: continuing from an older one, or
     // from scratch, would mix two runs in one directory. Two files' graphs are compared at setup (setup.cpp).
-    if (!m.model.empty() && m.model != cfg_.model && !(is_onnx_model(m.model) && is_onnx_model(cfg_.model)))
-      agree_or_exit(kExitCheckpoint, strprintf("--resume %s: checkpoint '%s' belongs to model %s, this run builds "
-                    "model %s: continue it with --model %s, or start this run in a new --run-dir", cfg_.resume.c_str(),
-                    path.c_str(), m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
-    if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
+    const std::string other = !m.model.empty() && m.model != cfg_.model &&
+                                      !(is_onnx_model(m.model) && is_onnx_model(cfg_.model))
+                                  ? strprintf("checkpoint '%s' belongs to model %s, this run builds model %s",
+                                              path.c_str(), m.model.c_str(), cfg_.model.c_str())
+                                  : "";
+    if (explicit_path)
+      agree_or_exit(kExitCheckpoint, err + (other.empty() ? "" : " (" + other + ")") +
+                    "; fix --resume or use --resume auto/none");
+    if (!other.empty())
+      agree_or_exit(kExitCheckpoint, strprintf("--resume auto: %s: continue it with --model %s, or start this run in a "
+                    "new --run-dir", other.c_str(), m.model.c_str()));
     if (layout_mismatch)
       agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer, "
                     "--train.ema and --train.swa_start_epoch on or off), or start this run in a new --run-dir");
