@@ -13,7 +13,7 @@ on synthetic data (fmnist_cnn on Fashion-MNIST); each checkpoint is exported wit
     fmnist_cnn's also the mean, std and class names of its training set);
   - give in ONNX Runtime the logits cnntrain computes (tests/onnx/ckpt_logits) within 1e-4 relative (to the
     largest logit), for a batch of 3 random images.
-Then the exits: a bad --format (2), a missing checkpoint (4), --weights ema of a run without EMA (4).
+fmnist_cnn is also exported with --weights ema from a --train.ema run. Then the exits: a bad --format (2), a missing checkpoint (4), --weights ema of a run without EMA (4).
 """
 import os
 import subprocess
@@ -85,9 +85,9 @@ def export_imported(path):
                       input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "N"}})
 
 
-def compare(name, ckpt, chw, stats=False):
+def compare(name, ckpt, chw, stats=False, weights="raw"):
     out = f"{WORK}/{name}.onnx"
-    p = run([DATA, "export", ckpt, "--format", "onnx", "--out", out])
+    p = run([DATA, "export", ckpt, "--format", "onnx", "--weights", weights, "--out", out])
     check(p.returncode == 0 and "ONNX opset 17" in p.stdout, f"{name}: export --format onnx: {p.stdout.strip()}")
     if p.returncode:
         return
@@ -112,7 +112,7 @@ def compare(name, ckpt, chw, stats=False):
           f"{name}: metadata {props}")
     x = np.random.default_rng(7).uniform(-1, 1, (3, *chw)).astype(np.float32)
     x.tofile(f"{WORK}/{name}.in")
-    p = run([f"{BUILD}/tests/ckpt_logits", ckpt, "raw", f"{WORK}/{name}.in", "3", f"{WORK}/{name}.out"])
+    p = run([f"{BUILD}/tests/ckpt_logits", ckpt, weights, f"{WORK}/{name}.in", "3", f"{WORK}/{name}.out"])
     ours = np.fromfile(f"{WORK}/{name}.out", dtype=np.float32).reshape(3, -1)
     theirs = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
     err = np.abs(ours - theirs).max() / max(np.abs(ours).max(), 1e-6)
@@ -127,6 +127,9 @@ def main():
                                    ("fmnist_resnet", "fmnist_resnet", "64x28x28x1:10", (1, 28, 28))):
         # The training set's mean and std reach the metadata (a synthetic set has none).
         compare(name, train(name, model, spec), chw, stats=spec.endswith(".h5"))
+    # --weights ema: the moving average under the parameters' names (cnntrain's logits with the same weights).
+    compare("fmnist_cnn_ema", train("fmnist_cnn_ema", "fmnist_cnn", "64x28x28x1:10", ["--train.ema", "0.9"]),
+            (1, 28, 28), weights="ema")
     export_imported(f"{WORK}/imported_src.onnx")
     ckpt = train("imported", f"{WORK}/imported_src.onnx", "64x28x28x1:10")
     os.remove(f"{WORK}/imported_src.onnx")  # the export needs the checkpoint only (its stored graph)
