@@ -20,6 +20,7 @@
 #include "io/hdf5_dataset.h"
 #include "src/checkpoint/export.h"
 #include "src/model/onnx/onnx_model.h"
+#include "src/train/checkpoint_model.h"
 #include "src/train/config.h"
 #include "src/base/error.h"
 
@@ -220,22 +221,36 @@ int cmd_convert_folder(int argc, char** argv) {
 }
 
 int cmd_export(int argc, char** argv) {
-  po::options_description d("export: weights-only HDF5 from a checkpoint (layout in docs/checkpoints.md)");
+  po::options_description d("export: a checkpoint's weights as HDF5 (layout in docs/checkpoints.md) or the whole "
+                            "model as ONNX (docs/models.md)");
   d.add_options()("checkpoint", po::value<std::string>()->required(), "checkpoint file (ckpt-*.h5)")(
-      "out", po::value<std::string>()->required(), "output HDF5 file")(
+      "out", po::value<std::string>()->required(), "output file (HDF5, or FILE.onnx with --format onnx)")(
+      "format", po::value<std::string>()->default_value("hdf5"),
+      "hdf5 (the weights in cnntrain's layouts) or onnx (the network for inference, opset 17)")(
       "overwrite", po::bool_switch(), "replace an existing output")(
       "weights", po::value<std::string>()->default_value("raw"),
       "raw (the trained weights), ema (their moving average, from a --train.ema run) or swa (their SWA "
       "average with its batch-norm statistics, from the final checkpoint of a --train.swa_start_epoch run)");
   auto vm = parse("export", d, argc, argv, "checkpoint");
   const std::string in = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
-  const std::string weights = vm["weights"].as<std::string>();
+  const std::string weights = vm["weights"].as<std::string>(), format = vm["format"].as<std::string>();
   const ExportWeights which = weights == "ema" ? ExportWeights::kEma
                               : weights == "swa" ? ExportWeights::kSwa
                                                  : ExportWeights::kRaw;
   if (weights != export_weights_name(which))
     raise(kExitUsage, "export: --weights must be raw, ema or swa, not '%s'", weights.c_str());
+  if (format != "hdf5" && format != "onnx")
+    raise(kExitUsage, "export: --format must be hdf5 or onnx, not '%s'", format.c_str());
   check_output("export", out, vm["overwrite"].as<bool>());
+  if (format == "onnx") {
+    const OnnxModel m = export_checkpoint_onnx(in, out, which);
+    std::printf("wrote %s: ONNX opset %lld, %zu nodes, %zu initializers, %lld %sparameter and buffer values "
+                "(model %s, step %s)\n", out.c_str(), static_cast<long long>(m.opset), m.nodes.size(),
+                m.initializers.size(), static_cast<long long>(m.float_initializer_elements()),
+                which == ExportWeights::kEma ? "EMA " : which == ExportWeights::kSwa ? "SWA " : "",
+                m.metadata.at("model").c_str(), m.metadata.at("step").c_str());
+    return 0;
+  }
   ExportStats st = export_weights(in, out, which);
   std::printf("wrote %s: %zu tensors, %zu %sparameters and %zu buffer values (model %s, step %lld)\n", out.c_str(),
               st.tensors, st.params, which == ExportWeights::kEma ? "EMA " : which == ExportWeights::kSwa ? "SWA " : "",

@@ -14,7 +14,9 @@
 //   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version; and, optional
 //   (absent from checkpoints written before mixed precision, which still load): precision,
 //   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md); ema_updates (--train.ema);
-//   swa_models, swa_bn_models (--train.swa_start_epoch)
+//   swa_models, swa_bn_models (--train.swa_start_epoch); net_input, num_classes (the network's input [H,W,C]
+//   and class count) and, for a model imported from an ONNX file, /graph (uint8: that file's graph without its
+//   weights, attribute crc32): see CheckpointGraph
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,6 +25,16 @@
 namespace cnn {
 
 constexpr int kCheckpointFormatVersion = 1;
+
+// The network a checkpoint was trained with, so that resuming or exporting it needs nothing else: the input
+// shape and class count it was built for, and for a model imported from an ONNX file the file's graph without
+// the weights (an ONNX ModelProto whose parameter initializers are graph inputs; src/model/onnx/onnx_graph_store.h).
+// Absent from older checkpoints (input_h 0, onnx empty), which still load.
+struct CheckpointGraph {
+  int input_h = 0, input_w = 0, input_c = 0, classes = 0;
+  std::string onnx;
+  bool has_input() const { return input_h > 0 && input_w > 0 && input_c > 0 && classes > 0; }
+};
 
 struct CheckpointMeta {
   int64_t step = 0;           // optimizer steps completed
@@ -42,6 +54,7 @@ struct CheckpointMeta {
   int64_t swa_bn_models = 0;       // swa_models when /swa/buffers were recomputed (0: never)
   int world_size = 0;
   std::string model, optimizer, config, version;
+  CheckpointGraph graph;
 };
 
 // A named host array the checkpoint stores: its dataset path, shape and data (num elements = product of shape).

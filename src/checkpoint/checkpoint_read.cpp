@@ -1,6 +1,7 @@
 // Reading a checkpoint: the metadata, the layout check against the model, the checksums, then every rank its
 // share of each array and an allgather. MPI-IO code: includes mpi.h through parallel HDF5's hdf5.h.
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +17,36 @@ namespace cnn {
 using namespace ckpt;
 
 namespace {
+
+// CheckpointMeta::graph: optional (older checkpoints lack it); a stored graph must match its checksum.
+bool read_graph(hid_t file, const std::string& path, CheckpointGraph& g, std::string& err) {
+  std::vector<long long> in, classes;
+  if (h5_read_attr_ints(file, "net_input", in) && in.size() == 3 && h5_read_attr_ints(file, "num_classes", classes) &&
+      classes.size() == 1) {
+    g.input_h = static_cast<int>(in[0]), g.input_w = static_cast<int>(in[1]), g.input_c = static_cast<int>(in[2]);
+    g.classes = static_cast<int>(classes[0]);
+  }
+  if (H5Lexists(file, "/graph", H5P_DEFAULT) <= 0) return true;
+  H5Handle d = h5_dataset(H5Dopen2(file, "/graph", H5P_DEFAULT));
+  H5Handle space = h5_space(H5Dget_space(d.get()));
+  const hssize_t n = space.valid() ? H5Sget_simple_extent_npoints(space.get()) : -1;
+  std::vector<long long> crc;
+  g.onnx.assign(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n <= 0 || H5Dread(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, &g.onnx[0]) < 0 ||
+      !h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1) {
+    err = strprintf("checkpoint '%s': cannot read the model's graph (dataset 'graph'): %s (damaged file)",
+                    path.c_str(), h5_last_error().c_str());
+    return false;
+  }
+  const uint32_t got = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(g.onnx.data()), static_cast<uInt>(g.onnx.size())));
+  if (got != static_cast<uint32_t>(crc[0])) {
+    err = strprintf("checkpoint '%s': checksum mismatch in dataset 'graph' (the model's graph): the file is corrupt",
+                    path.c_str());
+    return false;
+  }
+  return true;
+}
 
 bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::string& err) {
   std::vector<long long> v;
@@ -66,7 +97,7 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   get_str("config", m.config);
   get_str("version", m.version);
   get_str("precision", m.precision);
-  return true;
+  return read_graph(file, path, m.graph, err);
 }
 
 // Names of the datasets under a group (recursively, as "group/name" paths relative to the root).

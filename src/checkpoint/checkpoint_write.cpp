@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <chrono>
@@ -95,6 +96,33 @@ void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
   str("optimizer", m.optimizer);
   str("config", m.config);
   str("version", m.version);
+  if (m.graph.has_input()) {
+    write_attr(v, file, "net_input", [&] {
+      h5_write_attr_ints(file, "net_input", {m.graph.input_h, m.graph.input_w, m.graph.input_c});
+    });
+    ints("num_classes", m.graph.classes);
+  }
+}
+
+// /graph: an imported model's graph (CheckpointGraph::onnx), small, written by rank 0 alone (independent I/O)
+// into a dataset every rank creates; its crc32 attribute and the closes are collective.
+void write_graph(Verdict& v, hid_t file, const std::string& bytes, const std::string& tmp) {
+  if (bytes.empty()) return;
+  hsize_t n = bytes.size();
+  H5Handle space = h5_space(H5Screate_simple(1, &n, nullptr));
+  H5Handle d = h5_dataset(H5Dcreate2(file, "/graph", H5T_NATIVE_UINT8, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT));
+  if (!d.valid()) {
+    v.fail(strprintf("%s: cannot create dataset 'graph' in '%s': %s", on_this_rank().c_str(), tmp.c_str(),
+                     h5_last_error().c_str()));
+    return;
+  }
+  if (world_rank() == 0 && H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0)
+    v.fail(strprintf("%s: writing dataset 'graph' of '%s' failed: %s (%s)", on_this_rank().c_str(), tmp.c_str(),
+                     h5_last_error().c_str(), space_left(tmp).c_str()));
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+  write_attr(v, d.get(), "crc32", [&] { h5_write_attr_ints(d.get(), "crc32", {static_cast<long long>(crc)}); });
 }
 
 // Creates every dataset (collective); a failure is recorded and the remaining ones are still created.
@@ -175,7 +203,10 @@ CheckpointWriteStats write_checkpoint(const std::string& path, const std::vector
       } else if (a.all_ok()) {
         write_datasets(ds, arrays, crcs, tmp, v);
         a = agree(true, v);
-        if (a.all_ok()) write_meta(v, file.get(), meta);
+        if (a.all_ok()) {
+          write_meta(v, file.get(), meta);
+          write_graph(v, file.get(), meta.graph.onnx, tmp);
+        }
       }
       for (H5Handle& d : ds)
         if (d.close() < 0) v.fail(strprintf("%s: closing a dataset of '%s' failed: %s", on_this_rank().c_str(),

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,7 +31,62 @@ void check_weights(const std::string& checkpoint, hid_t in, const CheckpointMeta
           "run's final checkpoint", checkpoint.c_str(), (long long)meta.step, (long long)meta.swa_models);
 }
 
+// Dataset `name` of `group`, verified against its crc32 attribute; `space` gets its dataspace.
+std::vector<float> read_verified(const std::string& checkpoint, hid_t g, const char* group, const char* name,
+                                 H5Handle& space) {
+  H5Handle d = h5_dataset(H5Dopen2(g, name, H5P_DEFAULT));
+  space = h5_space(H5Dget_space(d.get()));
+  std::vector<float> v(static_cast<size_t>(std::max<hssize_t>(H5Sget_simple_extent_npoints(space.get()), 0)));
+  std::vector<long long> crc;
+  if (H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0 ||
+      !h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1)
+    raise(kExitCheckpoint, "checkpoint '%s': cannot read %s/%s", checkpoint.c_str(), group, name);
+  uint32_t got = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(v.data()), static_cast<uInt>(v.size() * sizeof(float))));
+  if (got != static_cast<uint32_t>(crc[0]))
+    raise(kExitCheckpoint, "checkpoint '%s': checksum mismatch in %s/%s: the file is corrupt", checkpoint.c_str(),
+          group, name);
+  return v;
+}
+
+// The names of the datasets in `group`.
+std::vector<std::string> dataset_names(hid_t file, const char* group) {
+  std::vector<std::string> names;
+  if (H5Lexists(file, group, H5P_DEFAULT) <= 0) return names;
+  H5Handle g = h5_group(H5Gopen2(file, group, H5P_DEFAULT));
+  H5G_info_t info;
+  H5Gget_info(g.get(), &info);
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    char name[1024];
+    H5Lget_name_by_idx(g.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
+    names.push_back(name);
+  }
+  return names;
+}
+
 }  // namespace
+
+std::map<std::string, std::vector<float>> read_checkpoint_weights(const std::string& checkpoint, ExportWeights which,
+                                                                  CheckpointMeta& meta) {
+  std::string err;
+  if (!read_checkpoint_meta(checkpoint, meta, err)) raise(kExitCheckpoint, "%s", err.c_str());
+  std::lock_guard<std::mutex> lk(h5_mutex());
+  h5_quiet();
+  H5Handle in = h5_file(H5Fopen(checkpoint.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  check_weights(checkpoint, in.get(), meta, which);
+  const bool swa = which == ExportWeights::kSwa;
+  const char* weights = which == ExportWeights::kEma ? "/ema" : swa ? "/swa/params" : "/params";
+  std::map<std::string, std::vector<float>> out;
+  // /ema holds the buffers' average too: read first, it wins over /buffers.
+  for (const char* group : {weights, swa ? "/swa/buffers" : "/buffers"}) {
+    H5Handle g = h5_group(H5Gopen2(in.get(), group, H5P_DEFAULT));
+    for (const std::string& name : dataset_names(in.get(), group)) {
+      H5Handle space;
+      if (!out.count(name)) out[name] = read_verified(checkpoint, g.get(), group, name.c_str(), space);
+    }
+  }
+  return out;
+}
 
 const char* export_weights_name(ExportWeights which) {
   return which == ExportWeights::kEma ? "ema" : which == ExportWeights::kSwa ? "swa" : "raw";
@@ -60,23 +116,10 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   for (const char* group : {weights, swa ? "/swa/buffers" : "/buffers"}) {
     if (H5Lexists(in.get(), group, H5P_DEFAULT) <= 0) continue;
     H5Handle params = h5_group(H5Gopen2(in.get(), group, H5P_DEFAULT));
-    H5G_info_t info;
-    H5Gget_info(params.get(), &info);
-    for (hsize_t i = 0; i < info.nlinks; ++i) {
-      char name[1024];
-      H5Lget_name_by_idx(params.get(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT);
-      H5Handle d = h5_dataset(H5Dopen2(params.get(), name, H5P_DEFAULT));
-      H5Handle sp = h5_space(H5Dget_space(d.get()));
-      std::vector<float> v(static_cast<size_t>(H5Sget_simple_extent_npoints(sp.get())));
-      std::vector<long long> crc;
-      if (H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0 ||
-          !h5_read_attr_ints(d.get(), "crc32", crc) || crc.size() != 1)
-        raise(kExitCheckpoint, "checkpoint '%s': cannot read %s/%s", checkpoint.c_str(), group, name);
-      uint32_t got = static_cast<uint32_t>(
-          crc32(0, reinterpret_cast<const Bytef*>(v.data()), static_cast<uInt>(v.size() * sizeof(float))));
-      if (got != static_cast<uint32_t>(crc[0]))
-        raise(kExitCheckpoint, "checkpoint '%s': checksum mismatch in %s/%s: the file is corrupt", checkpoint.c_str(),
-              group, name);
+    for (const std::string& n : dataset_names(in.get(), group)) {
+      const char* name = n.c_str();
+      H5Handle sp;
+      const std::vector<float> v = read_verified(checkpoint, params.get(), group, name, sp);
       // "conv1.weight" -> "/conv1/weight"
       std::string path = "/" + std::string(name);
       auto dot = path.rfind('.');

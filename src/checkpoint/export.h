@@ -7,7 +7,11 @@
 // checkpoint written after the run's last step has.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
+
+#include "src/checkpoint/checkpoint.h"
 
 namespace cnn {
 
@@ -25,5 +29,10 @@ enum class ExportWeights { kRaw, kEma, kSwa };
 const char* export_weights_name(ExportWeights which);
 ExportStats export_weights(const std::string& checkpoint, const std::string& out,
                            ExportWeights which = ExportWeights::kRaw);
+// The same weights by name ("conv1.weight", "bn1.running_mean"): the parameters of `which` and the buffers
+// inference needs with them, each verified against its CRC-32; `meta` gets the checkpoint's metadata. One
+// process, serial HDF5. Throws Error(kExitCheckpoint) naming the file (and the way out, as export_weights).
+std::map<std::string, std::vector<float>> read_checkpoint_weights(const std::string& checkpoint, ExportWeights which,
+                                                                  CheckpointMeta& meta);
 
 }  // namespace cnn

@@ -5,6 +5,7 @@
 #include "src/base/error.h"
 #include "kernels/collectives.h"
 #include "src/model/layers.h"
+#include "src/model/onnx/onnx_export.h"
 
 namespace cnn {
 
@@ -101,6 +102,21 @@ class BatchNorm : public BatchNormJoin {
     run_backward(be, x, y, dy, true, dx, dz, n);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
+  // Inference with the running statistics (training_mode 0), the fused ReLU as its own node. A join's add and
+  // ReLU are the residual block's (blocks.cpp).
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
+    std::vector<std::string> inputs{b.map(in[0], name_)};
+    for (const auto* group : {&w.params, &w.buffers})
+      for (const OnnxWeight& t : *group) {
+        b.initializer(t.name, {c_}, std::vector<float>(t.data, t.data + c_));
+        inputs.push_back(t.name);
+      }
+    const std::string y = b.node("BatchNormalization", relu_ ? name_ + "/bn" : name_, inputs,
+                                 {{"epsilon", OnnxBuilder::attr(o_.eps)},
+                                  {"momentum", OnnxBuilder::attr(1.f - o_.momentum)},  // ONNX: of the old value
+                                  {"training_mode", OnnxBuilder::attr(int64_t{0})}});
+    return {relu_ ? b.node("Relu", name_, {y}) : y, in_, false};
+  }
 
  private:
   static const void* at(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }

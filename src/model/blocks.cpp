@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "src/base/error.h"
+#include "src/model/onnx/onnx_export.h"
 #include "src/model/scratch.h"
 
 namespace cnn {
@@ -52,6 +53,19 @@ class Composite : public Layer {
   }
 
  protected:
+  // `part`'s slice of this layer's parameters and buffers (they are the parts', in order).
+  OnnxWeights part_weights(const OnnxWeights& w, const Layer* part) const {
+    size_t p = 0, b = 0;
+    for (Layer* l : parts()) {
+      if (l == part) return w.slice(p, l->param_specs().size(), b, l->buffer_specs().size());
+      p += l->param_specs().size();
+      b += l->buffer_specs().size();
+    }
+    raise(kExitFailure, "layer %s is no part of %s", part->name().c_str(), name_.c_str());
+  }
+  OnnxValue export_part(OnnxBuilder& b, const Layer* part, const OnnxValue& x, const OnnxWeights& w) const {
+    return part->export_onnx(b, {x}, part_weights(w, part));
+  }
   // The parts in parameter order. Kept in a member, set whenever the composition changes: set_batch runs
   // through them every step, and a list made per call would cost a heap allocation per composite per step.
   const std::vector<Layer*>& parts() const { return parts_; }
@@ -135,6 +149,13 @@ class Chain : public Composite {
       flip ^= 1;
     }
   }
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
+    OnnxBuilder::Scope scope(b, name_.empty() ? "" : name_ + ".");  // node names follow the parameter names
+    OnnxValue v = in[0];
+    for (const auto& l : subs_) v = export_part(b, l.get(), v, w);
+    return v;
+  }
+
  private:
   std::string prefix(const Layer& part) const override {
     return (name_.empty() ? "" : name_ + ".") + part.name() + ".";
@@ -272,6 +293,25 @@ class Residual : public Composite {
     }
   }
   double flops_per_sample() const override { return Composite::flops_per_sample() + 2.0 * out_dims_.size(); }
+  // Standard nodes: main path, its batch norm, the shortcut (identity; projection; or option A as a strided
+  // Slice and a Pad with zero channels), Add and Relu.
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
+    OnnxBuilder::Scope scope(b, name_ + ".");
+    const OnnxValue x{b.map(in[0], "input"), in[0].dims, false};
+    const OnnxValue m = export_part(b, bn_.get(), export_part(b, main_.get(), x, w), w);
+    std::string s = x.name;
+    if (mode_ == kProject) {
+      s = export_part(b, proj_.get(), x, w).name;
+    } else if (mode_ == kPad) {
+      const int64_t big = int64_t{1} << 40;  // Slice's "to the end"
+      s = b.node("Slice", "shortcut/subsample", {x.name, b.ints("shortcut/starts", {0, 0}),
+                 b.ints("shortcut/ends", {big, big}), b.ints("shortcut/axes", {2, 3}),
+                 b.ints("shortcut/steps", {stride_, stride_})});
+      s = b.node("Pad", "shortcut", {s, b.ints("shortcut/pads", {0, 0, 0, 0, 0, out_ - in_.c, 0, 0})});
+    }
+    const std::string sum = b.node("Add", "add", {m.name, s});
+    return {b.node("Relu", "relu", {sum}), out_dims_, false};
+  }
 
  private:
   enum Mode { kIdentity, kProject, kPad };

@@ -1,6 +1,7 @@
 // Convolution and fully connected layers (weights He-normal, optional bias).
 #include "src/base/error.h"
 #include "src/model/layers.h"
+#include "src/model/onnx/onnx_export.h"
 
 namespace cnn {
 
@@ -65,6 +66,31 @@ class Conv2d : public Layer {
   double flops_per_sample() const override {
     return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * (d_.c / d_.groups);
   }
+  // Filters KRSC -> OIHW; ONNX pads are [top, left, bottom, right].
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
+    const int c = d_.c / d_.groups, r = d_.r, s = d_.s;
+    std::vector<float> oihw(static_cast<size_t>(k_) * c * r * s);
+    for (int o = 0; o < k_; ++o)
+      for (int y = 0; y < r; ++y)
+        for (int z = 0; z < s; ++z)
+          for (int i = 0; i < c; ++i)
+            oihw[((static_cast<size_t>(o) * c + i) * r + y) * s + z] =
+                w.params[0].data[((static_cast<size_t>(o) * r + y) * s + z) * c + i];
+    b.initializer(w.params[0].name, {k_, c, r, s}, std::move(oihw));
+    std::vector<std::string> inputs{b.map(in[0], name_), w.params[0].name};
+    if (o_.bias) {
+      b.initializer(w.params[1].name, {k_}, std::vector<float>(w.params[1].data, w.params[1].data + k_));
+      inputs.push_back(w.params[1].name);
+    }
+    const std::map<std::string, OnnxAttr> attrs = {
+        {"kernel_shape", OnnxBuilder::attr(std::vector<int64_t>{r, s})},
+        {"strides", OnnxBuilder::attr(std::vector<int64_t>{d_.stride_h, d_.stride_w})},
+        {"pads", OnnxBuilder::attr(std::vector<int64_t>{d_.pad_h, d_.pad_w, d_.pad_h + d_.extra_pad_h,
+                                                        d_.pad_w + d_.extra_pad_w})},
+        {"dilations", OnnxBuilder::attr(std::vector<int64_t>{d_.dilation_h, d_.dilation_w})},
+        {"group", OnnxBuilder::attr(int64_t{d_.groups})}};
+    return {b.node("Conv", name_, inputs, attrs), Dims{d_.p(), d_.q(), k_}, false};
+  }
 
  private:
   int k_;
@@ -104,6 +130,24 @@ class Linear : public Layer {
     if (dx) be.linear_backward_data(dt_, n, in_, out_, dy, wc_, dx);
   }
   double flops_per_sample() const override { return 2.0 * in_ * out_; }
+  // Gemm with transB. cnntrain's columns follow its input's (h,w,c) memory order, ONNX's flattening (c,h,w).
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
+    const Dims& d = in[0].dims;
+    std::vector<float> v(static_cast<size_t>(out_) * in_);
+    for (int o = 0; o < out_; ++o)
+      for (int y = 0; y < d.h; ++y)
+        for (int z = 0; z < d.w; ++z)
+          for (int c = 0; c < d.c; ++c)
+            v[static_cast<size_t>(o) * in_ + (static_cast<size_t>(c) * d.h + y) * d.w + z] =
+                w.params[0].data[static_cast<size_t>(o) * in_ + (static_cast<size_t>(y) * d.w + z) * d.c + c];
+    b.initializer(w.params[0].name, {out_, in_}, std::move(v));
+    std::vector<std::string> inputs{b.flat(in[0], name_), w.params[0].name};
+    if (bias_) {
+      b.initializer(w.params[1].name, {out_}, std::vector<float>(w.params[1].data, w.params[1].data + out_));
+      inputs.push_back(w.params[1].name);
+    }
+    return {b.node("Gemm", name_, inputs, {{"transB", OnnxBuilder::attr(int64_t{1})}}), Dims{1, 1, out_}, true};
+  }
 
  private:
   int in_ = 0, out_;

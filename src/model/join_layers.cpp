@@ -5,10 +5,21 @@
 
 #include "src/base/error.h"
 #include "src/model/layers.h"
+#include "src/model/onnx/onnx_export.h"
 
 namespace cnn {
 
 namespace {
+
+// The inputs of an element-wise join as ONNX names: as they are when all are flattened alike, else as maps.
+std::vector<std::string> join_inputs(OnnxBuilder& b, const std::vector<OnnxValue>& in, const std::string& name) {
+  bool flat = true;
+  for (const OnnxValue& v : in) flat = flat && v.flat && v.dims == in[0].dims;
+  std::vector<std::string> names;
+  for (size_t k = 0; k < in.size(); ++k)
+    names.push_back(flat ? in[k].name : b.map(in[k], name + "/" + std::to_string(k)));
+  return names;
+}
 
 class Add : public MultiInputLayer {
  public:
@@ -33,6 +44,15 @@ class Add : public MultiInputLayer {
       if (dx) be.copy(dx, dy, act_size() * size_ * n);
   }
   double flops_per_sample() const override { return static_cast<double>(size_); }
+  // A chain of binary Adds, in input order as forward sums.
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    const std::vector<std::string> xs = join_inputs(b, in, name_);
+    std::string y = xs[0];
+    for (size_t k = 1; k < xs.size(); ++k)
+      y = b.node("Add", k + 1 == xs.size() ? name_ : name_ + "/" + std::to_string(k), {y, xs[k]});
+    const bool flat = xs[0] == in[0].name && in[0].flat;
+    return {y, in[0].dims, flat};
+  }
 
  private:
   size_t size_ = 0;
@@ -76,6 +96,12 @@ class Mul : public MultiInputLayer {
     be.mul_backward(dt_, n * rows_, hw_, c_, xs[big_], xs[1 - big_], dy, dxs[big_], dxs[1 - big_], false);
   }
   double flops_per_sample() const override { return static_cast<double>(rows_) * hw_ * c_; }
+  // ONNX's broadcasting scales [N,C,H,W] by [N,C,1,1].
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    const std::vector<std::string> xs = join_inputs(b, in, name_);
+    const bool flat = xs[0] == in[0].name && in[0].flat;
+    return {b.node("Mul", name_, xs), in[big_].dims, flat};
+  }
 
  private:
   int big_ = 0, hw_ = 1, c_ = 1, rows_ = 1;  // big_: the input of the output's shape
@@ -105,6 +131,16 @@ class Concat : public MultiInputLayer {
                        const std::vector<void*>& dxs, int n) override {
     be.concat_backward(dt_, n * pixels_, static_cast<int>(dxs.size()), channels_.data(), dy, dxs.data(), false);
   }
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    std::vector<std::string> xs;
+    int c = 0;
+    for (size_t k = 0; k < in.size(); ++k) {
+      xs.push_back(b.map(in[k], name_ + "/" + std::to_string(k)));
+      c += in[k].dims.c;
+    }
+    return {b.node("Concat", name_, xs, {{"axis", OnnxBuilder::attr(int64_t{1})}}), Dims{in[0].dims.h, in[0].dims.w, c},
+            false};
+  }
 
  private:
   std::vector<int> channels_;
@@ -127,6 +163,25 @@ class ActivationLayer : public Layer {
   }
   void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     if (dx) be.activation_backward(dt_, a_, size_ * n, x, dy, dx, false);
+  }
+  // SiLU (no ONNX op before opset 24) as x * Sigmoid(x).
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    const std::string& x = in[0].name;
+    std::string y;
+    switch (a_.kind) {
+      case ActKind::kLeakyRelu: y = b.node("LeakyRelu", name_, {x}, {{"alpha", OnnxBuilder::attr(a_.alpha)}}); break;
+      case ActKind::kClip:
+        y = b.node("Clip", name_, {x, b.scalar(name_ + "/min", a_.alpha), b.scalar(name_ + "/max", a_.beta)});
+        break;
+      case ActKind::kSigmoid: y = b.node("Sigmoid", name_, {x}); break;
+      case ActKind::kHardSigmoid:
+        y = b.node("HardSigmoid", name_, {x},
+                   {{"alpha", OnnxBuilder::attr(a_.alpha)}, {"beta", OnnxBuilder::attr(a_.beta)}});
+        break;
+      case ActKind::kHardSwish: y = b.node("HardSwish", name_, {x}); break;
+      case ActKind::kSilu: y = b.node("Mul", name_, {x, b.node("Sigmoid", name_ + "/sigmoid", {x})}); break;
+    }
+    return {y, in[0].dims, in[0].flat};
   }
 
  private:

@@ -41,6 +41,9 @@ struct ParamSpec {
 
 class Collectives;
 class ScratchRegion;
+class OnnxBuilder;
+struct OnnxValue;
+struct OnnxWeights;
 
 // What layers know about the current (micro-)batch: dropout masks are a function of (seed, step, global
 // sample id), so they do not depend on the rank count or the position in the local batch; synchronised batch
@@ -105,6 +108,12 @@ class Layer {
   // The training forward again on the same input, right before backward: the same outputs and the same state
   // for backward, without the side effects (running statistics are not updated again, no collectives).
   virtual void recompute(Backend& be, const void* x, void* y, int n) { forward(be, x, y, n, true); }
+
+  // ONNX export (src/model/onnx/onnx_export.h): adds to `b` the standard ONNX nodes that compute this layer's
+  // inference output from `in` (one value per input), its parameters and buffers `w` (param_specs() and
+  // buffer_specs() order, final names, host values) becoming initializers; returns the output. After setup().
+  // The default refuses with exit 2 naming the layer.
+  virtual OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const;
 
  protected:
   // be.alloc of max_n samples of `per_sample` bytes, counted in bytes_per_sample().

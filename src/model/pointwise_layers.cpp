@@ -5,6 +5,7 @@
 #include "kernels/rng.h"
 #include "src/base/error.h"
 #include "src/model/layers.h"
+#include "src/model/onnx/onnx_export.h"
 
 namespace cnn {
 
@@ -21,6 +22,9 @@ class Relu : public Layer {
   void forward(Backend& be, const void* x, void* y, int n, bool) override { be.relu_forward(dt_, size_ * n, x, y); }
   void backward(Backend& be, const void*, const void* y, const void* dy, void* dx, int n) override {
     if (dx) be.relu_backward(dt_, size_ * n, y, dy, dx);
+  }
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    return {b.node("Relu", name_, {in[0].name}), in[0].dims, in[0].flat};
   }
 
  private:
@@ -78,6 +82,10 @@ class Dropout : public Layer {
     else
       be.dropout_backward(dt_, size_ * n, p_, dy, mask_, dx);
   }
+  // The identity at inference: no node.
+  OnnxValue export_onnx(OnnxBuilder&, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    return in[0];
+  }
 
  private:
   float p_;
@@ -97,6 +105,9 @@ class Flatten : public Layer {
   bool is_view() const override { return true; }
   void forward(Backend&, const void*, void*, int, bool) override {}
   void backward(Backend&, const void*, const void*, const void*, void*, int) override {}
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    return {b.flat(in[0], name_), in[0].dims, true};
+  }
 };
 
 }  // namespace

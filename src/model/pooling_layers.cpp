@@ -1,6 +1,7 @@
 // Max, average and global average pooling.
 #include "src/base/error.h"
 #include "src/model/layers.h"
+#include "src/model/onnx/onnx_export.h"
 
 namespace cnn {
 
@@ -27,6 +28,15 @@ class PoolLayer : public Layer {
     return {d_.p(), d_.q(), in.c};
   }
 
+  // The window attributes of MaxPool and AveragePool (ONNX pads: [top, left, bottom, right]).
+  std::map<std::string, OnnxAttr> window() const {
+    return {{"kernel_shape", OnnxBuilder::attr(std::vector<int64_t>{d_.r, d_.s})},
+            {"strides", OnnxBuilder::attr(std::vector<int64_t>{d_.stride, d_.stride})},
+            {"pads", OnnxBuilder::attr(std::vector<int64_t>{d_.pad, d_.pad, d_.pad + d_.extra_pad_h,
+                                                            d_.pad + d_.extra_pad_w})}};
+  }
+  Dims out_dims() const { return {d_.p(), d_.q(), d_.c}; }
+
   PoolDesc d_;
 };
 
@@ -52,6 +62,12 @@ class MaxPool : public PoolLayer {
   void backward(Backend& be, const void*, const void* y, const void* dy, void* dx, int n) override {
     d_.n = n;
     if (dx) be.maxpool_backward(dt_, d_, dy, relu_ ? y : nullptr, argmax_, dx);
+  }
+  // The fused ReLU first (max commutes with it).
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    std::string x = b.map(in[0], name_);
+    if (relu_) x = b.node("Relu", name_ + "/relu", {x});
+    return {b.node("MaxPool", name_, {x}, window()), out_dims(), false};
   }
 
  private:
@@ -84,6 +100,13 @@ class AvgPool : public PoolLayer {
   void backward(Backend& be, const void*, const void*, const void* dy, void* dx, int n) override {
     d_.n = n;
     if (dx) be.avgpool_backward(dt_, d_, dy, dx);
+  }
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    const std::string x = b.map(in[0], name_);
+    if (global_) return {b.node("GlobalAveragePool", name_, {x}), out_dims(), false};
+    auto attrs = window();
+    attrs["count_include_pad"] = OnnxBuilder::attr(int64_t{d_.count_include_pad ? 1 : 0});
+    return {b.node("AveragePool", name_, {x}, attrs), out_dims(), false};
   }
 
  private:

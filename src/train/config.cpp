@@ -36,10 +36,8 @@ std::vector<Opt> general_options() {
          return s;
        }() + ")",
        [](Config& c, const std::string& x) {
-         if (is_onnx_model(x)) {
-           if (access(x.c_str(), R_OK) != 0)
-             bad("model", x, strprintf("cannot read the ONNX file: %s", std::strerror(errno)));
-         } else if (!is_model(x)) {
+         // An ONNX file is looked for in check_combinations: a resume builds it from its checkpoint if it is gone.
+         if (!is_onnx_model(x) && !is_model(x)) {
            bad("model", x, "unknown model; give a zoo name (see --help) or an ONNX file (FILE.onnx)");
          }
          c.model = x;
@@ -125,6 +123,9 @@ void check_combinations(const Config& cfg) {
     raise(kExitUsage, "option --comm.backend nccl needs --device cuda or emu (NCCL sums device memory)");
   if (cfg.resume.empty())
     raise(kExitUsage, "option --resume: empty; use none, auto or the path of a checkpoint file");
+  if (is_onnx_model(cfg.model) && cfg.resume == "none" && access(cfg.model.c_str(), R_OK) != 0)
+    raise(kExitUsage, "option --model: bad value '%s': cannot read the ONNX file: %s", cfg.model.c_str(),
+          std::strerror(errno));
 }
 
 }  // namespace

@@ -1,13 +1,31 @@
 #include "src/train/run_checkpoints.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 #include "src/base/error.h"
 #include "src/comm/comm.h"
 #include "src/comm/watchdog.h"
+#include "src/model/zoo.h"
 #include "src/train/recipe.h"
 
 namespace cnn {
+
+namespace {
+
+// The non-empty lines of `text`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> v;
+  for (size_t a = 0, b; a < text.size(); a = b + 1) {
+    b = text.find('\n', a);
+    if (b == std::string::npos) b = text.size();
+    if (b > a) v.push_back(text.substr(a, b - a));
+  }
+  return v;
+}
+
+}  // namespace
 
 RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimizer& opt, LossScaler& scaler,
                                RunLog& log, std::string dir, WeightEma* ema, SwaAverage* swa)
@@ -104,6 +122,8 @@ void RunCheckpoints::save(const Cursor& next) {
   m.optimizer = cfg_.train.optimizer;
   m.config = config_to_ini(cfg_);
   m.version = version_string();
+  const Dims& in = net_.input_dims();
+  m.graph = {in.h, in.w, in.c, net_.num_classes(), graph_};
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
   CheckpointWriteStats st;
   try {
@@ -155,12 +175,7 @@ Cursor RunCheckpoints::resume() {
     }
   }
   broadcast(listing, 0);  // one rank's view of the directory decides, so all try the same files
-  std::vector<std::string> candidates;
-  for (size_t a = 0, b; a < listing.size(); a = b + 1) {
-    b = listing.find('\n', a);
-    if (b == std::string::npos) b = listing.size();
-    if (b > a) candidates.push_back(listing.substr(a, b - a));
-  }
+  const std::vector<std::string> candidates = lines_of(listing);
   if (candidates.empty()) {
     log_.info("resume auto: no checkpoint in %s, starting from scratch", dir_.c_str());
     return c;
@@ -199,18 +214,30 @@ Cursor RunCheckpoints::resume() {
                 (long long)m.step, (long long)m.epoch + 1, m.world_size, m.world_size == 1 ? "" : "s", world_size());
       return c;
     }
-    if (explicit_path) agree_or_exit(kExitCheckpoint, err + "; fix --resume or use --resume auto/none");
     // Another model's or optimizer's checkpoint is no damaged file to skip: continuing from an older one, or
-    // from scratch, would mix two runs in one directory.
-    if (!m.model.empty() && m.model != cfg_.model)
-      agree_or_exit(kExitCheckpoint, strprintf("--resume auto: checkpoint '%s' belongs to model %s, this run builds "
-                    "model %s: continue it with --model %s, or start this run in a new --run-dir", path.c_str(),
-                    m.model.c_str(), cfg_.model.c_str(), m.model.c_str()));
+    // from scratch, would mix two runs in one directory. Two files' graphs are compared at setup (setup.cpp).
+    const std::string other = !m.model.empty() && m.model != cfg_.model &&
+                                      !(is_onnx_model(m.model) && is_onnx_model(cfg_.model))
+                                  ? strprintf("checkpoint '%s' belongs to model %s, this run builds model %s",
+                                              path.c_str(), m.model.c_str(), cfg_.model.c_str())
+                                  : "";
+    if (explicit_path)
+      agree_or_exit(kExitCheckpoint, err + (other.empty() ? "" : " (" + other + ")") +
+                    "; fix --resume or use --resume auto/none");
+    if (!other.empty())
+      agree_or_exit(kExitCheckpoint, strprintf("--resume auto: %s: continue it with --model %s, or start this run in a "
+                    "new --run-dir", other.c_str(), m.model.c_str()));
     if (layout_mismatch)
       agree_or_exit(kExitCheckpoint, err + "; continue with the options that wrote it (--model, --train.optimizer, "
                     "--train.ema and --train.swa_start_epoch on or off), or start this run in a new --run-dir");
     log_.warn("skipping checkpoint: %s; trying an older one", err.c_str());
   }
+  // A graph built from a checkpoint (the model file gone) has no initial weights to start from.
+  struct stat st;
+  if (is_onnx_model(cfg_.model) && ::stat(cfg_.model.c_str(), &st) != 0)
+    agree_or_exit(kExitCheckpoint, strprintf("no checkpoint in %s verifies, and model file %s, whose initial weights "
+                  "a start from scratch needs, is gone: restore the file, or a checkpoint", dir_.c_str(),
+                  cfg_.model.c_str()));
   log_.warn("no checkpoint in %s verifies; starting from scratch", dir_.c_str());
   return c;
 }

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -32,6 +33,9 @@ class RunCheckpoints {
   // The ranks' collectives (null on one rank), made after resume(): save() averages the batch-norm buffers
   // through them.
   void set_collectives(Collectives* comm) { comm_ = comm; }
+  // An imported model's graph, stored in every checkpoint so that it resumes and exports without the file
+  // (Setup::graph; the input shape and class count are stored for every model).
+  void set_graph(std::string onnx) { graph_ = std::move(onnx); }
   // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes older ones
   // (--checkpoint.keep; never the one just written, never a newer one).
   void save(const Cursor& next);
@@ -64,6 +68,7 @@ class RunCheckpoints {
   std::vector<std::vector<float>> host_state_;
   int64_t last_step_ = -1;
   std::string resumed_from_;
+  std::string graph_;
 };
 
 }  // namespace cnn

@@ -18,6 +18,8 @@
 #include "io/synthetic_dataset.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/model/onnx/onnx_graph_store.h"
 #include "src/model/onnx/onnx_import.h"
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
@@ -120,6 +122,57 @@ std::unique_ptr<Backend> make_backend(const Config& cfg, BindingRow& row) {
         "nvcc); use --device cpu or emu", cfg.device.c_str());
 }
 
+// The checkpoint --resume is to load, for the model it stores: PATH, or with auto the newest one in the run
+// directory whose metadata reads (the one resume() tries first). False when there is none.
+bool resume_candidate(const Config& cfg, std::string& path, CheckpointMeta& meta) {
+  std::vector<std::string> paths;
+  if (cfg.resume == "auto") {
+    if (!cfg.run_dir.empty()) paths = list_checkpoints(cfg.run_dir + "/checkpoints");
+  } else if (cfg.resume != "none") {
+    paths = {cfg.resume};
+  }
+  std::string err;
+  for (const std::string& p : paths)
+    if (read_checkpoint_meta(p, meta, err)) {
+      path = p;
+      return true;
+    }
+  return false;
+}
+
+// --model FILE.onnx: the file's graph, or when a resume finds the file gone, the graph its checkpoint stores
+// (docs/checkpoints.md, "The model's graph"). A checkpoint of another model or of another graph is refused
+// (exit 4), naming both. s.graph gets the graph the run's checkpoints store.
+OnnxImport import_graph(const Config& cfg, Setup& s) {
+  std::string ckpt;
+  CheckpointMeta meta;
+  const bool resuming = resume_candidate(cfg, ckpt, meta);
+  if (resuming && !is_onnx_model(meta.model))
+    raise(kExitCheckpoint, "--resume %s: checkpoint '%s' belongs to model %s, but this run builds --model %s: "
+          "resume with --model %s, or start this run in a new --run-dir", cfg.resume.c_str(), ckpt.c_str(),
+          meta.model.c_str(), cfg.model.c_str(), meta.model.c_str());
+  struct stat st;
+  const bool have_file = ::stat(cfg.model.c_str(), &st) == 0;
+  const BnOptions bn = make_model_options(cfg).bn;
+  if (!have_file && resuming && !meta.graph.onnx.empty()) {
+    s.warnings.push_back(strprintf("model file %s is gone: the network is built from the graph that checkpoint %s "
+                                   "stores", cfg.model.c_str(), ckpt.c_str()));
+    s.graph = meta.graph.onnx;
+    return import_onnx(restore_onnx_graph(s.graph, ckpt + " (stored graph of " + meta.model + ")"), *s.net, bn);
+  }
+  const OnnxModel model = read_onnx(cfg.model);
+  OnnxImport imported = import_onnx(model, *s.net, bn);
+  std::vector<std::string> weights;
+  for (const auto& kv : imported.values) weights.push_back(kv.first);
+  s.graph = stored_onnx_graph(model, weights);
+  if (resuming && !meta.graph.onnx.empty() && meta.graph.onnx != s.graph)
+    raise(kExitCheckpoint, "--resume %s: checkpoint '%s' was trained on %s, whose graph differs from that of --model "
+          "%s (other nodes, or weights of other names or shapes): resume with the model it was trained on (the "
+          "checkpoint stores its graph, so that file may be gone), or start this run in a new --run-dir",
+          cfg.resume.c_str(), ckpt.c_str(), meta.model.c_str(), cfg.model.c_str());
+  return imported;
+}
+
 }  // namespace
 
 void mkdir_p(const std::string& path) {
@@ -177,7 +230,7 @@ Setup local_setup(const Config& cfg) {
   s.net->set_dtype(activation_dtype(cfg));
   OnnxImport imported;
   if (is_onnx_model(cfg.model)) {
-    imported = import_onnx(read_onnx(cfg.model), *s.net, make_model_options(cfg).bn);
+    imported = import_graph(cfg, s);
     if (imported.batchnorm_folded)
       s.warnings.push_back(strprintf(
           "model %s has no BatchNormalization: the exporter folded it into the convolutions (PyTorch's default "
@@ -189,8 +242,11 @@ Setup local_setup(const Config& cfg) {
   }
   s.net->set_recompute(cfg.train.recompute);
   s.net->build(std::max(s.local_batch / cfg.train.accum_steps, cfg.eval.batch), cfg.seed);
-  // The file's initializers are the initial weights (pretrained or PyTorch-initialised), unless asked not to.
-  if (is_onnx_model(cfg.model) && !cfg.init_random) load_onnx_values(imported, *s.net);
+  // The file's initializers are the initial weights (pretrained or PyTorch-initialised), unless asked not to; a
+  // graph restored from a checkpoint has none (resume() loads that checkpoint's).
+  struct stat st;
+  if (is_onnx_model(cfg.model) && !cfg.init_random && ::stat(cfg.model.c_str(), &st) == 0)
+    load_onnx_values(imported, *s.net);
   return s;
 }
 

@@ -21,6 +21,8 @@ struct Setup {
   int local_batch = 0;  // this rank's share of the global batch
   BindingRow binding;   // the device this rank uses (--device cuda/emu)
   std::vector<std::string> warnings;  // for the run log, once it exists (e.g. an imported model's folded batch norm)
+  // An imported model's graph as its checkpoints store it (src/model/onnx/onnx_graph_store.h); empty for the zoo.
+  std::string graph;
 };
 
 // Checks the batch arithmetic against the rank count, opens the datasets, creates the backend of

@@ -113,6 +113,7 @@ Cursor Trainer::plan() {
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
   ckpt_->set_collectives(comm_.get());
+  ckpt_->set_graph(s_.graph);
   if (comm_) {
     GradSyncOptions go;
     go.bucket_bytes = static_cast<size_t>(cfg_.comm.bucket_mb * 1048576.0);

@@ -95,8 +95,9 @@ OnnxModel parse_onnx(const std::string& bytes, const std::string& origin, const 
 // dynamic dims as dim_param, "N" for an unnamed batch dim), after checking it with ONNX's checker. Writes
 // PATH.tmp and renames it over PATH.
 void write_onnx(const OnnxModel& model, const std::string& path);
-// The same bytes, for storing the graph elsewhere (a checkpoint).
-std::string serialize_onnx(const OnnxModel& model);
+// The same bytes, for storing the graph elsewhere (a checkpoint). Without `check`: any opset read_onnx loads and
+// no checker (a graph read from a file, stored to be parsed back by parse_onnx).
+std::string serialize_onnx(const OnnxModel& model, bool check = true);
 
 // What `cnntrain-data onnx-info` prints: opset, producer, inputs, outputs, nodes by op type, parameters.
 std::string describe_onnx(const OnnxModel& model);

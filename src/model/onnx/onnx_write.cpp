@@ -63,11 +63,11 @@ void node_to_proto(const OnnxNode& n, onnx::NodeProto* out) {
   for (const auto& kv : n.attrs) attr_to_proto(kv.first, kv.second, out->add_attribute());
 }
 
-onnx::ModelProto to_proto(const OnnxModel& m) {
-  if (m.opset < kOnnxMinOpset || m.opset > kOnnxWriteOpset)
+onnx::ModelProto to_proto(const OnnxModel& m, int64_t max_opset) {
+  if (m.opset < kOnnxMinOpset || m.opset > max_opset)
     raise(kExitFailure, "write_onnx: opset %lld requested; ONNX files are written with opsets %lld-%lld (what "
           "the ONNX checker here validates)", static_cast<long long>(m.opset),
-          static_cast<long long>(kOnnxMinOpset), static_cast<long long>(kOnnxWriteOpset));
+          static_cast<long long>(kOnnxMinOpset), static_cast<long long>(max_opset));
   onnx::ModelProto p;
   p.set_ir_version(ir_version_of(m.opset));
   p.set_producer_name(m.producer_name.empty() ? "cnntrain" : m.producer_name);
@@ -111,9 +111,9 @@ void validate(const onnx::ModelProto& p, const std::string& what) {
 
 }  // namespace
 
-std::string serialize_onnx(const OnnxModel& model) {
-  const onnx::ModelProto p = to_proto(model);
-  validate(p, model.path.empty() ? "write_onnx" : model.path);
+std::string serialize_onnx(const OnnxModel& model, bool check) {
+  const onnx::ModelProto p = to_proto(model, check ? kOnnxWriteOpset : kOnnxMaxOpset);
+  if (check) validate(p, model.path.empty() ? "write_onnx" : model.path);
   if (p.ByteSizeLong() >= (size_t{1} << 31) - 1)
     raise(kExitFailure, "write_onnx: the model needs %zu bytes; an ONNX file without external data holds at "
           "most 2 GiB", p.ByteSizeLong());
