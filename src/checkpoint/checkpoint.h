@@ -14,11 +14,13 @@
 //   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version; and, optional
 //   (absent from checkpoints written before mixed precision, which still load): precision,
 //   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md); ema_updates (--train.ema);
-//   swa_models, swa_bn_models (--train.swa_start_epoch)
+//   swa_models, swa_bn_models (--train.swa_start_epoch); class_names, mean, std, input_size (model_info.h)
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "src/checkpoint/model_info.h"
 
 namespace cnn {
 
@@ -42,6 +44,7 @@ struct CheckpointMeta {
   int64_t swa_bn_models = 0;       // swa_models when /swa/buffers were recomputed (0: never)
   int world_size = 0;
   std::string model, optimizer, config, version;
+  ModelInfo info;  // what prediction needs without the training data (absent from older checkpoints)
 };
 
 // A named host array the checkpoint stores: its dataset path, shape and data (num elements = product of shape).

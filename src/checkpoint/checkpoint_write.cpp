@@ -95,6 +95,7 @@ void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
   str("optimizer", m.optimizer);
   str("config", m.config);
   str("version", m.version);
+  write_attr(v, file, "model info", [&] { write_model_info(file, m.info); });
 }
 
 // Creates every dataset (collective); a failure is recorded and the remaining ones are still created.

@@ -104,6 +104,7 @@ void RunCheckpoints::save(const Cursor& next) {
   m.optimizer = cfg_.train.optimizer;
   m.config = config_to_ini(cfg_);
   m.version = version_string();
+  m.info = info_;
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
   CheckpointWriteStats st;
   try {

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -32,6 +33,8 @@ class RunCheckpoints {
   // The ranks' collectives (null on one rank), made after resume(): save() averages the batch-norm buffers
   // through them.
   void set_collectives(Collectives* comm) { comm_ = comm; }
+  // Class names, mean/std and input size that save() records for prediction (src/checkpoint/model_info.h).
+  void set_model_info(ModelInfo info) { info_ = std::move(info); }
   // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes older ones
   // (--checkpoint.keep; never the one just written, never a newer one).
   void save(const Cursor& next);
@@ -64,6 +67,7 @@ class RunCheckpoints {
   std::vector<std::vector<float>> host_state_;
   int64_t last_step_ = -1;
   std::string resumed_from_;
+  ModelInfo info_;
 };
 
 }  // namespace cnn

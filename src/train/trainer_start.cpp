@@ -110,6 +110,8 @@ Cursor Trainer::plan() {
   }
   plan_swa();
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_, ema_.get(), swa_.get());
+  const Dims& in = net_.input_dims();
+  ckpt_->set_model_info(model_info_of(ti, in.h, in.w, in.c));
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
   ckpt_->set_collectives(comm_.get());
