@@ -95,9 +95,14 @@ class ImageInput : public PredictInput {
       Image img;
       const std::string why = decode_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), c_, &img);
       if (!why.empty()) raise(kExitData, "predict: image '%s': %s", f.c_str(), why.c_str());
-      const ResizePlan p = resize_center_crop(opt_, img.height, img.width);
-      resize_antialiased(img.pixels.data(), img.height, img.width, c_, p,
-                         pixels + static_cast<size_t>(j) * h_ * w_ * c_, h_, w_);
+      uint8_t* dst = pixels + static_cast<size_t>(j) * h_ * w_ * c_;
+      if (img.height == h_ && img.width == w_) {
+        // As a dataset stored at the input size is read: unresized (src/train/setup.cpp, fit_hdf5).
+        std::copy(img.pixels.begin(), img.pixels.end(), dst);
+      } else {
+        resize_antialiased(img.pixels.data(), img.height, img.width, c_, resize_center_crop(opt_, img.height, img.width),
+                           dst, h_, w_);
+      }
       labels[j] = -1;
     }
   }

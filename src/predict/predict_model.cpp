@@ -87,16 +87,16 @@ void load_tensors(const std::string& file, Net& net, const PathsOf& paths_of, in
 Dims input_of(const ModelInfo& info, const ModelInfo& fallback, const std::string& what) {
   const ModelInfo& i = info.has_input_size() ? info : fallback;
   if (!i.has_input_size())
-    raise(kExitData, "predict: %s records no input size (written before cnntrain stored it); predict on a "
-          "dataset (HDF5 or LMDB) of the model's input size instead of image files", what.c_str());
+    raise(kExitUsage, "predict: %s records no input size (written before cnntrain stored it), which image files "
+          "need; pass --stats-from TRAIN (the training set) or predict on a dataset", what.c_str());
   return Dims{i.height, i.width, i.channels};
 }
 
 int classes_of(const ModelInfo& info, const ModelInfo& fallback, const std::string& what) {
   const int n = info.num_classes > 0 ? info.num_classes : fallback.num_classes;
   if (n <= 0)
-    raise(kExitData, "predict: %s records no class count (written before cnntrain stored it); predict on a "
-          "labelled dataset (HDF5 or LMDB) instead of image files", what.c_str());
+    raise(kExitUsage, "predict: %s records no class count (written before cnntrain stored it), which image files "
+          "need; pass --stats-from TRAIN (the training set) or predict on a dataset", what.c_str());
   return n;
 }
 
