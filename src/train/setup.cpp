@@ -175,10 +175,12 @@ Setup local_setup(const Config& cfg) {
   if (cfg.bn.group_size > 0 && micro % cfg.bn.group_size != 0)
     raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
           micro, cfg.bn.group_size);
-  s.train = cfg.data.synthetic.empty() ? open_data(cfg, staged_path(cfg, cfg.data.train, "train"), true)
+  // --eval-only without a training set: the test set gives the net its shape and classes.
+  const std::string train = cfg.eval_only && cfg.data.train.empty() ? cfg.data.test : cfg.data.train;
+  s.train = cfg.data.synthetic.empty() ? open_data(cfg, staged_path(cfg, train, "train"), !cfg.eval_only)
                                        : make_synthetic_dataset(parse_synthetic_spec(cfg.data.synthetic), cfg.seed);
   const DatasetInfo& ti = s.train->info();
-  if (ti.count < cfg.train.batch)
+  if (ti.count < cfg.train.batch && !cfg.eval_only)
     raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
           "--train.batch", s.train->path().c_str(), (long long)ti.count, (long long)cfg.train.batch);
   if (!cfg.data.test.empty()) {
