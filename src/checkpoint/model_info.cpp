@@ -54,7 +54,8 @@ void write_model_info(int64_t file, const ModelInfo& info) {
 ModelInfo read_model_info(int64_t file) {
   ModelInfo m;
   std::vector<long long> classes;
-  if (h5_read_attr_ints(file, "num_classes", classes) && classes.size() == 1) m.num_classes = static_cast<int>(classes[0]);
+  if (h5_read_attr_ints(file, "num_classes", classes) && classes.size() == 1)
+    m.num_classes = static_cast<int>(classes[0]);
   h5_read_attr_strings(file, "class_names", m.class_names);
   std::vector<double> mean, sd;
   if (h5_read_attr_floats(file, "mean", mean) && h5_read_attr_floats(file, "std", sd) && mean.size() == sd.size())

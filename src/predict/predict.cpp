@@ -47,7 +47,8 @@ void write_h5(const std::string& out, const PredictOptions& o, const PredictResu
   h5_quiet();
   const std::string tmp = out + ".tmp";
   H5Handle f = h5_file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!f.valid()) raise(kExitUsage, "predict: cannot create '%s': %s (check --out)", tmp.c_str(), h5_last_error().c_str());
+  if (!f.valid())
+    raise(kExitUsage, "predict: cannot create '%s': %s (check --out)", tmp.c_str(), h5_last_error().c_str());
   auto put = [&](const char* name, hid_t type, hid_t mem, std::vector<hsize_t> dims, const void* data) {
     H5Handle sp = h5_space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
     H5Handle d = h5_dataset(H5Dcreate2(f.get(), name, type, sp.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
@@ -150,9 +151,10 @@ PredictResult run_predict(const PredictOptions& o) {
     }
   }
   be->release(dx);
-  const std::vector<std::string>& names = !m.info.class_names.empty() ? m.info.class_names
+  // The model's class names, else --stats-from's, else the input dataset's.
+  const std::vector<std::string>& names = !m.info.class_names.empty()                    ? m.info.class_names
                                           : !fallback.class_names.empty() || !in->dataset() ? fallback.class_names
-                                                                                             : in->dataset()->class_names;
+                                                                                          : in->dataset()->class_names;
   if (csv) write_csv(o.out, o, *in, r, logits, labels, names);
   else write_h5(o.out, o, r, logits, labels, names);
   return r;

@@ -100,8 +100,8 @@ class ImageInput : public PredictInput {
         // As a dataset stored at the input size is read: unresized (src/train/setup.cpp, fit_hdf5).
         std::copy(img.pixels.begin(), img.pixels.end(), dst);
       } else {
-        resize_antialiased(img.pixels.data(), img.height, img.width, c_, resize_center_crop(opt_, img.height, img.width),
-                           dst, h_, w_);
+        const ResizePlan p = resize_center_crop(opt_, img.height, img.width);
+        resize_antialiased(img.pixels.data(), img.height, img.width, c_, p, dst, h_, w_);
       }
       labels[j] = -1;
     }

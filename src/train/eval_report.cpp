@@ -44,7 +44,8 @@ std::string confusion_png(const std::vector<int64_t>& confusion, int classes) {
       const uint8_t px[3] = {static_cast<uint8_t>(255 - 247 * f), static_cast<uint8_t>(255 - 207 * f),
                              static_cast<uint8_t>(255 - 148 * f)};
       for (int y = t * cell; y < (t + 1) * cell; ++y)
-        for (int x = p * cell; x < (p + 1) * cell; ++x) std::copy(px, px + 3, &rgb[(static_cast<size_t>(y) * side + x) * 3]);
+        for (int x = p * cell; x < (p + 1) * cell; ++x)
+          std::copy(px, px + 3, &rgb[(static_cast<size_t>(y) * side + x) * 3]);
     }
   }
   return encode_png(rgb.data(), side, side, 3);
