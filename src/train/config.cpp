@@ -140,7 +140,7 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
       "print-config", "print the resolved configuration (INI) and exit")(
-      "eval-only", "evaluate the weights of --resume PATH on --data.test, distributed over the ranks, and exit "
+      "eval-only", "evaluate the weights --resume loads on the test set, distributed over the ranks, and exit "
       "(docs/models.md, \"Evaluation\")")(
       "gpu-info", "check the GPU set-up (driver, CUDA runtime, GPUs, cuDNN/cuBLASLt/NCCL) and exit: 0 usable, 1 not")(
       "config", po::value<std::string>(), "INI file with options (command-line options override it)");
