@@ -14,7 +14,8 @@
 //   loss_scale, world_size, model, optimizer, num_params, config (resolved INI), version; and, optional
 //   (absent from checkpoints written before mixed precision, which still load): precision,
 //   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md); ema_updates (--train.ema);
-//   swa_models, swa_bn_models (--train.swa_start_epoch); class_names, mean, std, input_size (model_info.h)
+//   swa_models, swa_bn_models (--train.swa_start_epoch); num_classes, class_names, mean, std, input_size
+//   (model_info.h: what prediction needs)
 #pragma once
 #include <cstdint>
 #include <string>
