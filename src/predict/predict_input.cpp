@@ -40,13 +40,15 @@ std::unique_ptr<Dataset> open_any(const std::string& path, const LmdbOptions& lo
 class DatasetInput : public PredictInput {
  public:
   DatasetInput(const std::string& path, int h, int w, int c, int test_resize) {
-    LmdbOptions lo;
-    if (looks_like_lmdb(path)) {
+    ds_ = open_any(path, LmdbOptions());
+    if (looks_like_lmdb(path) && (ds_->info().height != h || ds_->info().width != w)) {
+      // Records of another size: decoded to the input size as training's LMDB test set is (src/train/setup.cpp).
+      LmdbOptions lo;
       lo.transform.mode = ResizeMode::kCenterCrop;
       lo.transform.height = h, lo.transform.width = w;
       if (test_resize > 0) lo.transform.crop_fraction = std::min(h, w) / float(test_resize);
+      ds_ = open_any(path, lo);
     }
-    ds_ = open_any(path, lo);
     const DatasetInfo& i = ds_->info();
     if (i.channels != c)
       raise(kExitData, "predict: '%s' has %d-channel images, the model takes %d channels", path.c_str(), i.channels,

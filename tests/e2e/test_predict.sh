@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cnntrain-data predict (docs/models.md, "Prediction"): on the test set, a checkpoint's logits give exactly the
-# training-time evaluation's accuracy (and its loss); an HDF5 weights export with --model gives the same logits;
+# training-time evaluation's accuracy (and its loss), also from an LMDB of it; an HDF5 weights export with --model gives the same logits;
 # an image folder written from the test set gives the same top-1 classes, with class names, in a CSV; an older
 # checkpoint without class names, mean/std and input size loads, and its image predictions ask for
 # --stats-from; and the errors: missing source or input, a wrong --model, images the model cannot take.
@@ -28,6 +28,15 @@ assert abs(loss - float(sys.argv[4])) <= 1e-5 * float(sys.argv[4]), (loss, sys.a
 assert list(p.attrs["class_names"])[0] == "T-shirt/top"
 print(f"ok: predict reproduces the evaluation: test_acc {acc} test_loss {loss:.6f}")
 PY
+
+# The same set as an LMDB: the same logits and labels.
+"$D" convert-hdf5-lmdb --in "$FMNIST_TEST" --out "$T/test.lmdb" > /dev/null || fail "convert to LMDB"
+"$D" predict "$C" "$T/test.lmdb" --out "$T/lmdb.h5" > /dev/null || fail "predict on an LMDB"
+$PY -c "import h5py, numpy as np, sys
+a, b = h5py.File('$T/ckpt.h5'), h5py.File('$T/lmdb.h5')
+sys.exit(0 if np.array_equal(a['logits'][:], b['logits'][:]) and np.array_equal(a['labels'][:], b['labels'][:]) else 1)" ||
+  fail "the LMDB's logits differ from the HDF5 file's"
+echo "ok: an LMDB predicts the HDF5 file's logits"
 
 # The weights export: the same logits through --model (the zoo name it was trained as).
 "$D" export "$C" --out "$T/w.h5" > /dev/null
@@ -62,6 +71,9 @@ for r, zi in zip(rows, z):
     assert 1 >= float(r["prob1"]) >= float(r["prob2"]) >= float(r["prob3"]) > 0
 print(f"ok: {len(rows)} images predicted as the dataset's samples, named ({rows[0]['name1']}, ...)")
 PY
+# The export records the model, classes, mean/std and input size too: images need nothing else.
+"$D" predict "$T/w.h5" "$T/imgs" --out "$T/w.csv" --topk 3 > /dev/null || fail "predict images with the export"
+cmp "$T/w.csv" "$T/imgs.csv" || fail "the export's image predictions differ from the checkpoint's"
 "$D" predict "$C" "$T/imgs/img00.png" --out "$T/one.csv" > /dev/null || fail "predict on one image"
 [ "$(wc -l < "$T/one.csv")" = 2 ] || fail "one image: $(cat "$T/one.csv")"
 
