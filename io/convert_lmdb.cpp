@@ -115,6 +115,22 @@ void check_folder_options(const ImageFolderOptions& opt) {
   if ((opt.height > 0) != (opt.width > 0)) raise(kExitUsage, "give both height and width for the resize, or neither");
 }
 
+// --classes-from: every folder must be one of the training set's classes (which must have names).
+void check_folders_known(const std::string& root, const std::string& from, const std::vector<std::string>& folders,
+                         const std::vector<std::string>& classes) {
+  if (from.empty()) return;
+  if (classes.empty())
+    raise(kExitData, "--classes-from '%s' records no class names; convert the training set from an image folder "
+          "or with --class-names first", from.c_str());
+  for (const auto& f : folders)
+    if (std::find(classes.begin(), classes.end(), f) == classes.end()) {
+      std::string list;
+      for (const auto& c : classes) list += (list.empty() ? "" : ", ") + c;
+      raise(kExitData, "%s/%s is not a class of the training set '%s' (%zu classes: %s); rename or remove the "
+            "folder", root.c_str(), f.c_str(), from.c_str(), classes.size(), list.c_str());
+    }
+}
+
 struct FolderImage {
   std::string rel;  // class/file
   int32_t label;
@@ -127,12 +143,17 @@ std::vector<FolderImage> list_image_folder(const std::string& root, const ImageF
   std::error_code ec;
   if (!fs::is_directory(root, ec))
     raise(kExitData, "%s is not a directory; give a folder holding one subfolder of images per class", root.c_str());
+  std::vector<std::string> folders;
   for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory()) classes.push_back(e.path().filename().string());
-  std::sort(classes.begin(), classes.end());
+    if (e.is_directory()) folders.push_back(e.path().filename().string());
+  std::sort(folders.begin(), folders.end());
+  if (opt.classes_from.empty()) classes = folders;
+  else classes = open_dataset(opt.classes_from)->info().class_names;
+  check_folders_known(root, opt.classes_from, folders, classes);
   std::vector<FolderImage> items;
   for (size_t c = 0; c < classes.size(); ++c) {
     std::vector<std::string> files;
+    if (!fs::is_directory(fs::path(root) / classes[c])) continue;  // a class this set has no images of
     for (const auto& e : fs::directory_iterator(fs::path(root) / classes[c]))
       if (e.is_regular_file() && is_image_name(e.path())) files.push_back(e.path().filename().string());
     std::sort(files.begin(), files.end());
@@ -230,7 +251,15 @@ ImageFolderResult convert_image_folder(const std::string& root, const std::strin
   if (labels.empty()) raise(kExitData, "%s: every image was unreadable (%lld skipped)", root.c_str(),
                             static_cast<long long>(res.skipped));
   info.count = static_cast<int64_t>(labels.size());
-  stats.store(info);
+  if (opt.stats_from.empty()) {
+    stats.store(info);
+  } else {
+    const DatasetInfo ref = open_dataset(opt.stats_from)->info();
+    if (ref.channels != opt.channels)
+      raise(kExitUsage, "--stats-from '%s' has %d channels, this set %d", opt.stats_from.c_str(), ref.channels,
+            opt.channels);
+    info.mean = ref.mean, info.std = ref.std;
+  }
   if (to_lmdb) {
     writer->finish();
     write_lmdb_meta(lmdb_meta_path(out), meta_from(info));

@@ -40,6 +40,10 @@ struct ImageFolderOptions {
   uint64_t seed = 0;
   bool overwrite = false;
   std::string on_bad_image = "fail";  // fail | skip: unreadable files
+  // A test set's classes and statistics from its training set (paths of HDF5 files or LMDBs; empty: own).
+  // With classes_from, labels are the training set's indices of the folder names, a folder the training set
+  // lacks is refused (exit 3) and a class the folder lacks keeps its index, so train and test labels agree.
+  std::string classes_from, stats_from;
 };
 
 struct ImageFolderResult {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "src/checkpoint/export.h"
 #include "src/model/onnx/onnx_model.h"
 #include "src/train/checkpoint_model.h"
+#include "src/predict/predict.h"
 #include "src/train/config.h"
 #include "src/base/error.h"
 
@@ -199,6 +201,10 @@ int cmd_convert_folder(int argc, char** argv) {
       "shuffle", po::bool_switch(), "random record order (from --seed)")(
       "seed", po::value<uint64_t>()->default_value(0), "seed for --shuffle")(
       "on-bad-image", po::value<std::string>()->default_value("fail"), "fail or skip unreadable files")(
+      "classes-from", po::value<std::string>()->default_value(""),
+      "label by this dataset's class names (the training set's, for a test set; refuses unknown folders)")(
+      "stats-from", po::value<std::string>()->default_value(""),
+      "copy mean/std from this dataset (use the training set's statistics for a test set)")(
       "overwrite", po::bool_switch(), "replace an existing output");
   auto vm = parse("convert-folder", d, argc, argv, "root");
   ImageFolderOptions o;
@@ -211,6 +217,8 @@ int cmd_convert_folder(int argc, char** argv) {
   o.shuffle = vm["shuffle"].as<bool>();
   o.seed = vm["seed"].as<uint64_t>();
   o.on_bad_image = vm["on-bad-image"].as<std::string>();
+  o.classes_from = vm["classes-from"].as<std::string>();
+  o.stats_from = vm["stats-from"].as<std::string>();
   o.overwrite = vm["overwrite"].as<bool>();
   if (o.format == "hdf5") check_output("convert-folder", vm["out"].as<std::string>(), o.overwrite);
   ImageFolderResult r = convert_image_folder(vm["root"].as<std::string>(), vm["out"].as<std::string>(), o);
@@ -255,6 +263,60 @@ int cmd_export(int argc, char** argv) {
   std::printf("wrote %s: %zu tensors, %zu %sparameters and %zu buffer values (model %s, step %lld)\n", out.c_str(),
               st.tensors, st.params, which == ExportWeights::kEma ? "EMA " : which == ExportWeights::kSwa ? "SWA " : "",
               st.buffers, st.model.c_str(), (long long)st.step);
+  return 0;
+}
+
+int cmd_predict(int argc, char** argv) {
+  po::options_description d("predict: logits or top-k classes of a trained model for a dataset, an image or a "
+                            "folder of images (docs/models.md, \"Prediction\"); runs on the CPU");
+  d.add_options()("source", po::value<std::string>()->required(),
+                  "checkpoint (ckpt-*.h5), ONNX file (FILE.onnx) or HDF5 weights export")(
+      "input", po::value<std::string>()->required(), "HDF5 or LMDB dataset, image file or folder of images")(
+      "out", po::value<std::string>()->required(), "OUT.h5 (/logits, /labels) or OUT.csv (top-k classes)")(
+      "model", po::value<std::string>()->default_value(""), "zoo model of a weights export")(
+      "topk", po::value<int>()->default_value(5), "CSV: classes per row")(
+      "weights", po::value<std::string>()->default_value("raw"), "checkpoint weights: raw, ema or swa")(
+      "stats-from", po::value<std::string>()->default_value(""),
+      "training set whose mean/std, classes and input size stand in for what an older SOURCE lacks")(
+      "test-resize", po::value<int>()->default_value(0), "as --data.test_resize (0: the size / 0.875)")(
+      "batch", po::value<int>()->default_value(64), "images per forward pass")(
+      "threads", po::value<int>()->default_value(1), "CPU threads")(
+      "overwrite", po::bool_switch(), "replace an existing output");
+  po::positional_options_description pos;
+  pos.add("source", 1).add("input", 1);
+  d.add_options()("help,h", "print this help");
+  po::variables_map vm;
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(d).positional(pos).style(style).run(), vm);
+    if (vm.count("help")) {
+      std::ostringstream s;
+      s << d;
+      std::printf("Usage: cnntrain-data predict SOURCE INPUT --out OUT [options]\n%s", s.str().c_str());
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    raise(kExitUsage, "predict: %s (usage: cnntrain-data predict SOURCE INPUT --out OUT.h5|OUT.csv)", e.what());
+  }
+  PredictOptions o;
+  o.source.path = vm["source"].as<std::string>();
+  o.source.model = vm["model"].as<std::string>();
+  o.source.weights = vm["weights"].as<std::string>();
+  if (o.source.weights != "raw" && o.source.weights != "ema" && o.source.weights != "swa")
+    raise(kExitUsage, "predict: --weights must be raw, ema or swa, not '%s'", o.source.weights.c_str());
+  o.input = vm["input"].as<std::string>();
+  o.out = vm["out"].as<std::string>();
+  o.stats_from = vm["stats-from"].as<std::string>();
+  o.topk = vm["topk"].as<int>();
+  o.test_resize = vm["test-resize"].as<int>();
+  o.batch = std::max(1, vm["batch"].as<int>());
+  o.threads = std::max(1, vm["threads"].as<int>());
+  check_output("predict", o.out, vm["overwrite"].as<bool>());
+  const PredictResult r = run_predict(o);
+  std::printf("wrote %s: %lld samples, %d classes (model %s)%s\n", o.out.c_str(), (long long)r.count, r.classes,
+              r.model.c_str(), r.labelled ? strprintf("; top-1 accuracy %.4f against the labels",
+                                                      r.count ? double(r.correct) / r.count : 0.0).c_str() : "");
   return 0;
 }
 
@@ -318,6 +380,7 @@ int main(int argc, char** argv) {
       {"convert-lmdb-hdf5", cmd_convert_lmdb_h5},
       {"convert-folder", cmd_convert_folder},
       {"plot", cmd_plot},
+      {"predict", cmd_predict},
   };
   auto usage = [&] {
     std::string s = "Usage: cnntrain-data COMMAND [options]   (COMMAND --help for its options)\nCommands:";

@@ -16,11 +16,14 @@
 //   loss_scale_growth, skipped_steps, optimizer_steps (docs/mixed_precision.md); ema_updates (--train.ema);
 //   swa_models, swa_bn_models (--train.swa_start_epoch); net_input, num_classes (the network's input [H,W,C]
 //   and class count) and, for a model imported from an ONNX file, /graph (uint8: that file's graph without its
-//   weights, attribute crc32): see CheckpointGraph
+//   weights, attribute crc32): see CheckpointGraph; class_names, mean, std, input_size (model_info.h: what
+//   prediction needs; num_classes is shared with the graph's)
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "src/checkpoint/model_info.h"
 
 namespace cnn {
 
@@ -55,6 +58,7 @@ struct CheckpointMeta {
   int world_size = 0;
   std::string model, optimizer, config, version;
   CheckpointGraph graph;
+  ModelInfo info;  // what prediction needs without the training data (absent from older checkpoints)
 };
 
 // A named host array the checkpoint stores: its dataset path, shape and data (num elements = product of shape).

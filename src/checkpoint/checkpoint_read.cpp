@@ -97,6 +97,7 @@ bool read_meta(hid_t file, const std::string& path, CheckpointMeta& m, std::stri
   get_str("config", m.config);
   get_str("version", m.version);
   get_str("precision", m.precision);
+  m.info = read_model_info(file);
   return read_graph(file, path, m.graph, err);
 }
 

@@ -100,8 +100,10 @@ void write_meta(Verdict& v, hid_t file, const CheckpointMeta& m) {
     write_attr(v, file, "net_input", [&] {
       h5_write_attr_ints(file, "net_input", {m.graph.input_h, m.graph.input_w, m.graph.input_c});
     });
-    ints("num_classes", m.graph.classes);
+    // num_classes once: ModelInfo writes it too where it recorded one.
+    if (m.info.num_classes <= 0) ints("num_classes", m.graph.classes);
   }
+  write_attr(v, file, "model info", [&] { write_model_info(file, m.info); });
 }
 
 // /graph: an imported model's graph (CheckpointGraph::onnx), small, written by rank 0 alone (independent I/O)

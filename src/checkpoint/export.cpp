@@ -142,6 +142,7 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   h5_write_attr_strings(dst.get(), "model", {meta.model});
   h5_write_attr_strings(dst.get(), "weights", {export_weights_name(which)});
   h5_write_attr_ints(dst.get(), "step", {meta.step});
+  write_model_info(dst.get(), meta.info);
   h5_write_attr_strings(dst.get(), "layout",
                         {"conv weight [out,kh,kw,in] (KRSC); linear weight [out,in]; bias [out]; activations NHWC"});
   if (dst.close() < 0) raise(kExitCheckpoint, "closing '%s' failed: %s", tmp.c_str(), h5_last_error().c_str());

@@ -141,6 +141,8 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
       "print-config", "print the resolved configuration (INI) and exit")(
+      "eval-only", "evaluate the weights --resume loads on the test set, distributed over the ranks, and exit "
+      "(docs/models.md, \"Evaluation\")")(
       "gpu-info", "check the GPU set-up (driver, CUDA runtime, GPUs, cuDNN/cuBLASLt/NCCL) and exit: 0 usable, 1 not")(
       "config", po::value<std::string>(), "INI file with options (command-line options override it)");
   po::options_description all;
@@ -182,9 +184,19 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   for (const auto& o : options())
     if (vm.count(o.name)) o.set(cfg, vm[o.name].as<std::vector<std::string>>().back());
   cfg.program = argc > 0 ? argv[0] : "cnntrain";
+  cfg.eval_only = vm.count("eval-only") > 0;
   check_combinations(cfg);
   // Before the data check: printing the configuration needs no data.
   if (vm.count("print-config")) return {ParseAction::kExitPrintConfig, config_to_ini(cfg, true)};
+  if (cfg.eval_only) {
+    // The weights come from --resume (or --init.from, which loads weights only): --eval-only with neither would
+    // evaluate a fresh initialisation. The training set is optional: its classes are checked when given.
+    if (cfg.resume == "none")
+      raise(kExitUsage, "option --eval-only needs the weights to evaluate: --resume PATH (a checkpoint) or "
+            "--resume auto with --run-dir of the run");
+    if (cfg.data.test.empty()) raise(kExitUsage, "option --eval-only needs --data.test, the set to evaluate on");
+    return {};
+  }
   if (cfg.data.train.empty() && cfg.data.synthetic.empty())
     raise(kExitUsage, "option --data.train is required (the training set; `make data` prepares Fashion-MNIST), "
           "or --data.synthetic for generated images");

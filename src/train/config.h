@@ -121,6 +121,7 @@ struct Config {
   uint64_t seed = 42;
   std::string run_dir;
   std::string resume = "none";  // none | auto | PATH
+  bool eval_only = false;       // --eval-only: evaluate the resumed weights on --data.test, no training
   bool deterministic = false;
   std::string precision = "fp32";  // activation storage: fp32 | bf16 | fp16
 

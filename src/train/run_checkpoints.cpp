@@ -124,6 +124,7 @@ void RunCheckpoints::save(const Cursor& next) {
   m.version = version_string();
   const Dims& in = net_.input_dims();
   m.graph = {in.h, in.w, in.c, net_.num_classes(), graph_};
+  m.info = info_;
   const std::string path = dir_ + "/" + checkpoint_name(next.step);
   CheckpointWriteStats st;
   try {
@@ -189,7 +190,7 @@ Cursor RunCheckpoints::resume() {
       CollectiveSection section("checkpoint read of " + path);
       return read_checkpoint(path, views, m, err, &layout_mismatch);
     }();
-    if (ok && m.global_batch != cfg_.train.batch) {
+    if (ok && m.global_batch != cfg_.train.batch && !cfg_.eval_only) {
       // Same verdict everywhere; a different batch changes the global batch sequence, so no exact continuation.
       agree_or_exit(kExitCheckpoint, strprintf("checkpoint '%s' was written with global batch %lld; resume with "
                     "--train.batch %lld (the rank count may differ)", path.c_str(), (long long)m.global_batch,

@@ -36,6 +36,8 @@ class RunCheckpoints {
   // An imported model's graph, stored in every checkpoint so that it resumes and exports without the file
   // (Setup::graph; the input shape and class count are stored for every model).
   void set_graph(std::string onnx) { graph_ = std::move(onnx); }
+  // Class names, mean/std and input size that save() records for prediction (src/checkpoint/model_info.h).
+  void set_model_info(ModelInfo info) { info_ = std::move(info); }
   // Collective: writes checkpoints/ckpt-<step>.h5 for the state before `next`, logs it and prunes older ones
   // (--checkpoint.keep; never the one just written, never a newer one).
   void save(const Cursor& next);
@@ -69,6 +71,7 @@ class RunCheckpoints {
   int64_t last_step_ = -1;
   std::string resumed_from_;
   std::string graph_;
+  ModelInfo info_;
 };
 
 }  // namespace cnn

@@ -71,6 +71,26 @@ std::unique_ptr<Dataset> open_data(const Config& cfg, const std::string& path, b
   return open_lmdb_dataset(path, o);
 }
 
+// "3 classes: cat, dog, fox" or "3 unnamed classes".
+std::string describe_classes(const DatasetInfo& i) {
+  if (i.class_names.empty()) return strprintf("%d unnamed classes", i.num_classes);
+  std::string s = strprintf("%d classes: ", i.num_classes);
+  for (size_t c = 0; c < i.class_names.size(); ++c) s += (c ? ", " : "") + i.class_names[c];
+  return s;
+}
+
+// A label means the same class in both sets: a test set converted from a folder that lacks one class would
+// otherwise be relabelled silently (its labels shift) and score near chance.
+void check_classes_agree(const Dataset& train, const Dataset& test) {
+  const DatasetInfo &t = train.info(), &e = test.info();
+  const bool names_differ = !t.class_names.empty() && !e.class_names.empty() && t.class_names != e.class_names;
+  if (t.num_classes != e.num_classes || names_differ)
+    raise(kExitData, "the training set '%s' and the test set '%s' disagree on their classes: the training set has "
+          "%s; the test set has %s. Convert the test set with the training set's classes (cnntrain-data "
+          "convert-folder --classes-from TRAIN)", train.path().c_str(), test.path().c_str(),
+          describe_classes(t).c_str(), describe_classes(e).c_str());
+}
+
 // --data.stage_dir: the node-local copy (io/stage.h), made before any rank of the node opens the dataset.
 std::string staged_path(const Config& cfg, const std::string& path, const char* tag) {
   if (cfg.data.stage_dir.empty() || path.empty()) return path;
@@ -208,10 +228,12 @@ Setup local_setup(const Config& cfg) {
   if (cfg.bn.group_size > 0 && micro % cfg.bn.group_size != 0)
     raise(kExitUsage, "option --bn.group_size: the per-rank micro-batch of %d samples is not a multiple of %d",
           micro, cfg.bn.group_size);
-  s.train = cfg.data.synthetic.empty() ? open_data(cfg, staged_path(cfg, cfg.data.train, "train"), true)
+  // --eval-only without a training set: the test set gives the net its shape and classes.
+  const std::string train = cfg.eval_only && cfg.data.train.empty() ? cfg.data.test : cfg.data.train;
+  s.train = cfg.data.synthetic.empty() ? open_data(cfg, staged_path(cfg, train, "train"), !cfg.eval_only)
                                        : make_synthetic_dataset(parse_synthetic_spec(cfg.data.synthetic), cfg.seed);
   const DatasetInfo& ti = s.train->info();
-  if (ti.count < cfg.train.batch)
+  if (ti.count < cfg.train.batch && !cfg.eval_only)
     raise(kExitData, "training set '%s' has %lld samples, fewer than one global batch (%lld); lower "
           "--train.batch", s.train->path().c_str(), (long long)ti.count, (long long)cfg.train.batch);
   if (!cfg.data.test.empty()) {
@@ -221,9 +243,7 @@ Setup local_setup(const Config& cfg) {
       raise(kExitData, "test set '%s' has %dx%dx%d images but the training set '%s' has %dx%dx%d",
             cfg.data.test.c_str(), e.height, e.width, e.channels, s.train->path().c_str(), ti.height, ti.width,
             ti.channels);
-    if (e.num_classes > ti.num_classes)
-      raise(kExitData, "test set '%s' has %d classes but the training set has %d", cfg.data.test.c_str(),
-            e.num_classes, ti.num_classes);
+    check_classes_agree(*s.train, *s.test);
   }
   s.be = make_backend(cfg, s.binding);
   s.net = std::make_unique<Net>(*s.be, Dims{ti.height, ti.width, ti.channels}, ti.num_classes);

@@ -85,6 +85,7 @@ int Trainer::run() {
   log_start();
   const Cursor start = plan();
   obs_->begin(run_dir_, start.step, total_, spe_);
+  if (cfg_.eval_only) return evaluate_only(start);
   Loader loader(*s_.train, *sampler_, world_rank(), world_size(), cfg_.data.prefetch, start.epoch,
                 start.step_in_epoch, std::max<int64_t>(0, total_ - start.step), make_augment_config(cfg_),
                 input_->loader_output());

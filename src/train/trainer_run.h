@@ -103,6 +103,9 @@ class Trainer {
   int settle_nonfinite(bool all);
   int stop_on_nonfinite(const NonFiniteRecord& r);
   int finish();
+  // --eval-only: the resumed weights on the test set, with per-class accuracy and the confusion matrix
+  // (metrics.jsonl and RUN_DIR/eval/confusion-<step>.png); trainer_eval.cpp.
+  int evaluate_only(const Cursor& start);
 
   const Config& cfg_;
   Setup s_;
@@ -132,6 +135,7 @@ class Trainer {
   int64_t stop_at_ = 0;  // --train.stop_at_step within the run, else 0
   Clock::time_point t_start_ = Clock::now(), t_ckpt_ = Clock::now();
   Interval iv_;
+  std::vector<int64_t> confusion_;  // --eval-only: [true class][predicted class], summed by evaluate()
   EvalResult last_eval_;
   bool have_eval_ = false;
 };

@@ -110,6 +110,8 @@ Cursor Trainer::plan() {
   }
   plan_swa();
   ckpt_ = std::make_unique<RunCheckpoints>(cfg_, be_, net_, *opt_, *scaler_, log_, ckpt_dir_, ema_.get(), swa_.get());
+  const Dims& in = net_.input_dims();
+  ckpt_->set_model_info(model_info_of(ti, in.h, in.w, in.c));
   const Cursor start = ckpt_->resume();
   comm_ = make_collectives(cfg_, s_);
   ckpt_->set_collectives(comm_.get());
@@ -143,6 +145,7 @@ Cursor Trainer::plan() {
   // before the update.
   sc_.count_only_applied = (cfg_.train.optimizer == "adamw" || ema_) && cfg_.train.on_nonfinite == "skip";
   sc_.ema = ema_.get();
+  if (cfg_.eval_only) return start;  // the training plan does not apply: evaluate_only runs instead
   log_.info("training %lld steps (%lld per epoch, global batch %lld = %d ranks x %d; last partial batch of each "
             "epoch dropped: %lld samples)", (long long)total_, (long long)spe_, (long long)cfg_.train.batch,
             world_size(), s_.local_batch, (long long)(ti.count - spe_ * cfg_.train.batch));

@@ -6,6 +6,7 @@
 #include "kernels/loss.h"
 
 #include "src/comm/comm.h"
+#include "src/train/eval_report.h"
 #include "src/train/run_dir.h"
 #include "src/train/signals.h"
 #include "src/train/trainer_run.h"
@@ -83,17 +84,19 @@ EvalResult Trainer::evaluate() {
     input_->upload_eval(raw.data(), lab.data(), n, info);
     const void* logits = net_.forward(buf_.x, n, false);
     be_.softmax_xent(net_.dtype(), n, classes, logits, buf_.labels, 0.f, 1.f, nullptr, &loss, &correct);
-    if (top5) {
+    if (top5 || !confusion_.empty()) {
       const size_t count = static_cast<size_t>(n) * classes;
       logits16.resize(count * dtype_size(net_.dtype()));
       logits32.resize(count);
       be_.download(logits16.data(), logits, logits16.size());
       convert_host(1, count, net_.dtype(), logits16.data(), DType::kF32, logits32.data());
-      hits5 += topk_hits_cpu(n, classes, 5, logits32.data(), lab.data());
+      if (top5) hits5 += topk_hits_cpu(n, classes, 5, logits32.data(), lab.data());
+      if (!confusion_.empty()) add_confusion(n, classes, logits32.data(), lab.data(), confusion_);
     }
   }
   double sums[4] = {loss, static_cast<double>(correct), static_cast<double>(end - begin), static_cast<double>(hits5)};
   if (comm_) comm_->allreduce_sum_host(sums, 4, "evaluation totals");
+  if (comm_ && !confusion_.empty()) sum_confusion(*comm_, confusion_);
   return {sums[0] / sums[2], sums[1] / sums[2], top5 ? sums[3] / sums[2] : NAN, static_cast<int64_t>(sums[2])};
 }
 

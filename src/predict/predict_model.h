@@ -1,0 +1,36 @@
+// The network `cnntrain-data predict` runs (docs/models.md, "Prediction"): built and loaded from a cnntrain
+// checkpoint (any rank count), an ONNX file, or an HDF5 weights export of a zoo model, with what the source
+// records about its inputs and classes (src/checkpoint/model_info.h).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/model/net.h"
+
+namespace cnn {
+
+struct PredictSource {
+  std::string path;
+  std::string model;            // --model: the zoo name for a weights export; checks a checkpoint's
+  std::string weights = "raw";  // raw | ema | swa (checkpoints)
+};
+
+struct PredictModel {
+  std::unique_ptr<Net> net;
+  ModelInfo info;     // as recorded; num_classes and the input size are the net's
+  std::string model;  // the architecture: a zoo name or an ONNX file
+};
+
+// The net of a checkpoint's model (a zoo name, or the ONNX file it recorded) for `input` and `classes`, not
+// built. The one place that knows how a checkpoint names its architecture.
+std::unique_ptr<Net> checkpoint_net(const CheckpointMeta& meta, const std::string& checkpoint, Backend& be,
+                                    const Dims& input, int classes);
+
+// `fallback` supplies the input size and class count a source does not record (a dataset's; zero: none).
+// Throws Error: exit 2 for a missing or unrecognised source or a --model that does not fit it, 4 for a
+// damaged checkpoint.
+PredictModel load_predict_model(const PredictSource& src, Backend& be, const ModelInfo& fallback, int max_batch);
+
+}  // namespace cnn
