@@ -11,6 +11,7 @@
 #include "src/comm/device_binding.h"
 #include "src/model/net.h"
 #include "src/train/config.h"
+#include "src/train/init_from.h"
 
 namespace cnn {
 
@@ -21,6 +22,7 @@ struct Setup {
   int local_batch = 0;  // this rank's share of the global batch
   BindingRow binding;   // the device this rank uses (--device cuda/emu)
   std::vector<std::string> warnings;  // for the run log, once it exists (e.g. an imported model's folded batch norm)
+  InitFromReport init;                // --init.from: what the file initialised
 };
 
 // Checks the batch arithmetic against the rank count, opens the datasets, creates the backend of
