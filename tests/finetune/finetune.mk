@@ -13,3 +13,4 @@ test-torchvision-parity: $(INIT_FROM_RUN) pyvenv
 
 TEST_BUILDS += $(INIT_FROM_RUN)
 TEST_RUNS += test-torchvision-parity
+
