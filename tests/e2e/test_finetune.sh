@@ -3,7 +3,8 @@
 # then trained on classes 6-9 (a new 4-class head: fc is freshly initialised) with the stem and the first two
 # stages frozen. It must reach >= 93% test accuracy within one epoch (25 of its 187 steps), beat the same steps from scratch, leave every
 # frozen tensor (weights and batch-norm statistics) byte-identical to the pretrained ones at np 1 and np 2, and
-# survive a stop and a resume on another rank count. Also --init.strict and --init.from with --resume PATH.
+# survive a stop and a resume on another rank count. Also --train.unfreeze_at_epoch, an HDF5 weights export
+# with --init.skip, and the refusals of --init.strict and of --init.from with --resume PATH.
 # The class subsets are written with h5py (Debian's python3-h5py, $PY).
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
@@ -70,6 +71,22 @@ for run in ft1 ft2; do frozen_same "$pre" "$(ls "$T"/$run/checkpoints/ckpt-*.h5 
 "$BUILD/cnntrain" --config "$T/res/config.ini" --resume auto --run-dir "$T/res" > /dev/null
 [ "$(json_field "$T/res/metrics.jsonl" end status)" = completed ] || fail "resumed fine-tuning did not complete"
 frozen_same "$pre" "$(ls "$T"/res/checkpoints/ckpt-*.h5 | tail -1)"
+
+# Progressive unfreezing: frozen in epoch 0, everything trains from epoch 1 (6000 images, 23 steps an epoch).
+"$BUILD/cnntrain" "${common[@]}" --data.train "$T/pre_test.h5" --data.test "" --train.batch 256 --train.epochs 2 \
+  --train.lr 0.05 --init.from "$pre" --train.freeze $freeze --train.unfreeze_at_epoch 1 --run-dir "$T/unf" > /dev/null
+grep -q "epoch 1: every parameter trains from now on" "$T/unf/log.txt" || fail "no unfreezing at epoch 1 in the log"
+! frozen_same "$pre" "$(ls "$T"/unf/checkpoints/ckpt-*.h5 | tail -1)" 2>/dev/null ||
+  fail "--train.unfreeze_at_epoch 1: the stem and first stages did not train in epoch 1"
+echo "ok: unfrozen at epoch 1"
+
+# A weights export (cnntrain-data export) with the head skipped on purpose: strict, yet it loads.
+"$BUILD/cnntrain-data" export --checkpoint "$pre" --out "$T/pre_weights.h5" > /dev/null
+"$BUILD/cnntrain" "${common[@]}" "${ft[@]}" --train.max_steps 1 --init.from "$T/pre_weights.h5" --init.strict true \
+  --init.skip fc --run-dir "$T/export" > /dev/null
+grep -q "(hdf5 export): 45 tensors; .* 2 skipped (--init.skip)" "$T/export/log.txt" ||
+  fail "the export's load is not logged as 45 tensors with fc skipped: $(grep 'initial weights' "$T/export/log.txt")"
+echo "ok: --init.from an HDF5 export, --init.strict with --init.skip fc"
 
 expect_exit 2 "missing" -- "$BUILD/cnntrain" "${common[@]}" "${ft[@]}" --init.from "$pre" --init.strict true \
   --run-dir "$T/strict"
