@@ -11,7 +11,8 @@
 
 namespace cnn::config_detail {
 
-// [init]: where the initial weights come from.
+// [init]: where the initial weights come from; with fine-tuning's [train] options beside them (one block:
+// src/train/init_from.h, src/train/freeze.h).
 std::vector<Opt> init_options() {
   const auto in = [](auto member) { return field(&Config::init, member); };
   return {bool_opt("init.random", field(&Config::init_random),

@@ -27,7 +27,6 @@ void pytorch_to_cnntrain(NamedTensor& t) {
 }
 
 struct H5Walk {
-  hid_t file;
   std::vector<NamedTensor>* out;
   bool checkpoint;
 };
@@ -64,7 +63,7 @@ std::vector<NamedTensor> read_hdf5_weights(const std::string& path, std::string*
   H5Handle f = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) raise(kExitUsage, "--init.from '%s': cannot open the HDF5 file: %s", path.c_str(), h5_last_error().c_str());
   std::vector<NamedTensor> out;
-  H5Walk w{f.get(), &out, H5Lexists(f.get(), "/params", H5P_DEFAULT) > 0};
+  H5Walk w{&out, H5Lexists(f.get(), "/params", H5P_DEFAULT) > 0};
   *format = w.checkpoint ? "checkpoint" : "hdf5 export";
   if (H5Lvisit(f.get(), H5_INDEX_NAME, H5_ITER_INC, visit_link, &w) < 0)
     raise(kExitUsage, "--init.from '%s': cannot read its datasets: %s", path.c_str(), h5_last_error().c_str());
