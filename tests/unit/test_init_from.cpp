@@ -219,5 +219,25 @@ TEST(Freeze, FrozenPartGetsNoGradientNoUpdateAndKeepsItsStatistics) {
   be->release(d_dl);
 }
 
+// --train.lr_mult: a factor scales the learning rate of its parameters' update (SGD with momentum and decay).
+TEST(Freeze, LearningRateFactorsScaleTheUpdate) {
+  auto be = make_reference_backend();
+  std::vector<float> after[2];
+  for (int k = 0; k < 2; ++k) {
+    Net net(*be, Dims{4, 4, 2}, 5);
+    build_small(net);
+    net.build(2, 1);
+    OptimizerConfig oc;
+    oc.weight_decay = 0.01;
+    if (k == 1) oc.lr_mult = plan_freeze(net, "", "re:.=0.5").lr_mult;
+    auto opt = make_optimizer(oc, *be, net);
+    const std::vector<float> g = random_vec(net.num_params(), 5);
+    be->upload(net.grads(), g.data(), sizeof(float) * g.size());
+    opt->step(k == 0 ? 0.1 : 0.2);
+    after[k] = host(*be, static_cast<const Net&>(net).params(), net.num_params());
+  }
+  EXPECT_EQ(after[0], after[1]);
+}
+
 }  // namespace
 }  // namespace cnn
