@@ -229,14 +229,15 @@ const void* Net::forward(const float* x, int n, bool train) {
   const auto out = [&](int j) { return j < 0 ? input_ptr_ : static_cast<const void*>(acts_[j]); };
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::vector<int>& in = inputs_[i];
+    const bool tr = train && !(frozen_eval_ && i < frozen_below_);
     if (layers_[i]->is_view()) {
       acts_[i] = const_cast<void*>(out(in[0]));
     } else if (auto* m = dynamic_cast<MultiInputLayer*>(layers_[i].get())) {
       std::vector<const void*> xs;
       for (int j : in) xs.push_back(out(j));
-      m->forward_inputs(be_, xs, acts_[i], n, train);
+      m->forward_inputs(be_, xs, acts_[i], n, tr);
     } else {
-      layers_[i]->forward(be_, out(in[0]), acts_[i], n, train);
+      layers_[i]->forward(be_, out(in[0]), acts_[i], n, tr);
     }
   }
   return acts_.back();
@@ -247,14 +248,14 @@ void Net::backward(const void* dlogits, int n, const std::function<void(size_t)>
   const void* dy = dlogits;
   int flip = 0;
   ParamVersionScope scope(be_, version_);
-  for (size_t i = layers_.size(); i-- > 0;) {
+  for (size_t i = layers_.size(); i-- > frozen_below_;) {
     const void* x = i == 0 ? input_ptr_ : acts_[i - 1];
     if (layers_[i]->is_view()) {
       if (on_ready) on_ready(first_param_[i]);
       continue;
     }
-    // The first layer's input gradient is never used.
-    void* dx = i == 0 ? nullptr : grad_buf_[flip];
+    // The first trained layer's input gradient is never used.
+    void* dx = i == frozen_below_ ? nullptr : grad_buf_[flip];
     layers_[i]->backward(be_, x, acts_[i], dy, dx, n);
     if (on_ready) on_ready(first_param_[i]);
     dy = dx;

@@ -98,6 +98,14 @@ class Net {
   // meaning the gradient from `offset` to the end of the buffer is final.
   void backward(const void* dlogits, int n, const std::function<void(size_t)>& on_ready = nullptr);
   void zero_grads();
+  // Fine-tuning (src/train/freeze.h): layers before `layer` hold frozen parameters only, so backward stops at
+  // `layer` (no gradient below it is needed); with `eval`, their training forward runs as evaluation does
+  // (batch norm on its running statistics, left as they are). 0: every layer trains (the default).
+  void set_frozen_below(size_t layer, bool eval) {
+    frozen_below_ = layer;
+    frozen_eval_ = eval;
+  }
+  size_t frozen_below() const { return frozen_below_; }
 
   double flops_per_sample() const;  // forward
   // Bytes of activations, activation gradients and per-sample scratch (masks, argmax) allocated per sample:
@@ -148,6 +156,8 @@ class Net {
   std::string recompute_ = "false";
   int recomputing_ = 0;
   std::unique_ptr<ScratchRegion> scratch_;  // shared by the recomputing blocks
+  size_t frozen_below_ = 0;
+  bool frozen_eval_ = false;
 };
 
 // Fills host buffer `out` (size num_params) with the initial values of `table` drawn from `seed`.

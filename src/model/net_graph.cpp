@@ -51,7 +51,7 @@ void Net::backward_graph(const void* dlogits, int n, const std::function<void(si
   std::fill(has_grad_.begin(), has_grad_.end(), 0);
   const size_t esize = dtype_size(dt_);
   const auto out = [&](int j) { return j < 0 ? input_ptr_ : static_cast<const void*>(acts_[j]); };
-  for (size_t i = layers_.size(); i-- > 0;) {
+  for (size_t i = layers_.size(); i-- > frozen_below_;) {
     const void* dy = i + 1 == layers_.size() ? dlogits : out_grad_[i];
     const std::vector<int>& in = inputs_[i];
     // Where each input's gradient goes: straight into the input's buffer if it is the first to arrive (the
@@ -61,7 +61,7 @@ void Net::backward_graph(const void* dlogits, int n, const std::function<void(si
     std::vector<char> adds(in.size(), 0);
     for (size_t k = 0; k < in.size(); ++k) {
       const int j = in[k];
-      if (j < 0) continue;
+      if (j < static_cast<int>(frozen_below_)) continue;  // the net's input, or a frozen layer's output
       adds[k] = has_grad_[j];
       dxs[k] = adds[k] ? add_scratch_[k] : out_grad_[j];
       has_grad_[j] = 1;

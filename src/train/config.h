@@ -64,6 +64,17 @@ struct TrainSection {  // [train] (docs/options.md)
   int swa_anneal_epochs = 10;
   std::string swa_anneal = "cos";
   std::string recompute = "false";  // activation recomputation: true, false or block names (Net::set_recompute)
+  // Fine-tuning (src/train/freeze.h): frozen parameters (name prefixes or re:REGEX), whether batch norm in the
+  // frozen part keeps its running statistics, the epoch freezing ends (0: never), per-parameter lr factors.
+  std::string freeze, lr_mult;
+  bool freeze_bn = true;
+  int unfreeze_at_epoch = 0;
+};
+
+// [init]: weights from a file (src/train/init_from.h).
+struct InitSection {
+  std::string from, skip;
+  bool strict = false;
 };
 
 struct CheckpointSection {  // [checkpoint] (docs/checkpoints.md)
@@ -116,6 +127,7 @@ struct Config {
   // The options without a section.
   std::string model = "fmnist_cnn";  // a zoo name or FILE.onnx (is_onnx_model)
   bool init_random = false;          // FILE.onnx: fresh initial weights instead of the file's initializers
+  InitSection init;
   std::string device = "cpu";
   int threads = 1;
   uint64_t seed = 42;

@@ -11,10 +11,28 @@
 
 namespace cnn::config_detail {
 
-// [init]: where the initial weights come from.
+// [init]: where the initial weights come from; with fine-tuning's [train] options beside them (one block:
+// src/train/init_from.h, src/train/freeze.h).
 std::vector<Opt> init_options() {
+  const auto in = [](auto member) { return field(&Config::init, member); };
   return {bool_opt("init.random", field(&Config::init_random),
-                   "--model FILE.onnx: draw fresh initial weights (He-normal) instead of the file's initializers")};
+                   "--model FILE.onnx: draw fresh initial weights (He-normal) instead of the file's initializers"),
+          str_opt("init.from", in(&InitSection::from), {},
+                  "initial weights from a cnntrain checkpoint, an HDF5 weights export, an ONNX file or a safetensors "
+                  "file (torchvision/timm names), matched by name; weights only (docs/models.md \"Fine-tuning\")"),
+          bool_opt("init.strict", in(&InitSection::strict),
+                   "init.from: exit 2 when any parameter or statistic is not in the file or has another shape"),
+          str_opt("init.skip", in(&InitSection::skip), {},
+                  "init.from: freshly initialise these anyway: comma-separated name prefixes or re:REGEX"),
+          str_opt("train.freeze", field(&Config::train, &TrainSection::freeze), {},
+                  "parameters not trained: comma-separated name prefixes or re:REGEX (e.g. conv1,bn1,layer1)"),
+          bool_opt("train.freeze_bn", field(&Config::train, &TrainSection::freeze_bn),
+                   "batch norm in the frozen part runs on its running statistics and leaves them as they are"),
+          int_opt("train.unfreeze_at_epoch", field(&Config::train, &TrainSection::unfreeze_at_epoch), 0, 1 << 20,
+                  "train.freeze ends at the start of this epoch (counted from 0; 0: never)"),
+          str_opt("train.lr_mult", field(&Config::train, &TrainSection::lr_mult), {},
+                  "per-parameter learning-rate factors PATTERN=X,... (PATTERN a prefix or re:REGEX; the first "
+                  "match wins), e.g. layer1=0.1,layer2=0.1")};
 }
 
 // [data]: the datasets and how they are read (docs/data.md).

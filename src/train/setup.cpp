@@ -267,6 +267,14 @@ Setup local_setup(const Config& cfg) {
   struct stat st;
   if (is_onnx_model(cfg.model) && !cfg.init_random && ::stat(cfg.model.c_str(), &st) == 0)
     load_onnx_values(imported, *s.net);
+  if (!cfg.init.from.empty()) {
+    // A resumed run continues from its own weights; starting it over from others is a new run.
+    if (cfg.resume != "none" && cfg.resume != "auto")
+      raise(kExitUsage, "options --init.from and --resume %s: a run either starts from weights (--init.from, step 0, "
+            "fresh optimizer) or continues a checkpoint (--resume), not both; --resume auto continues a fine-tuning "
+            "run in progress", cfg.resume.c_str());
+    s.init = init_from_file(*s.net, {cfg.init.from, cfg.init.skip, cfg.init.strict});
+  }
   return s;
 }
 

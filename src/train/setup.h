@@ -11,6 +11,7 @@
 #include "src/comm/device_binding.h"
 #include "src/model/net.h"
 #include "src/train/config.h"
+#include "src/train/init_from.h"
 
 namespace cnn {
 
@@ -23,6 +24,7 @@ struct Setup {
   std::vector<std::string> warnings;  // for the run log, once it exists (e.g. an imported model's folded batch norm)
   // An imported model's graph as its checkpoints store it (src/model/onnx/onnx_graph_store.h); empty for the zoo.
   std::string graph;
+  InitFromReport init;                // --init.from: what the file initialised
 };
 
 // Checks the batch arithmetic against the rank count, opens the datasets, creates the backend of

@@ -99,7 +99,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
     if (sync && i == k - 1) {
       net.backward(buf.dlogits, m, [&](size_t off) {
         if (guard) guard->check_ready(off);  // this rank's own gradient, before the allreduce sums it in place
-        sync->on_ready(off);
+        sync->on_ready(off > sc.sync_offset ? off - sc.sync_offset : 0);
       });
       mark(sc, Phase::kComm);
       stats.comm_s += sync->finish();

@@ -56,6 +56,8 @@ struct StepConfig {
   // Folds the weights of every applied update into this average (--train.ema), or null. Only an update the
   // host knows was applied counts: with the guard, count_only_applied must be set (a gated step is no update).
   WeightEma* ema = nullptr;
+  // Where the GradSync's array begins in the flat gradient: the part before it is frozen (src/train/freeze.h).
+  size_t sync_offset = 0;
 };
 
 struct StepStats {

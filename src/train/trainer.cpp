@@ -100,6 +100,7 @@ int Trainer::run() {
   const Batch* b = start.step < total_ ? &next_batch(loader) : nullptr;
   for (int64_t step = start.step; step < total_; ++step) {
     const BatchPos pos{b->epoch, b->step};
+    if (pos.step == 0) apply_freeze(pos.epoch);
     const bool epoch_end = pos.step == spe_ - 1 || step == total_ - 1;
     const bool eval_due = epoch_end && s_.test && ((pos.epoch + 1) % cfg_.eval.every_epochs == 0 || step == total_ - 1);
     // Not before an evaluation: it uses the same input buffers.

@@ -17,6 +17,7 @@
 #include "kernels/collectives.h"
 #include "src/obs/run_observer.h"
 #include "src/obs/runlog.h"
+#include "src/train/freeze.h"
 #include "src/train/input_path.h"
 #include "src/train/loss_ring.h"
 #include "src/train/nonfinite.h"
@@ -84,6 +85,10 @@ class Trainer {
   EvalResult evaluate_ema();
   // --train.swa_start_epoch: the average (before the checkpoints, which hold it), checked against the run's length.
   void plan_swa();
+  // --train.freeze/lr_mult in force for `epoch` (freezing ends at --train.unfreeze_at_epoch): the net's backward
+  // stop, the optimizer's factors, and the gradient sync over the trained part (src/train/trainer_freeze.cpp).
+  void apply_freeze(int64_t epoch);
+  void make_grad_sync();
   // At an epoch's end (pos): folds the weights into the SWA average from the start epoch on, and after the
   // run's last step recomputes the batch-norm statistics for it.
   void swa_epoch_end(const BatchPos& pos, int64_t step);
@@ -124,6 +129,8 @@ class Trainer {
   std::unique_ptr<RunCheckpoints> ckpt_;
   std::unique_ptr<Collectives> comm_;  // before sync_, which uses it
   std::unique_ptr<GradSync> sync_;
+  FreezePlan freeze_;
+  bool frozen_ = false;  // --train.freeze in force
   std::unique_ptr<RunObserver> obs_;
   std::unique_ptr<NonFiniteGuard> guard_;
   std::unique_ptr<LossRing> losses_;

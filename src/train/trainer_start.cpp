@@ -12,6 +12,16 @@
 
 namespace cnn {
 
+namespace {
+
+std::string join_names(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
 void Trainer::prepare_run_dir() {
   run_dir_ = cfg_.run_dir.empty() ? default_run_dir(cfg_) : cfg_.run_dir;
   broadcast(run_dir_, 0);  // rank 0's clock names the default directory for everyone
@@ -76,6 +86,15 @@ void Trainer::log_start() {
   log_.info("model %s: %zu parameters, %.1f MFLOP/sample forward\n%s", cfg_.model.c_str(), net_.num_params(),
             net_.flops_per_sample() / 1e6, net_.summary().c_str());
   for (const std::string& w : s_.warnings) log_.warn("%s", w.c_str());
+  const InitFromReport& init = s_.init;
+  if (!cfg_.init.from.empty()) {
+    log_.info("initial weights from %s (%s): %zu tensors; freshly initialised: %zu missing from the file%s%s, %zu of "
+              "another shape%s%s, %zu skipped (--init.skip); %zu tensors of the file unused%s%s",
+              cfg_.init.from.c_str(), init.format.c_str(), init.loaded, init.missing.size(),
+              init.missing.empty() ? "" : ": ", join_names(init.missing).c_str(), init.mismatched.size(),
+              init.mismatched.empty() ? "" : ": ", join_names(init.mismatched).c_str(), init.skipped.size(),
+              init.unused.size(), init.unused.empty() ? "" : ": ", join_names(init.unused).c_str());
+  }
   log_env_switches(log_);
   log_.info("precision %s: activations %.2f MB/sample%s", cfg_.precision.c_str(),
             net_.activation_bytes_per_sample() / 1e6,
@@ -89,6 +108,9 @@ void Trainer::log_start() {
       .add("activation_bytes_per_sample", static_cast<int64_t>(net_.activation_bytes_per_sample()))
       .add("version", version_string()).add("hosts", obs_->hosts());
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) j.add("visible_gpus", std::string(v));
+  if (!cfg_.init.from.empty())
+    j.add("init_from", cfg_.init.from).add("init_loaded", static_cast<int64_t>(init.loaded))
+        .add("init_fresh", init.fresh());
   add_env_switches(j);
   log_.event(j);
 }
@@ -116,22 +138,8 @@ Cursor Trainer::plan() {
   comm_ = make_collectives(cfg_, s_);
   ckpt_->set_collectives(comm_.get());
   ckpt_->set_graph(s_.graph);
-  if (comm_) {
-    GradSyncOptions go;
-    go.bucket_bytes = static_cast<size_t>(cfg_.comm.bucket_mb * 1048576.0);
-    go.overlap = cfg_.comm.overlap;
-    go.wire = cfg_.comm.grad_dtype == "bf16"   ? GradWire::kBF16
-              : cfg_.comm.grad_dtype == "fp16" ? GradWire::kF16
-                                               : GradWire::kF32;
-    sync_ = comm_->make_grad_sync(net_.grads(), net_.num_params(), go);
-    log_.info("gradient sync: %s; summed in %s%s; %zu bucket%s of up to %.3g MiB, %s; collective timeout %.0f s",
-              comm_->describe().c_str(), cfg_.comm.grad_dtype.c_str(),
-              go.wire == GradWire::kF32 ? "" : " (rounded from the fp32 gradient, widened back after the sum)",
-              sync_->num_buckets(), sync_->num_buckets() == 1 ? "" : "s", cfg_.comm.bucket_mb,
-              cfg_.comm.overlap ? "started during backward" : "started after backward (--comm.overlap false)",
-              cfg_.comm.timeout_s);
-  }
   sc_ = make_step_config(cfg_);
+  apply_freeze(start.epoch);
   sc_.ids = buf_.ids;
   if (make_augment_config(cfg_).mix.on()) sc_.mix = buf_.mix;  // the loader's batches carry draws
   guard_ = std::make_unique<NonFiniteGuard>(be_, net_.grads(), net_.num_params(), true);
