@@ -83,8 +83,9 @@ std::string help_text(const po::options_description& generic) {
   s << "Usage: cnntrain [--config FILE.ini] [--section.option VALUE ...]\n"
        "Data-parallel CNN training; launch with mpirun/srun for several ranks. See README.md, docs/options.md.\n\n"
     << generic << "\nTraining options (INI: [section] option = value; command line wins):\n";
+  const Config defaults;
   for (const auto& o : options()) {
-    std::string def = o.get(Config{}), choices;
+    std::string def = o.get(defaults), choices;
     for (const auto& c : o.choices) choices += (choices.empty() ? " {" : "|") + c;
     s << "  --" << o.name << std::string(o.name.size() < 24 ? 24 - o.name.size() : 1, ' ') << o.help
       << (choices.empty() ? "" : choices + "}") << (def.empty() ? "" : " [" + def + "]") << "\n";
