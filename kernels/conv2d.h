@@ -1,5 +1,6 @@
-// 2-D convolution (cross-correlation) with stride, zero padding and optional bias.
-// x: [N,H,W,C] NHWC, w: [K,R,S,C] KRSC, b: [K], y: [N,P,Q,K]; P = (H + 2*pad_h - R)/stride_h + 1.
+// 2-D convolution (cross-correlation) with stride, zero padding (extra_pad_h/w more after the input), dilation,
+// groups and optional bias (ConvDesc, kernels/backend.h).
+// x: [N,H,W,C] NHWC, w: [K,R,S,C/groups] KRSC, b: [K], y: [N,P,Q,K]; P = ConvDesc::p(), Q = ConvDesc::q().
 #pragma once
 #include "kernels/backend.h"
 

@@ -1,5 +1,6 @@
 // Sweep cases: convolution and fully connected layers. Shapes are ragged against the CUDA kernels' 64x64x16
 // GEMM tiles and oneDNN's vector widths; some reductions are long enough for split-K paths.
+#include "tests/backend/oracles.h"
 #include "tests/backend/sweep.h"
 
 namespace cnn::sweep {
@@ -12,17 +13,25 @@ ConvDesc conv(int n, int h, int w, int c, int k, int r, int s, int sh, int sw, i
   d.stride_h = sh, d.stride_w = sw, d.pad_h = ph, d.pad_w = pw;
   return d;
 }
+// d with groups, dilation and extra_pad_h/w rows/columns of padding after the input.
+ConvDesc general(ConvDesc d, int groups, int dil_h, int dil_w, int extra_h, int extra_w) {
+  d.groups = groups, d.dilation_h = dil_h, d.dilation_w = dil_w, d.extra_pad_h = extra_h, d.extra_pad_w = extra_w;
+  return d;
+}
 
 std::string describe(const ConvDesc& d) {
   return "n" + std::to_string(d.n) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " c" +
          std::to_string(d.c) + " k" + std::to_string(d.k) + " " + std::to_string(d.r) + "x" + std::to_string(d.s) +
          " stride " + std::to_string(d.stride_h) + "," + std::to_string(d.stride_w) + " pad " +
-         std::to_string(d.pad_h) + "," + std::to_string(d.pad_w);
+         std::to_string(d.pad_h) + "," + std::to_string(d.pad_w) +
+         (d.plain() ? "" : " groups " + std::to_string(d.groups) + " dilation " + std::to_string(d.dilation_h) + "," +
+                               std::to_string(d.dilation_w) + " extra pad " + std::to_string(d.extra_pad_h) + "," +
+                               std::to_string(d.extra_pad_w));
 }
 
 size_t in_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 size_t out_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.k; }
-size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
+size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * (d.c / d.groups); }
 
 // Sums of up to a few thousand products of values in [-1, 1]: float rounding grows with the reduction, so the
 // absolute part of the tolerance is 1e-4 (the results are of order 10).
@@ -42,6 +51,24 @@ const ConvDesc kConvCases[] = {
     conv(2, 9, 7, 24, 40, 1, 1, 1, 1, 0, 0),   // 1x1 stride 1 (the fast CPU backend's filter gradient: a matmul)
 };
 
+// Grouped, depthwise, dilated and asymmetrically padded convolutions (MobileNet, EfficientNet, DeepLab, and
+// TensorFlow's "same" padding at stride 2 as ONNX files carry it). Compared with a double-precision oracle
+// (tests/backend/oracles.h), so the reference kernels are checked too (sweep_test.cpp).
+const ConvDesc kGeneralConvCases[] = {
+    general(conv(2, 9, 7, 8, 6, 3, 3, 1, 1, 1, 1), 2, 1, 1, 0, 0),        // 2 groups
+    general(conv(2, 11, 10, 16, 12, 3, 3, 2, 2, 1, 1), 4, 1, 1, 0, 0),    // 4 groups, stride 2
+    general(conv(2, 9, 9, 32, 32, 3, 3, 1, 1, 1, 1), 32, 1, 1, 0, 0),     // depthwise 3x3
+    general(conv(2, 10, 11, 24, 24, 3, 3, 2, 2, 1, 1), 24, 1, 1, 0, 0),   // depthwise 3x3 stride 2
+    general(conv(1, 8, 8, 64, 64, 3, 3, 1, 1, 1, 1), 64, 1, 1, 0, 0),     // depthwise, oneDNN's 16-channel blocks
+    general(conv(2, 13, 12, 20, 20, 5, 5, 2, 2, 2, 2), 20, 1, 1, 0, 0),   // depthwise 5x5 stride 2 (EfficientNet)
+    general(conv(2, 9, 8, 8, 16, 3, 3, 1, 1, 1, 1), 8, 1, 1, 0, 0),       // depthwise, channel multiplier 2
+    general(conv(2, 12, 11, 5, 7, 3, 3, 1, 1, 2, 2), 1, 2, 2, 0, 0),      // dilation 2
+    general(conv(2, 8, 9, 6, 10, 3, 3, 2, 2, 0, 0), 1, 1, 1, 1, 1),       // pads 0,0,1,1 at stride 2
+    general(conv(2, 10, 9, 4, 6, 3, 2, 1, 2, 1, 0), 1, 2, 1, 1, 2),       // dilation 2,1, pads 1,0,2,2
+    general(conv(2, 13, 11, 12, 8, 3, 3, 2, 2, 1, 1), 2, 2, 2, 1, 0),     // groups, dilation, asymmetric, stride 2
+    general(conv(2, 12, 10, 16, 16, 3, 3, 2, 2, 0, 1), 16, 2, 2, 1, 1),   // depthwise dilated asymmetric stride 2
+};
+
 struct LinearCase {
   int m, k, n;
 };
@@ -58,44 +85,62 @@ std::string describe(const LinearCase& c) {
 
 namespace {
 
-// Each case draws its inputs from seeds of its own: `seed` advances by 10 per case.
-void add_conv_cases(uint64_t& seed) {
-  for (const ConvDesc& d : kConvCases) {
-    for (bool bias : {true, false}) {
-      const std::string shape = describe(d) + (bias ? " bias" : "");
-      const uint64_t s = seed += 10;
-      add_case({"conv2d_forward", shape, {}, [d, bias, s](Run& r) {
-        float* d_y = r.garbage(out_size(d));
-        r.be.conv2d_forward(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
-                            r.upload(random_vec(filter_size(d), s + 1)),
-                            bias ? r.upload(random_vec(d.k, s + 2)) : nullptr, d_y);
-        r.output("y", d_y, out_size(d), kReduction);
-      }});
-      // Parameter gradients accumulate onto what is there.
-      add_case({"conv2d_backward_filter", shape, {}, [d, bias, s](Run& r) {
-        float* d_dw = r.upload(random_vec(filter_size(d), s + 3));
-        float* d_db = r.upload(random_vec(d.k, s + 4));
-        r.be.conv2d_backward_filter(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
-                                    r.upload(random_vec(out_size(d), s + 5)), d_dw, bias ? d_db : nullptr);
-        r.output("dw", d_dw, filter_size(d), kReduction);
-        r.output("db", d_db, d.k, kReduction);  // unchanged without bias
-      }});
-    }
+// Each case draws its inputs from seeds of its own: `seed` advances by 10 per case. With `oracle` the expected
+// outputs come from the double-precision definition instead of the reference kernels.
+void add_conv_case(const ConvDesc& d, uint64_t& seed, bool oracle) {
+  for (bool bias : {true, false}) {
+    const std::string shape = describe(d) + (bias ? " bias" : "");
     const uint64_t s = seed += 10;
-    add_case({"conv2d_backward_data", describe(d), {}, [d, s](Run& r) {
-      float* d_dx = r.garbage(in_size(d));  // overwritten, not accumulated
-      r.be.conv2d_backward_data(DType::kF32, d, r.upload(random_vec(out_size(d), s)),
-                                r.upload(random_vec(filter_size(d), s + 1)), d_dx);
-      r.output("dx", d_dx, in_size(d), kReduction);
-    }});
+    add_case({"conv2d_forward", shape, {}, [d, bias, s](Run& r) {
+      float* d_y = r.garbage(out_size(d));
+      r.be.conv2d_forward(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
+                          r.upload(random_vec(filter_size(d), s + 1)),
+                          bias ? r.upload(random_vec(d.k, s + 2)) : nullptr, d_y);
+      r.output("y", d_y, out_size(d), kReduction);
+    }, !oracle ? nullptr : std::function<void(Run&)>([d, bias, s](Run& r) {
+      const auto b = bias ? random_vec(d.k, s + 2) : std::vector<float>();
+      r.output_host("y", oracle::conv2d_forward(d, random_vec(in_size(d), s), random_vec(filter_size(d), s + 1), b),
+                    kReduction);
+    })});
+    // Parameter gradients accumulate onto what is there.
+    add_case({"conv2d_backward_filter", shape, {}, [d, bias, s](Run& r) {
+      float* d_dw = r.upload(random_vec(filter_size(d), s + 3));
+      float* d_db = r.upload(random_vec(d.k, s + 4));
+      r.be.conv2d_backward_filter(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
+                                  r.upload(random_vec(out_size(d), s + 5)), d_dw, bias ? d_db : nullptr);
+      r.output("dw", d_dw, filter_size(d), kReduction);
+      r.output("db", d_db, d.k, kReduction);  // unchanged without bias
+    }, !oracle ? nullptr : std::function<void(Run&)>([d, bias, s](Run& r) {
+      const auto db0 = random_vec(d.k, s + 4);
+      const auto g = oracle::conv2d_backward_filter(d, random_vec(in_size(d), s), random_vec(out_size(d), s + 5),
+                                                    random_vec(filter_size(d), s + 3),
+                                                    bias ? db0 : std::vector<float>());
+      r.output_host("dw", g.dw, kReduction);
+      r.output_host("db", bias ? g.db : std::vector<double>(db0.begin(), db0.end()), kReduction);
+    })});
   }
+  const uint64_t s = seed += 10;
+  add_case({"conv2d_backward_data", describe(d), {}, [d, s](Run& r) {
+    float* d_dx = r.garbage(in_size(d));  // overwritten, not accumulated
+    r.be.conv2d_backward_data(DType::kF32, d, r.upload(random_vec(out_size(d), s)),
+                              r.upload(random_vec(filter_size(d), s + 1)), d_dx);
+    r.output("dx", d_dx, in_size(d), kReduction);
+  }, !oracle ? nullptr : std::function<void(Run&)>([d, s](Run& r) {
+    r.output_host("dx", oracle::conv2d_backward_data(d, random_vec(out_size(d), s), random_vec(filter_size(d), s + 1)),
+                  kReduction);
+  })});
+}
+
+void add_conv_cases(uint64_t& seed) {
+  for (const ConvDesc& d : kConvCases) add_conv_case(d, seed, false);
+  for (const ConvDesc& d : kGeneralConvCases) add_conv_case(d, seed, true);
 }
 
 void add_param_version_cases(uint64_t& seed) {
   // Parameter versions: under a new version the backend must use the parameters' new values (the fast CPU
   // backend keeps each filter re-laid out for oneDNN until the version changes). Versions from a range of
   // their own, apart from the ones nets draw.
-  for (const ConvDesc& d : {kConvCases[0], kConvCases[7]}) {
+  for (const ConvDesc& d : {kConvCases[0], kConvCases[7], kGeneralConvCases[4]}) {
     const uint64_t s = seed += 10;
     add_case({"set_param_version", describe(d), {"conv2d_forward", "conv2d_backward_data"}, [d, s](Run& r) {
       static uint64_t version = uint64_t{1} << 48;

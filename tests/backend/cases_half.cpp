@@ -40,18 +40,30 @@ ConvDesc conv(int n, int h, int w, int c, int k, int r, int s, int stride, int p
 }
 size_t in_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
 size_t out_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.k; }
-size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
+size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * (d.c / d.groups); }
 std::string describe(const ConvDesc& d) {
   return "n" + std::to_string(d.n) + " " + std::to_string(d.h) + "x" + std::to_string(d.w) + " c" +
          std::to_string(d.c) + " k" + std::to_string(d.k) + " " + std::to_string(d.r) + "x" + std::to_string(d.s) +
-         " stride " + std::to_string(d.stride_h) + " pad " + std::to_string(d.pad_h);
+         " stride " + std::to_string(d.stride_h) + " pad " + std::to_string(d.pad_h) +
+         (d.plain() ? "" : " groups " + std::to_string(d.groups) + " dilation " + std::to_string(d.dilation_h) +
+                               " extra pad " + std::to_string(d.extra_pad_h) + "," + std::to_string(d.extra_pad_w));
+}
+ConvDesc general(ConvDesc d, int groups, int dilation, int extra_h, int extra_w) {
+  d.groups = groups, d.dilation_h = d.dilation_w = dilation, d.extra_pad_h = extra_h, d.extra_pad_w = extra_w;
+  return d;
 }
 
 // 3x3 same (ragged); several 16-deep k tiles with K over one N tile; 1x1 stride 2; the 64-channel blocked
-// layouts of oneDNN; a long n*p*q reduction that splits the weight gradient.
-const ConvDesc kConvs[] = {conv(3, 9, 7, 3, 5, 3, 3, 1, 1), conv(2, 10, 11, 21, 70, 3, 3, 1, 1),
-                           conv(2, 7, 7, 67, 6, 1, 1, 2, 0), conv(1, 8, 8, 64, 64, 3, 3, 1, 1),
-                           conv(5, 12, 12, 2, 7, 3, 3, 1, 1)};
+// layouts of oneDNN; a long n*p*q reduction that splits the weight gradient; grouped, depthwise (stride 2)
+// and dilated with asymmetric padding.
+const ConvDesc kConvs[] = {conv(3, 9, 7, 3, 5, 3, 3, 1, 1),
+                           conv(2, 10, 11, 21, 70, 3, 3, 1, 1),
+                           conv(2, 7, 7, 67, 6, 1, 1, 2, 0),
+                           conv(1, 8, 8, 64, 64, 3, 3, 1, 1),
+                           conv(5, 12, 12, 2, 7, 3, 3, 1, 1),
+                           general(conv(2, 9, 8, 16, 24, 3, 3, 1, 1), 4, 1, 0, 0),
+                           general(conv(2, 10, 11, 32, 32, 3, 3, 2, 1), 32, 1, 0, 0),
+                           general(conv(2, 11, 9, 6, 10, 3, 3, 1, 1), 1, 2, 1, 2)};
 
 PoolDesc pool(int n, int h, int w, int c, int r, int s, int stride, int pad) {
   PoolDesc d;

@@ -317,4 +317,56 @@ std::vector<double> avgpool_backward(const PoolDesc& d, const std::vector<float>
   return dx;
 }
 
+namespace {
+
+// Calls f(y index, x index, w index) for every product of the convolution's sum whose input tap lies inside
+// the input.
+template <class F>
+void conv_products(const ConvDesc& d, F&& f) {
+  const int kg = d.k / d.groups, cg = d.c / d.groups, P = d.p(), Q = d.q();
+  for (int n = 0; n < d.n; ++n)
+    for (int p = 0; p < P; ++p)
+      for (int q = 0; q < Q; ++q)
+        for (int k = 0; k < d.k; ++k)
+          for (int r = 0; r < d.r; ++r)
+            for (int s = 0; s < d.s; ++s) {
+              const int h = p * d.stride_h - d.pad_h + r * d.dilation_h;
+              const int w = q * d.stride_w - d.pad_w + s * d.dilation_w;
+              if (h < 0 || h >= d.h || w < 0 || w >= d.w) continue;
+              for (int c = 0; c < cg; ++c) {
+                const size_t yi = ((static_cast<size_t>(n) * P + p) * Q + q) * d.k + k;
+                const size_t xi = ((static_cast<size_t>(n) * d.h + h) * d.w + w) * d.c + (k / kg) * cg + c;
+                const size_t wi = ((static_cast<size_t>(k) * d.r + r) * d.s + s) * cg + c;
+                f(yi, xi, wi);
+              }
+            }
+}
+
+}  // namespace
+
+std::vector<double> conv2d_forward(const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& b) {
+  std::vector<double> y(static_cast<size_t>(d.n) * d.p() * d.q() * d.k, 0.0);
+  if (!b.empty())
+    for (size_t i = 0; i < y.size(); ++i) y[i] = b[i % d.k];
+  conv_products(d, [&](size_t yi, size_t xi, size_t wi) { y[yi] += static_cast<double>(x[xi]) * w[wi]; });
+  return y;
+}
+
+std::vector<double> conv2d_backward_data(const ConvDesc& d, const std::vector<float>& dy,
+                                         const std::vector<float>& w) {
+  std::vector<double> dx(static_cast<size_t>(d.n) * d.h * d.w * d.c, 0.0);
+  conv_products(d, [&](size_t yi, size_t xi, size_t wi) { dx[xi] += static_cast<double>(dy[yi]) * w[wi]; });
+  return dx;
+}
+
+ConvFilterGrad conv2d_backward_filter(const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& dy,
+                                      const std::vector<float>& dw0, const std::vector<float>& db0) {
+  ConvFilterGrad g{std::vector<double>(dw0.begin(), dw0.end()), std::vector<double>(db0.begin(), db0.end())};
+  conv_products(d, [&](size_t yi, size_t xi, size_t wi) { g.dw[wi] += static_cast<double>(dy[yi]) * x[xi]; });
+  if (!db0.empty())
+    for (size_t i = 0; i < dy.size(); ++i) g.db[i % d.k] += dy[i];
+  return g;
+}
+
 }  // namespace cnn::sweep::oracle

@@ -82,4 +82,17 @@ double activation_derivative(const Activation& a, double x);
 std::vector<double> avgpool_forward(const PoolDesc& d, const std::vector<float>& x);
 std::vector<double> avgpool_backward(const PoolDesc& d, const std::vector<float>& dy);
 
+// Convolution (Backend::conv2d_*) from its definition, in double: y[n,p,q,k] = b[k] + the sum over r, s and the
+// input channels c of k's group of x[n, p*stride_h - pad_h + r*dilation_h, q*stride_w - pad_w + s*dilation_w, c]
+// * w[k, r, s, c - first channel of the group] (zero outside the input); dx and dw as the adjoints of that sum,
+// dw0/db0 the values accumulated onto (db0 empty: no bias gradient).
+std::vector<double> conv2d_forward(const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& b);
+std::vector<double> conv2d_backward_data(const ConvDesc& d, const std::vector<float>& dy, const std::vector<float>& w);
+struct ConvFilterGrad {
+  std::vector<double> dw, db;
+};
+ConvFilterGrad conv2d_backward_filter(const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& dy,
+                                      const std::vector<float>& dw0, const std::vector<float>& db0);
+
 }  // namespace cnn::sweep::oracle
