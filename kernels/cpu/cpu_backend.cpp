@@ -88,27 +88,26 @@ class CpuBackend : public HostMixedBackend {
   }
 
   // Each op: oneDNN's bf16 primitives where native(t), else as_fp32 (host_mixed_backend.h) around the fast
-  // kernels or the reference kernels. Grouped, dilated and asymmetrically padded convolutions (not
-  // ConvDesc::plain()) run on the reference kernels until DnnlOps supports them.
+  // kernels or the reference kernels.
   void conv2d_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) override {
-    if (native(t) && d.plain()) return dnnl_->conv_forward(t, d, x, w, b, y);
+    if (native(t)) return dnnl_->conv_forward(t, d, x, w, b, y);
     as_fp32(t, [&](const float* x32, const float* w32, float* y32) {
-      if (dnnl_ && d.plain()) return dnnl_->conv_forward(d, x32, w32, b, y32);
+      if (dnnl_) return dnnl_->conv_forward(d, x32, w32, b, y32);
       conv2d_forward_cpu(d, x32, w32, b, y32);
     }, In{x, conv_in(d)}, Weights{w, conv_filter(d)}, Out{y, conv_out(d)});
   }
   void conv2d_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
-    if (native(t) && d.plain()) return dnnl_->conv_backward_data(t, d, dy, w, dx);
+    if (native(t)) return dnnl_->conv_backward_data(t, d, dy, w, dx);
     as_fp32(t, [&](const float* dy32, const float* w32, float* dx32) {
-      if (dnnl_ && d.plain()) return dnnl_->conv_backward_data(d, dy32, w32, dx32);
+      if (dnnl_) return dnnl_->conv_backward_data(d, dy32, w32, dx32);
       conv2d_backward_data_cpu(d, dy32, w32, dx32);
     }, In{dy, conv_out(d)}, Weights{w, conv_filter(d)}, Out{dx, conv_in(d)});
   }
   void conv2d_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
                               float* db) override {
-    if (native(t) && d.plain()) return dnnl_->conv_backward_filter(t, d, x, dy, dw, db);
+    if (native(t)) return dnnl_->conv_backward_filter(t, d, x, dy, dw, db);
     as_fp32(t, [&](const float* x32, const float* dy32) {
-      if (dnnl_ && d.plain()) return dnnl_->conv_backward_filter(d, x32, dy32, dw, db);
+      if (dnnl_) return dnnl_->conv_backward_filter(d, x32, dy32, dw, db);
       conv2d_backward_filter_cpu(d, x32, dy32, dw, db);
     }, In{x, conv_in(d)}, In{dy, conv_out(d)});
   }

@@ -7,10 +7,12 @@
 #include <dnnl.h>
 #include <dnnl.hpp>
 #include <initializer_list>
+#include <array>
 #include <map>
 #include <tuple>
 #include <vector>
 
+#include "kernels/cpu/dnnl_conv_shape.h"
 #include "kernels/dtype.h"
 #include "src/base/error.h"
 
@@ -106,8 +108,8 @@ struct DnnlOps::Impl {
     int nthr = 1;
   };
 
-  // Shape, bias, dtype of activations and filters.
-  using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, bool, DType>;
+  // Shape (groups, dilation and extra padding in an array of their own), bias, dtype of activations and filters.
+  using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, std::array<int, 5>, bool, DType>;
   using MmKey = std::tuple<int, int, int, int, bool, DType>;  // m, k, n, which, bias, dtype
   std::map<ConvKey, Conv> convs;
   std::map<MmKey, Matmul> mms;
@@ -125,7 +127,8 @@ struct DnnlOps::Impl {
   std::vector<char> w_flip;  // scratch for the flipped filters of a backward-data run as a forward
 
   static ConvKey key_of(const ConvDesc& d, bool bias, DType t) {
-    return {d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, bias, t};
+    const std::array<int, 5> general{d.groups, d.dilation_h, d.dilation_w, d.extra_pad_h, d.extra_pad_w};
+    return {d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, general, bias, t};
   }
 
   // The cached filters of `w` for `use`; `fill` writes them (into the entry's memory) when they are stale.
@@ -220,7 +223,7 @@ struct DnnlOps::Impl {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   bool wino_eligible(const ConvDesc& d, bool bias, DType t) const {
-    return wino_allowed && t == DType::kF32 && !bias && d.r == 3 && d.s == 3 && d.stride_h == 1 &&
+    return wino_allowed && t == DType::kF32 && !bias && d.plain() && d.r == 3 && d.s == 3 && d.stride_h == 1 &&
            d.stride_w == 1 && d.pad_h == 1 && d.pad_w == 1 && d.c % 16 == 0 && d.k % 16 == 0 && d.c >= 64 &&
            d.k >= 64;
   }
@@ -248,23 +251,23 @@ struct DnnlOps::Impl {
     auto it = convs.find(key);
     if (it != convs.end()) return it->second;
     Conv& c = convs[key];
-    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c;
+    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * (d.c / d.groups);
     c.nthr = threads_for(flops);
     // oneDNN 2.6's backward-weights kernel partitions small problems badly: LeNet's 5x5 6->16 conv takes 12 ms
     // on 2 threads and 0.6 ms on one (docs/perf.md). Below 5x the threshold it runs on one thread.
     c.nthr_w = flops >= 5 * min_parallel_flops ? threads : 1;
     set_threads(c.nthr);
-    const memory::dims src{d.n, d.c, d.h, d.w}, wei{d.k, d.c, d.r, d.s}, dst{d.n, d.k, d.p(), d.q()};
-    const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
-    // Padding on the far side so that the output size matches ConvDesc::p()/q() exactly.
-    const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
-                             (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
+    // Grouped convolutions (depthwise included) take oneDNN's grouped kernels (jit depthwise where groups
+    // == c == k), dilated ones its dilated kernels; none of them is a Winograd shape (wino_eligible).
+    const DnnlConvShape sh = dnnl_conv_shape(d);
+    const memory::dims &src = sh.src, &wei = sh.wei, &dst = sh.dst, &strides = sh.strides, &pad_l = sh.pad_l,
+                       &pad_r = sh.pad_r;
     const dt at = dnnl_type(t);
     memory::desc x_md(src, at, tag::nhwc), y_md(dst, at, tag::nhwc);
-    memory::desc w_any(wei, at, tag::any), w_md(wei, at, tag::ohwi);
+    memory::desc w_any(wei, at, tag::any), w_md(wei, at, sh.w_tag);
     memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_md,
-                                       w_any, b_md, y_md, strides, pad_l, pad_r);
+                                       w_any, b_md, y_md, strides, sh.dilates, pad_l, pad_r);
     c.fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr(), eng);
     c.fwd = prim(dnnl::convolution_forward(c.fwd_pd), c.fwd_pd.scratchpad_desc());
     c.x = memory(x_md, eng, DNNL_MEMORY_NONE);
@@ -273,7 +276,7 @@ struct DnnlOps::Impl {
     c.dy = memory(y_md, eng, DNNL_MEMORY_NONE);
     c.w_user = memory(w_md, eng, DNNL_MEMORY_NONE);
     // Weight gradients are fp32 whatever the activations are: they accumulate into the fp32 gradient buffer.
-    c.dw_user = memory(memory::desc(wei, dt::f32, tag::ohwi), eng, DNNL_MEMORY_NONE);
+    c.dw_user = memory(memory::desc(wei, dt::f32, sh.w_tag), eng, DNNL_MEMORY_NONE);
     if (bias) c.b = memory(b_md, eng, DNNL_MEMORY_NONE);
     c.w_fwd_desc = c.fwd_pd.weights_desc();
     if (wino_eligible(d, bias, t)) {
@@ -321,23 +324,22 @@ struct DnnlOps::Impl {
   void conv_backward_prims(const ConvDesc& d, Conv& c, bool bias) {
     if (c.bwd_w.ok()) return;
     set_threads(c.nthr);
-    const memory::dims strides{d.stride_h, d.stride_w}, pad_l{d.pad_h, d.pad_w};
-    const memory::dims pad_r{(d.p() - 1) * d.stride_h + d.r - d.h - d.pad_h,
-                             (d.q() - 1) * d.stride_w + d.s - d.w - d.pad_w};
+    const DnnlConvShape sh = dnnl_conv_shape(d);
+    const memory::dims &strides = sh.strides, &pad_l = sh.pad_l, &pad_r = sh.pad_r;
     const memory::desc w_md = c.w_user.get_desc();
-    const memory::desc w_any({d.k, d.c, d.r, d.s}, w_md.data_type(), tag::any);
+    const memory::desc w_any(sh.wei, w_md.data_type(), tag::any);
     const memory::desc x_md = c.x.get_desc(), y_md = c.y.get_desc();
     dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, x_md, w_any, y_md, strides,
-                                              pad_l, pad_r);
+                                              sh.dilates, pad_l, pad_r);
     dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, attr(), eng, c.fwd_pd);
     c.bwd_d = prim(dnnl::convolution_backward_data(bd_pd), bd_pd.scratchpad_desc());
     c.w_bwd_desc = bd_pd.weights_desc();
     c.bwd_reorder = c.w_bwd_desc != w_md;
     if (c.bwd_reorder) c.w_to_bwd = reorder(c.w_user, memory(bd_pd.weights_desc(), eng, DNNL_MEMORY_NONE), false);
     const memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
-    const memory::desc dw_any({d.k, d.c, d.r, d.s}, dt::f32, tag::any);
+    const memory::desc dw_any(sh.wei, dt::f32, tag::any);
     dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, x_md, dw_any, b_md, y_md,
-                                                 strides, pad_l, pad_r);
+                                                 strides, sh.dilates, pad_l, pad_r);
     set_threads(c.nthr_w);
     dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, attr(), eng, c.fwd_pd);
     if (w_md.data_type() == dt::f32 && wino_eligible(d, bias, DType::kF32)) {
@@ -413,11 +415,12 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
 
 void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
   Impl& I = *p_;
-  if (d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
+  if (d.plain() && d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
     // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and
     // in/out channels swapped, padded by r-1-pad ("same" padding stays "same"). oneDNN's forward (brgconv)
     // is up to 2x faster on NHWC than its backward-data kernel, and the flip is filter-sized. Unpadded convs
-    // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive.
+    // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive, as
+    // do grouped, dilated and asymmetrically padded convs (whose transposes this flip does not build).
     ConvDesc tr;
     tr.n = d.n, tr.h = d.p(), tr.w = d.q(), tr.c = d.k, tr.k = d.c, tr.r = d.r, tr.s = d.s;
     tr.pad_h = d.r - 1 - d.pad_h, tr.pad_w = d.s - 1 - d.pad_w;
@@ -457,7 +460,7 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
 
 void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db) {
   Impl& I = *p_;
-  if (d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0) {
+  if (d.plain() && d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0) {
     // A 1x1 stride-1 convolution over NHWC is a matrix product over the n*h*w pixels: dw[K,C] += dy^T x.
     // oneDNN's matmul (brgemm) runs it up to 1.8x faster than its backward-weights convolution (ResNet-50's
     // 64->256 expansions: 42 vs 76 GFLOP/s at one thread, docs/perf.md) and accumulates in place.

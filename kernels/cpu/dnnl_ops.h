@@ -1,6 +1,8 @@
 // Fast convolution and fully connected ops on oneDNN, used by the CPU backend (kernels/cpu/cpu_backend.cpp).
 // Same semantics and layouts as kernels/conv2d.h and kernels/linear.h: x [N,H,W,C] NHWC (oneDNN `nhwc`),
-// w [K,R,S,C] KRSC (`ohwi`), linear w [N,K]; parameter gradients accumulate, input gradients overwrite.
+// w [K,R,S,C/groups] KRSC (`ohwi`; grouped: `gohwi`), linear w [N,K]; parameter gradients accumulate, input
+// gradients overwrite. Groups (depthwise: oneDNN's jit depthwise kernels), dilation and asymmetric padding
+// as ConvDesc has them (kernels/cpu/dnnl_conv_shape.h).
 // Primitives are created once per shape and cached; activations are used in place (no layout conversion),
 // except around the Winograd kernels that fp32 3x3 stride-1 convolutions of 64+ channels use (blocked
 // nChw16c activations, converted from and to NHWC at each call: see wino_eligible in dnnl_ops.cpp).

@@ -27,6 +27,14 @@ cudaError_t conv2d_backward_data_cuda(DType t, const ConvDesc& d, const void* d_
 // d_dw += dL/dw (split-K partial sums meet in atomicAdd), d_db += dL/db (nullable).
 cudaError_t conv2d_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy, float* d_dw,
                                         float* d_db, cudaStream_t stream);
+// cuda/conv2d_depthwise.cu: depthwise convolution (groups == c, k a multiple of c), which the launchers above
+// hand over to; one thread per output or input element, the filter gradient without the bias gradient.
+cudaError_t depthwise_forward_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_w, const float* d_b,
+                                   void* d_y, cudaStream_t stream);
+cudaError_t depthwise_backward_data_cuda(DType t, const ConvDesc& d, const void* d_dy, const void* d_w, void* d_dx,
+                                         cudaStream_t stream);
+cudaError_t depthwise_backward_filter_cuda(DType t, const ConvDesc& d, const void* d_x, const void* d_dy,
+                                           float* d_dw, cudaStream_t stream);
 
 // cuda/linear.cu: tiled matmul. x: [m,k], w: [n,k], y: [m,n].
 cudaError_t linear_forward_cuda(DType t, int m, int k, int n, const void* d_x, const void* d_w, const float* d_b,

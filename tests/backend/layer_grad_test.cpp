@@ -108,6 +108,11 @@ std::vector<GradCase> grad_cases() {
       {"conv_stride2_pad1", [] { return make_conv2d("c", 4, {3, 2, 1, true}); }, {7, 6, 2}, 3, 2},
       {"conv_5x5_no_bias_no_pad", [] { return make_conv2d("c", 3, {5, 1, 0, false}); }, {8, 9, 2}, 2, 3},
       {"conv_1x1_stride2", [] { return make_conv2d("c", 6, {1, 2, 0, true}); }, {5, 5, 4}, 2, 4},
+      // Grouped, depthwise (channel multiplier 2, stride 2) and dilated with asymmetric padding (ConvOptions:
+      // kernel, stride, pad, bias, groups, dilation, extra_pad_h, extra_pad_w).
+      {"conv_groups2", [] { return make_conv2d("c", 6, {3, 1, 1, true, 2}); }, {6, 5, 4}, 2, 21},
+      {"conv_depthwise_stride2", [] { return make_conv2d("c", 8, {3, 2, 1, true, 4}); }, {7, 6, 4}, 2, 22},
+      {"conv_dilated_asymmetric", [] { return make_conv2d("c", 4, {3, 2, 1, false, 1, 2, 1, 2}); }, {8, 7, 3}, 2, 23},
       {"linear", [] { return make_linear("fc", 7); }, {3, 2, 5}, 4, 5},
       {"linear_no_bias", [] { return make_linear("fc", 3, false); }, {1, 1, 11}, 3, 6},
       {"relu", [] { return make_relu("r"); }, {3, 4, 5}, 2, 7, true},

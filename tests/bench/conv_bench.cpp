@@ -24,6 +24,12 @@ ConvDesc conv(int n, int h, int c, int k, int r, int stride) {
   d.pad_h = d.pad_w = r / 2;
   return d;
 }
+// Depthwise 3x3 (groups == c == k), as MobileNetV2's inverted residual blocks run it.
+ConvDesc depthwise(int n, int h, int c, int stride) {
+  ConvDesc d = conv(n, h, c, c, 3, stride);
+  d.groups = c;
+  return d;
+}
 
 }  // namespace
 
@@ -42,7 +48,12 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
                           {"resnet50 1.x conv2", conv(32, 56, 64, 64, 3, 1)},
                           {"resnet50 1.x conv3", conv(32, 56, 64, 256, 1, 1)},
                           {"resnet50 2.0 conv2", conv(32, 56, 128, 128, 3, 2)},
-                          {"resnet50 4.x conv2", conv(32, 7, 512, 512, 3, 1)}};
+                          {"resnet50 4.x conv2", conv(32, 7, 512, 512, 3, 1)},
+                          {"mobilenetv2 dw 1", depthwise(32, 112, 32, 1)},
+                          {"mobilenetv2 dw 2.0", depthwise(32, 112, 96, 2)},
+                          {"mobilenetv2 dw 2.1", depthwise(32, 56, 144, 1)},
+                          {"mobilenetv2 dw 4.x", depthwise(32, 14, 384, 1)},
+                          {"mobilenetv2 dw 7.x", depthwise(32, 7, 960, 1)}};
   std::printf("\nConvolutions (no bias) op by op as the fast CPU backend runs them: GFLOP/s and %% of the measured "
               "peak of the threads used, median | best of %d\n(nominal FLOPs: padded taps count; backward-data of "
               "stride-1 convs runs as a forward convolution with flipped filters)\n", reps);
@@ -51,9 +62,9 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
   for (const Shape& s : shapes) {
     const ConvDesc& d = s.d;
     const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
-    const size_t nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+    const size_t nw = static_cast<size_t>(d.k) * d.r * d.s * (d.c / d.groups);
     std::vector<float> x(nx, 0.5f), y(ny, 0.25f), w(nw, 0.01f), dw(nw, 0.f), dx(nx);
-    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * d.c;
+    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * (d.c / d.groups);
     std::string impl;
     for (int t : threads) {
       DnnlOps ops(t);
@@ -76,7 +87,8 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
                       100 * best / pk);
       }
       char shape[48];
-      std::snprintf(shape, sizeof shape, "%d,%dx%d,%d->%d,%dx%d/%d", d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h);
+      std::snprintf(shape, sizeof shape, "%d,%dx%d,%d->%d,%dx%d/%d%s", d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h,
+                    d.groups > 1 ? " dw" : "");
       std::printf("%-20s %-20s %3d  %-24s %-24s %-24s\n", s.where, shape, t, cell[0], cell[1], cell[2]);
     }
     std::printf("%-20s oneDNN: %s\n", "", impl.c_str());

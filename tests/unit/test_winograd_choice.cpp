@@ -1,6 +1,6 @@
 // The fast CPU backend's Winograd F(4x4, 3x3) convolutions (kernels/cpu/dnnl_ops.cpp, wino_eligible) run where
 // they should and nowhere else: fp32 3x3 stride-1 "same" convolutions without bias whose channel counts are
-// multiples of 16 from 64 up, unless CNNTRAIN_WINOGRAD=0. Counted by DnnlOps::winograd_runs(), which the
+// multiples of 16 from 64 up, neither grouped nor dilated nor asymmetrically padded, unless CNNTRAIN_WINOGRAD=0. Counted by DnnlOps::winograd_runs(), which the
 // Winograd branches increment when they execute (the sweep checks the values they compute).
 #include <dnnl.h>
 
@@ -20,6 +20,10 @@ ConvDesc conv(int c, int k, int r, int stride, int pad) {
   d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad;
   return d;
 }
+ConvDesc general(ConvDesc d, int groups, int dilation, int extra_pad) {
+  d.groups = groups, d.dilation_h = d.dilation_w = dilation, d.extra_pad_h = d.extra_pad_w = extra_pad;
+  return d;
+}
 
 // Winograd runs of each pass of one convolution: forward, backward-data, backward-weights.
 struct Runs {
@@ -28,7 +32,8 @@ struct Runs {
 };
 
 Runs passes_on_winograd(DnnlOps& ops, const ConvDesc& d, bool bias) {
-  const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+  const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c;
+  const size_t nw = static_cast<size_t>(d.k) * d.r * d.s * (d.c / d.groups);
   const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
   const auto x = random_vec(nx, 1), w = random_vec(nw, 2), b = random_vec(d.k, 3), dy = random_vec(ny, 4);
   std::vector<float> y(ny), dx(nx), dw(nw, 0.f), db(d.k, 0.f);
@@ -72,6 +77,11 @@ TEST(Winograd, RunsOnTheEligibleShapesOnly) {
       {"64->64 3x3 stride 2", conv(64, 64, 3, 2, 1), false, {0, 0, 0}},
       {"64->64 5x5 same", conv(64, 64, 5, 1, 2), false, {0, 0, 0}},
       {"64->64 3x3 unpadded", conv(64, 64, 3, 1, 0), false, {0, 0, 0}},
+      // Otherwise eligible shapes that are grouped, depthwise, dilated or padded more after the input.
+      {"64->64 3x3 same, 4 groups", general(conv(64, 64, 3, 1, 1), 4, 1, 0), false, {0, 0, 0}},
+      {"64 depthwise 3x3 same", general(conv(64, 64, 3, 1, 1), 64, 1, 0), false, {0, 0, 0}},
+      {"64->64 3x3 dilation 2", general(conv(64, 64, 3, 1, 1), 1, 2, 0), false, {0, 0, 0}},
+      {"64->64 3x3 pads 1,1,2,2", general(conv(64, 64, 3, 1, 1), 1, 1, 1), false, {0, 0, 0}},
   };
   DnnlOps ops(1);
   for (const Case& c : cases) {

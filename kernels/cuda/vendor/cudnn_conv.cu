@@ -14,6 +14,8 @@ namespace {
 
 const float kOne = 1.f;
 
+size_t filter_elements(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * (d.c / d.groups); }
+
 cudnnDataType_t cudnn_type(VendorType t) {
   switch (t) {
     case VendorType::kF32: return CUDNN_DATA_FLOAT;
@@ -158,14 +160,16 @@ struct CudnnConv::Plan : Descriptors {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC, t, d.n, d.c, d.h, d.w));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC, t, d.n, d.k, d.p(), d.q()));
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, d.k, 1, 1));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NHWC, d.k, d.c, d.r, d.s));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, d.pad_h, d.pad_w, d.stride_h, d.stride_w, 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    // Grouped filters: [k, r, s, c/groups] in NHWC terms, the group count on the convolution descriptor.
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t, CUDNN_TENSOR_NHWC, d.k, d.c / d.groups, d.r, d.s));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, d.pad_h, d.pad_w, d.stride_h, d.stride_w, d.dilation_h,
+                                                d.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, d.groups));
     // DEFAULT lets cuDNN use TF32 tensor cores for fp32 on Ampere and newer; FMA forbids them. 16-bit data
     // runs on tensor cores with fp32 accumulation (the convolution descriptor's compute type).
     CUDNN_CHECK(cudnnSetConvolutionMathType(
         conv, type != VendorType::kF32 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
-    if (type != VendorType::kF32) dw16 = arena.alloc(static_cast<size_t>(d.k) * d.r * d.s * d.c * 2);
+    if (type != VendorType::kF32) dw16 = arena.alloc(filter_elements(d) * 2);
   }
   ~Plan() {
     if (dw16) arena->release(dw16);
@@ -187,14 +191,21 @@ CudnnConv::~CudnnConv() {
 }
 
 CudnnConv::Plan& CudnnConv::plan(const ConvDesc& d, VendorType type) {
-  const ShapeCache<std::unique_ptr<Plan>>::Key key{d.n,        d.h,        d.w,     d.c,     d.k,
-                                                   d.r,        d.s,        d.stride_h, d.stride_w, d.pad_h,
-                                                   d.pad_w,    static_cast<int64_t>(type)};
+  const ShapeCache<std::unique_ptr<Plan>>::Key key{d.n,          d.h,          d.w,        d.c,        d.k,
+                                                   d.r,          d.s,          d.stride_h, d.stride_w, d.pad_h,
+                                                   d.pad_w,      d.groups,     d.dilation_h, d.dilation_w,
+                                                   static_cast<int64_t>(type)};
   return *plans_.get(key, [&] { return std::make_unique<Plan>(d, type, ctx_.tf32, *ctx_.arena); });
 }
 
 template <class Dir>
 bool CudnnConv::run(VendorType type, const ConvDesc& d, const void* a, const void* b, void* out, float beta) {
+  // cuDNN pads both sides alike: asymmetric padding (ONNX pads with more after the input) takes the custom
+  // kernels, as a problem without a cuDNN algorithm does.
+  if (d.extra_pad_h != 0 || d.extra_pad_w != 0) {
+    ctx_.fallbacks->note(ctx_.layer, Dir::kWhat, "asymmetric padding (cuDNN pads both sides alike)");
+    return false;
+  }
   Plan& p = plan(d, type);
   constexpr int dir = Dir::kIndex;
   if (!p.chosen[dir]) {
@@ -240,7 +251,7 @@ bool CudnnConv::backward_filter(DType t, const ConvDesc& d, const void* x, const
   if (t == DType::kF32) return run<BackwardFilter>(VendorType::kF32, d, x, dy, dw, 1.f);  // beta 1: accumulates
   Plan& p = plan(d, vendor_type(t));
   if (!run<BackwardFilter>(vendor_type(t), d, x, dy, p.dw16, 0.f)) return false;
-  CUDA_CHECK(add_widened_cuda(t, static_cast<size_t>(d.k) * d.r * d.s * d.c, p.dw16, dw, ctx_.stream));
+  CUDA_CHECK(add_widened_cuda(t, filter_elements(d), p.dw16, dw, ctx_.stream));
   return true;
 }
 

@@ -71,6 +71,7 @@ Fn vendor_fn(VendorLib lib, const char* name) {
 #define cudnnGetLastErrorString(...) CNN_CUDNN(cudnnGetLastErrorString)(__VA_ARGS__)
 #define cudnnGetFilterSizeInBytes(...) CNN_CUDNN(cudnnGetFilterSizeInBytes)(__VA_ARGS__)
 #define cudnnSetConvolution2dDescriptor(...) CNN_CUDNN(cudnnSetConvolution2dDescriptor)(__VA_ARGS__)
+#define cudnnSetConvolutionGroupCount(...) CNN_CUDNN(cudnnSetConvolutionGroupCount)(__VA_ARGS__)
 #define cudnnSetConvolutionMathType(...) CNN_CUDNN(cudnnSetConvolutionMathType)(__VA_ARGS__)
 #define cudnnSetFilter4dDescriptor(...) CNN_CUDNN(cudnnSetFilter4dDescriptor)(__VA_ARGS__)
 #define cudnnSetStream(...) CNN_CUDNN(cudnnSetStream)(__VA_ARGS__)
