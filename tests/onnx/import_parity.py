@@ -17,6 +17,7 @@ and compares with PyTorch:
     within 1% (relative norm) of PyTorch's (files with batch norm kept; dropout 0 there: masks differ).
 Convolutions PyTorch does not write (auto_pad with stride 2, SAME_LOWER, explicit asymmetric pads) are built with
 onnx.helper and compared with ONNX Runtime; the paddings cnntrain cannot represent must exit 2 naming the node.
+float16 and bfloat16 files (16-bit initializers) load and match PyTorch in fp32 (half_files: tolerance there).
 """
 import os
 import subprocess
@@ -309,6 +310,28 @@ def padding_files(x):
               f"{tag}: exit 2 naming the node and '{needle}' (got {r.returncode}: {r.stderr.strip()})")
 
 
+def half_files(x):
+    """A MobileNetV2-style net exported in float16 and bfloat16 (eval mode: the exporter folds batch norm into the
+    convolutions in that type). cnntrain reads the 16-bit initializers as float32 and computes in float32; the
+    reference is PyTorch in float32 with the same 16-bit weights. They differ by one rounding of each folded
+    weight to 16 bits (unit roundoff u: 2^-11 for float16, 2^-8 for bfloat16), which moves the logits by a few u
+    through the net's 10 layers: tolerance 4u (2e-3, 1.6e-2; measured 1.9e-4 and 1.7e-3)."""
+    for dt, tol in ((torch.float16, 4 * 2.0 ** -11), (torch.bfloat16, 4 * 2.0 ** -8)):
+        torch.manual_seed(1)
+        m = MobileNetStyle()
+        randomise_bn(m, 2)
+        m.eval().to(dt)
+        tag = f"mobilenet-{str(dt).split('.')[1]}"
+        path = f"{WORK}/{tag}.onnx"
+        torch.onnx.export(m, (x.to(dt),), path, dynamo=False, opset_version=17, input_names=["x"],
+                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+        with torch.no_grad():
+            want = m.float()(x).numpy()
+        got = run_tool(path, x, f"{WORK}/{tag}")
+        err = np.abs(got - want).max() / np.abs(want).max()
+        check(err <= tol, f"{tag}.onnx: evaluation logits within {err:.1e} of PyTorch's fp32 (<= {tol:.1e})")
+
+
 def main():
     torch.manual_seed(0)
     x = torch.randn(6, 1, 28, 28)
@@ -337,6 +360,7 @@ def main():
             if not dynamo and tag != "plain":
                 sgd_step_parity(m, path, x, y, flattened, os.path.basename(path))
     padding_files(x)
+    half_files(x)
     if failures:
         sys.exit(f"{len(failures)} failure(s)")
 
