@@ -51,6 +51,8 @@ const std::map<std::string, Builder>& registry() {
       {"resnet18", [](Net& n, const ModelOptions& o) { build_resnet_imagenet(n, 18, o); }},
       {"resnet34", [](Net& n, const ModelOptions& o) { build_resnet_imagenet(n, 34, o); }},
       {"resnet50", [](Net& n, const ModelOptions& o) { build_resnet_imagenet(n, 50, o); }},
+      {"mobilenet_v2", build_mobilenet_v2},
+      {"efficientnet_b0", build_efficientnet_b0},
   };
   return r;
 }

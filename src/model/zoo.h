@@ -32,5 +32,8 @@ void build_resnet_cifar(Net& net, int depth, const ModelOptions& opt);
 void build_resnet_imagenet(Net& net, int depth, const ModelOptions& opt);
 // A small ResNet for 28x28 grey images (jobs/fashion_mnist_resnet.ini).
 void build_fmnist_resnet(Net& net, const ModelOptions& opt);
+// torchvision's MobileNetV2 and EfficientNet-B0, with its parameter names (src/model/mobilenet.cpp).
+void build_mobilenet_v2(Net& net, const ModelOptions& opt);
+void build_efficientnet_b0(Net& net, const ModelOptions& opt);
 
 }  // namespace cnn

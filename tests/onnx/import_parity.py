@@ -4,13 +4,20 @@ usage: import_parity.py ONNX_RUN WORKDIR
 
 Networks built from the ops the importer builds (a plain CNN whose Flatten of a 7x7 map feeds a Linear, so the
 weight columns must be reordered; a residual net with fan-out and Add; dropout; every activation,
-squeeze-excitation, SiLU and DenseNet-style concatenation) are exported by PyTorch's
+squeeze-excitation, SiLU and DenseNet-style concatenation; MobileNetV2's inverted residuals (depthwise, ReLU6);
+an EfficientNet-style MBConv block (SiLU, 5x5 depthwise with stride 2, squeeze-excitation, HardSwish,
+HardSigmoid, a grouped convolution); dilated convolutions and padding='same' with an even kernel (auto_pad
+SAME_UPPER, or asymmetric pads); a DenseNet-style net with pre-activation batch norm after concatenations) are
+exported by PyTorch's
 TorchScript exporter in training mode (BatchNormalization and Dropout kept, opset 17) and by the default
 (dynamo) exporter (opset 18+, batch norm folded, external data). For each file, tests/onnx/onnx_run imports it
 and compares with PyTorch:
   - evaluation logits within 1e-4 of the largest (relative);
   - one plain SGD step on the mean cross-entropy in training mode (batch statistics): every parameter's update
     within 1% (relative norm) of PyTorch's (files with batch norm kept; dropout 0 there: masks differ).
+Convolutions PyTorch does not write (auto_pad with stride 2, SAME_LOWER, explicit asymmetric pads) are built with
+onnx.helper and compared with ONNX Runtime; the paddings cnntrain cannot represent must exit 2 naming the node.
+float16 and bfloat16 files (16-bit initializers) load and match PyTorch in fp32 (half_files: tolerance there).
 """
 import os
 import subprocess
@@ -86,6 +93,96 @@ class Mixed(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise (groups = channels), ReLU6, linear 1x1 projection."""
+    def __init__(self, c_in, c_out, stride, t):
+        super().__init__()
+        h = c_in * t
+        self.conv = nn.Sequential(
+            nn.Conv2d(c_in, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, h, 3, stride, 1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
+            nn.Conv2d(h, c_out, 1, bias=False), nn.BatchNorm2d(c_out))
+        self.res = stride == 1 and c_in == c_out
+
+    def forward(self, x):
+        return x + self.conv(x) if self.res else self.conv(x)
+
+
+class MobileNetStyle(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        self.blocks = nn.Sequential(InvertedResidual(8, 8, 1, 3), InvertedResidual(8, 12, 2, 4),
+                                    InvertedResidual(12, 12, 1, 4))
+        self.drop, self.fc = nn.Dropout(0.0), nn.Linear(12, 10)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.fc(self.drop(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
+
+
+class EfficientNetStyle(nn.Module):
+    """An MBConv block (SiLU as Sigmoid * x, 5x5 depthwise, squeeze-excitation scaling), HardSwish and
+    HardSigmoid, a grouped (not depthwise) convolution."""
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn0 = nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.expand, self.bn1 = nn.Conv2d(8, 24, 1, bias=False), nn.BatchNorm2d(24)
+        self.dw, self.bn2 = nn.Conv2d(24, 24, 5, 2, 2, groups=24, bias=False), nn.BatchNorm2d(24)
+        self.fc1, self.fc2 = nn.Conv2d(24, 6, 1), nn.Conv2d(6, 24, 1)
+        self.project, self.bn3 = nn.Conv2d(24, 16, 1, bias=False), nn.BatchNorm2d(16)
+        self.grouped = nn.Conv2d(16, 16, 3, padding=1, groups=4)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = F.silu(self.bn0(self.stem(x)))
+        x = F.silu(self.bn2(self.dw(F.silu(self.bn1(self.expand(x))))))
+        s = F.adaptive_avg_pool2d(x, 1)
+        x = x * F.hardsigmoid(self.fc2(F.silu(self.fc1(s))))
+        x = self.bn3(self.project(x))
+        x = F.hardswish(self.grouped(x)) + x
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class DilatedSame(nn.Module):
+    """Dilated convolutions and padding='same' with an even kernel: the TorchScript exporter writes auto_pad
+    SAME_UPPER, the default exporter pads [1,1,2,2] (one more after than before)."""
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 8, 4, padding="same")
+        self.c2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2)
+        self.c3 = nn.Conv2d(8, 12, 3, stride=2, padding=3, dilation=3)
+        self.fc = nn.Linear(12 * 14 * 14, 10)
+
+    def forward(self, x):
+        x = F.relu(self.c2(F.relu(self.c1(x))))
+        return self.fc(torch.flatten(F.relu(self.c3(x)), 1))
+
+
+class DenseNetStyle(nn.Module):
+    """Dense layers of pre-activation batch norm (following a concatenation, no convolution), ReLU, 1x1 and 3x3
+    convolutions, concatenated; a transition (batch norm, ReLU, 1x1, average pooling)."""
+    def __init__(self, growth=6):
+        super().__init__()
+        self.conv0 = nn.Conv2d(1, 8, 3, padding=1, bias=False)
+        self.layers = nn.ModuleList()
+        c = 8
+        for _ in range(3):
+            self.layers.append(nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 12, 1, bias=False),
+                                             nn.BatchNorm2d(12), nn.ReLU(), nn.Conv2d(12, growth, 3, padding=1,
+                                                                                      bias=False)))
+            c += growth
+        self.trans = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 12, 1, bias=False), nn.AvgPool2d(2))
+        self.norm5, self.fc = nn.BatchNorm2d(12), nn.Linear(12, 10)
+
+    def forward(self, x):
+        x = self.conv0(x)
+        for layer in self.layers:
+            x = torch.cat([x, layer(x)], 1)
+        x = F.relu(self.norm5(self.trans(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def randomise_bn(m, seed):
     g = torch.Generator().manual_seed(seed)
     for mod in m.modules():
@@ -158,6 +255,83 @@ def sgd_step_parity(m, path, x, y, flattened, tag):
     check(worst <= 0.01, f"{tag}: one SGD step, every parameter's update within 1% of PyTorch's (worst {worst:.1e})")
 
 
+def conv_file(path, k, stride, dilation, auto_pad=None, pads=None):
+    """Conv (4 filters, k x k) -> Flatten -> Gemm (10) on 1x28x28, written with onnx.helper (auto_pad with any
+    stride, SAME_LOWER, explicit pads: what PyTorch does not write). ONNX Runtime, the reference here, refuses
+    auto_pad SAME with dilation, so the dilated SAME case is PyTorch's (DilatedSame)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    span = dilation * (k - 1) + 1
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        p = -(-28 // stride)
+    else:
+        before, after = (pads[0], pads[2]) if pads else (0, 0)
+        p = (28 + before + after - span) // stride + 1
+    rng = np.random.default_rng(k * 100 + stride * 10 + dilation)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (4, 1, k, k)).astype(np.float32), "conv.weight")
+    g = numpy_helper.from_array(rng.uniform(-0.1, 0.1, (10, 4 * p * p)).astype(np.float32), "fc.weight")
+    attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "dilations": [dilation, dilation]}
+    if auto_pad:
+        attrs["auto_pad"] = auto_pad
+    if pads:
+        attrs["pads"] = pads
+    nodes = [helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="conv", **attrs),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc.weight"], ["logits"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], [w, g])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def padding_files(x):
+    """auto_pad and explicit pads against ONNX Runtime; the paddings cnntrain cannot represent exit 2 naming the
+    node (more padding before the input than after it)."""
+    import onnxruntime as ort
+    cases = [("same-upper-s2", 3, 2, 1, "SAME_UPPER", None), ("same-upper-k4", 4, 1, 1, "SAME_UPPER", None),
+             ("same-lower-even", 3, 1, 1, "SAME_LOWER", None), ("valid-s2", 3, 2, 1, "VALID", None),
+             ("pads-asym", 3, 2, 2, None, [1, 1, 2, 3])]
+    for tag, k, s, d, auto_pad, pads in cases:
+        path = f"{WORK}/{tag}.onnx"
+        conv_file(path, k, s, d, auto_pad, pads)
+        want = ort.InferenceSession(path).run(None, {"x": x.numpy()})[0]
+        got = run_tool(path, x, f"{WORK}/{tag}")
+        err = np.abs(got - want).max() / np.abs(want).max()
+        check(err <= 1e-4, f"{tag}: logits within {err:.1e} of ONNX Runtime's (<= 1e-4)")
+    refused = [("same-lower-s2", 3, 2, 1, "SAME_LOWER", None, "(from auto_pad SAME_LOWER)"),
+               ("pads-before", 3, 1, 1, None, [2, 2, 1, 1], "pads [2,2,1,1]: more padding before the input"),
+               ("pads-rows-cols", 3, 1, 1, None, [1, 0, 1, 0], "the same padding before the rows and before")]
+    for tag, k, s, d, auto_pad, pads, needle in refused:
+        path = f"{WORK}/{tag}.onnx"
+        conv_file(path, k, s, d, auto_pad, pads)
+        x.numpy().astype(np.float32).tofile(f"{WORK}/x.bin")
+        r = subprocess.run([TOOL, path, f"{WORK}/x.bin", "6", "1", "28", "28", "10", WORK], capture_output=True,
+                           text=True)
+        check(r.returncode == 2 and "node 'conv' (Conv)" in r.stderr and needle in r.stderr,
+              f"{tag}: exit 2 naming the node and '{needle}' (got {r.returncode}: {r.stderr.strip()})")
+
+
+def half_files(x):
+    """A MobileNetV2-style net exported in float16 and bfloat16 (eval mode: the exporter folds batch norm into the
+    convolutions in that type). cnntrain reads the 16-bit initializers as float32 and computes in float32; the
+    reference is PyTorch in float32 with the same 16-bit weights. They differ by one rounding of each folded
+    weight to 16 bits (unit roundoff u: 2^-11 for float16, 2^-8 for bfloat16), which moves the logits by a few u
+    through the net's 10 layers: tolerance 4u (2e-3, 1.6e-2; measured 1.9e-4 and 1.7e-3)."""
+    for dt, tol in ((torch.float16, 4 * 2.0 ** -11), (torch.bfloat16, 4 * 2.0 ** -8)):
+        torch.manual_seed(1)
+        m = MobileNetStyle()
+        randomise_bn(m, 2)
+        m.eval().to(dt)
+        tag = f"mobilenet-{str(dt).split('.')[1]}"
+        path = f"{WORK}/{tag}.onnx"
+        torch.onnx.export(m, (x.to(dt),), path, dynamo=False, opset_version=17, input_names=["x"],
+                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+        with torch.no_grad():
+            want = m.float()(x).numpy()
+        got = run_tool(path, x, f"{WORK}/{tag}")
+        err = np.abs(got - want).max() / np.abs(want).max()
+        check(err <= tol, f"{tag}.onnx: evaluation logits within {err:.1e} of PyTorch's fp32 (<= {tol:.1e})")
+
+
 def main():
     torch.manual_seed(0)
     x = torch.randn(6, 1, 28, 28)
@@ -165,7 +339,11 @@ def main():
     nets = [("plain", lambda: Plain(0.25), {"fc1.weight": (12, 7, 7)}),
             ("plain-nodrop", lambda: Plain(0.0), {"fc1.weight": (12, 7, 7)}),
             ("residual", Residual, {}),
-            ("mixed", Mixed, {})]
+            ("mixed", Mixed, {}),
+            ("mobilenet", MobileNetStyle, {}),
+            ("efficientnet", EfficientNetStyle, {}),
+            ("dilated", DilatedSame, {"fc.weight": (12, 14, 14)}),
+            ("densenet", DenseNetStyle, {})]
     for tag, make, flattened in nets:
         for dynamo in (False, True):
             torch.manual_seed(1)
@@ -181,6 +359,8 @@ def main():
             check(err <= 1e-4, f"{os.path.basename(path)}: evaluation logits within {err:.1e} of PyTorch's (<= 1e-4)")
             if not dynamo and tag != "plain":
                 sgd_step_parity(m, path, x, y, flattened, os.path.basename(path))
+    padding_files(x)
+    half_files(x)
     if failures:
         sys.exit(f"{len(failures)} failure(s)")
 

@@ -1,5 +1,10 @@
 // The model zoo: published parameter counts, shapes for the datasets' input sizes, and a forward/backward
 // pass through a CIFAR ResNet.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include "src/base/error.h"
 #include "src/model/zoo.h"
 #include "tests/common/test_util.h"
@@ -33,6 +38,44 @@ TEST(Zoo, ImageNetResNetParameterCounts) {
   EXPECT_EQ(count("resnet18", imagenet, 1000), 11689512u);
   EXPECT_EQ(count("resnet34", imagenet, 1000), 21797672u);
   EXPECT_EQ(count("resnet50", imagenet, 1000), 25557032u);
+  EXPECT_EQ(count("mobilenet_v2", imagenet, 1000), 3504872u);
+  EXPECT_EQ(count("efficientnet_b0", imagenet, 1000), 5288548u);
+}
+
+// The parameter and buffer names and sizes of torchvision's state_dict (tests/onnx/torchvision/MODEL.txt, written
+// by tests/onnx/torchvision_names.py), but num_batches_tracked, which cnntrain's batch norm does not keep.
+void expect_torchvision_names(const std::string& model) {
+  const std::string path = "tests/onnx/torchvision/" + model + ".txt";
+  std::ifstream f(path);
+  ASSERT_TRUE(f) << "cannot read " << path << " (run the unit tests from the repository root)";
+  std::map<std::string, size_t> want, got;
+  std::string name;
+  size_t numel = 0;
+  for (std::string line; std::getline(f, line);) {
+    std::istringstream in(line);
+    if (line.empty() || line[0] == '#' || !(in >> name >> numel)) continue;
+    if (name.size() < 20 || name.compare(name.size() - 20, 20, ".num_batches_tracked") != 0) want[name] = numel;
+  }
+  auto be = make_cpu_backend(1);
+  Net net(*be, {32, 32, 3}, 1000);  // names do not depend on the image size; 32x32 builds fast
+  build_model(model, net);
+  net.build(1, 1);
+  for (const auto* table : {&net.param_table(), &net.buffer_table()})
+    for (const ParamInfo& p : *table) EXPECT_TRUE(got.emplace(p.name, p.size).second) << "twice: " << p.name;
+  for (const auto& kv : want) {
+    auto it = got.find(kv.first);
+    if (it == got.end())
+      ADD_FAILURE() << model << ": torchvision's " << kv.first << " is missing";
+    else
+      EXPECT_EQ(it->second, kv.second) << model << ": size of " << kv.first;
+  }
+  for (const auto& kv : got) EXPECT_TRUE(want.count(kv.first)) << model << ": " << kv.first << " is not torchvision's";
+  EXPECT_EQ(want.size(), got.size());
+}
+
+TEST(Zoo, MobileNetAndEfficientNetHaveTorchvisionNames) {
+  expect_torchvision_names("mobilenet_v2");
+  expect_torchvision_names("efficientnet_b0");
 }
 
 TEST(Zoo, SmallModelsAndGreyInput) {
@@ -52,7 +95,7 @@ TEST(Zoo, SmallModelsAndGreyInput) {
   // Every zoo model has a count asserted here or in the tests above.
   for (const std::string& m : model_names())
     EXPECT_TRUE(std::string(" lenet5 fmnist_cnn fmnist_resnet resnet20 resnet32 resnet44 resnet56 resnet110 resnet18 "
-                            "resnet34 resnet50 ").find(" " + m + " ") != std::string::npos)
+                            "resnet34 resnet50 mobilenet_v2 efficientnet_b0 ").find(" " + m + " ") != std::string::npos)
         << "model " << m << " has no parameter count in tests/unit/test_zoo.cpp";
 }
 
@@ -93,6 +136,36 @@ TEST(Zoo, ResNet20TrainsOnAFewSamples) {
     last = loss;
   }
   EXPECT_LT(last, first * 0.7) << "loss does not fall when overfitting 4 samples";
+}
+
+// MobileNetV2 and EfficientNet-B0 at 32x32 (their 1x1 final maps): training steps on 4 samples lower the loss,
+// through the grouped convolutions, the squeeze-excitation scaling and the residual joins (a small learning
+// rate: batch norm over 4 samples of 1x1 maps is noisy).
+TEST(Zoo, MobileNetAndEfficientNetTrainAt32x32) {
+  for (const std::string model : {"mobilenet_v2", "efficientnet_b0"}) {
+    auto be = make_cpu_backend(1);
+    Net net(*be, {32, 32, 3}, 4);
+    build_model(model, net);
+    const int n = 4;
+    net.build(n, 3);
+    auto x = test::random_vec(32 * 32 * 3 * n, 5);
+    std::vector<int32_t> y = {0, 1, 2, 3};
+    std::vector<float> dl(n * 4);
+    double first = 0, last = 0;
+    for (int it = 0; it < 8; ++it) {
+      double loss = 0;
+      int64_t correct = 0;
+      net.zero_grads();
+      be->softmax_xent(DType::kF32, n, 4, static_cast<const float*>(net.forward(x.data(), n, true)), y.data(), 0.f,
+                       1.f / n, dl.data(), &loss, &correct);
+      net.backward(dl.data(), n);
+      for (size_t i = 0; i < net.num_params(); ++i) net.params()[i] -= 0.01f * net.grads()[i];
+      if (it == 0) first = loss;
+      last = loss;
+    }
+    EXPECT_TRUE(std::isfinite(last)) << model;
+    EXPECT_LT(last, first) << model << ": loss does not fall when overfitting 4 samples";
+  }
 }
 
 TEST(Zoo, ModelTooLargeForImageIsUsageError) {

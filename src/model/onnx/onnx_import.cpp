@@ -36,6 +36,42 @@ int uniform(const OnnxNode& n, const std::vector<int64_t>& v, const char* what) 
 
 int out_size(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 
+// The padding of Conv node n as cnntrain's ConvOptions (pad before, extra_pad_h/w more after) for an input of
+// in_h x in_w: explicit `pads` [top, left, bottom, right] or `auto_pad`. Exit 2 naming the node where the
+// padding cannot be represented (more padding before than after, or different padding before rows and columns).
+void conv_padding(const OnnxNode& n, int in_h, int in_w, ConvOptions& o) {
+  const std::string autopad = attr_string(n, "auto_pad", "NOTSET");
+  std::vector<int64_t> pads = attr_ints(n, "pads", {0, 0, 0, 0});
+  if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
+    // ONNX: output ceil(in / stride), the total padding split evenly, the odd one after (UPPER) or before (LOWER).
+    const int span = o.dilation * (o.kernel - 1) + 1;
+    const int in[2] = {in_h, in_w};
+    for (int d = 0; d < 2; ++d) {
+      const int out = (in[d] + o.stride - 1) / o.stride;
+      const int total = std::max(0, (out - 1) * o.stride + span - in[d]);
+      const int small = total / 2, large = total - small;
+      pads[d] = autopad == "SAME_UPPER" ? small : large;
+      pads[d + 2] = autopad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autopad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (autopad != "NOTSET") {
+    raise_node_error(n, "auto_pad '%s' is not an ONNX value", autopad.c_str());
+  }
+  const std::string from = autopad == "NOTSET" ? "" : " (from auto_pad " + autopad + ")";
+  if (pads.size() != 4) raise_node_error(n, "pads %s: a 2-d convolution has 4 pads", list(pads).c_str());
+  if (pads[0] > pads[2] || pads[1] > pads[3])
+    raise_node_error(n, "pads %s%s: more padding before the input than after it; cnntrain pads as much or more at "
+                     "the end (pad the input explicitly, or use symmetric or SAME_UPPER padding)", list(pads).c_str(),
+                     from.c_str());
+  if (pads[0] != pads[1])
+    raise_node_error(n, "pads %s%s: cnntrain needs the same padding before the rows and before the columns",
+                     list(pads).c_str(), from.c_str());
+  o.pad = static_cast<int>(pads[0]);
+  o.extra_pad_h = static_cast<int>(pads[2] - pads[0]);
+  o.extra_pad_w = static_cast<int>(pads[3] - pads[1]);
+}
+
 class Importer {
  public:
   Importer(const OnnxModel& m, Net& net, const BnOptions& bn) : m_(m), net_(net), bn_(bn) {}
@@ -214,7 +250,7 @@ void Importer::node(const OnnxNode& n) {
     return;
   }
   raise_node_error(n, "this version of cnntrain reads the op but cannot build it yet; the ops it builds are "
-                   "Conv (ungrouped), BatchNormalization, Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, "
+                   "Conv, BatchNormalization, Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, "
                    "MaxPool, AveragePool, GlobalAveragePool, ReduceMean (H,W), Flatten, Reshape ([N,-1]), Gemm, "
                    "MatMul (+Add), Add, Mul, Concat (channels), Dropout, Identity");
 }
@@ -227,38 +263,34 @@ void Importer::conv(const OnnxNode& n) {
   const OnnxTensor* b = optional_tensor(n, 2);
   if (w.dims.size() != 4) raise_node_error(n, "weight '%s' is %s, not [K,C,R,S]", w.name.c_str(), list(w.dims).c_str());
   const int k = static_cast<int>(w.dims[0]), c = static_cast<int>(w.dims[1]);
-  const int r = uniform(n, {w.dims[2], w.dims[3]}, "kernel");
-  if (attr_int(n, "group", 1) != 1)
-    raise_node_error(n, "group %lld: this version of cnntrain builds ungrouped convolutions only",
-                     static_cast<long long>(attr_int(n, "group", 1)));
-  uniform(n, attr_ints(n, "dilations", {1, 1}), "dilations");
-  if (attr_ints(n, "dilations", {1, 1})[0] != 1) raise_node_error(n, "dilated convolutions are not supported yet");
-  if (c != x.dims.c)
-    raise_node_error(n, "weight '%s' expects %d input channels but the input has %d", w.name.c_str(), c, x.dims.c);
-  const int s = uniform(n, attr_ints(n, "strides", {1, 1}), "strides");
-  int p = uniform(n, attr_ints(n, "pads", {0, 0, 0, 0}), "pads");
-  const std::string autopad = attr_string(n, "auto_pad", "NOTSET");
-  if (autopad == "SAME_UPPER" || autopad == "SAME_LOWER") {
-    if (s != 1 || r % 2 == 0)
-      raise_node_error(n, "auto_pad %s with stride %d and kernel %d pads unevenly", autopad.c_str(), s, r);
-    p = (r - 1) / 2;
-  } else if (autopad == "VALID") {
-    p = 0;
-  } else if (autopad != "NOTSET") {
-    raise_node_error(n, "auto_pad '%s' is not an ONNX value", autopad.c_str());
-  }
+  ConvOptions o;
+  o.kernel = uniform(n, {w.dims[2], w.dims[3]}, "kernel");
+  const int64_t groups = attr_int(n, "group", 1);
+  if (groups < 1 || x.dims.c % groups != 0 || k % groups != 0 || c * groups != x.dims.c)
+    raise_node_error(n, "weight '%s' %s with group %lld does not fit an input of %d channels (a grouped "
+                     "convolution's weight is [K, C/group, R, S], group dividing C and K)", w.name.c_str(),
+                     list(w.dims).c_str(), static_cast<long long>(groups), x.dims.c);
+  o.groups = static_cast<int>(groups);
+  o.dilation = uniform(n, attr_ints(n, "dilations", {1, 1}), "dilations");
+  o.stride = uniform(n, attr_ints(n, "strides", {1, 1}), "strides");
+  o.bias = b != nullptr;
+  if (o.dilation < 1 || o.stride < 1) raise_node_error(n, "strides and dilations must be positive");
+  conv_padding(n, x.dims.h, x.dims.w, o);
   const std::string name = layer_name(n, w.name);
-  // OIHW -> KRSC
+  // OIHW -> KRSC (C: the input channels of one group)
+  const int r = o.kernel;
   std::vector<float> v(w.floats.size());
-  for (int o = 0; o < k; ++o)
+  for (int f = 0; f < k; ++f)
     for (int i = 0; i < c; ++i)
       for (int y = 0; y < r; ++y)
-        for (int z = 0; z < r; ++z) v[((o * r + y) * r + z) * c + i] = w.floats[((o * c + i) * r + y) * r + z];
+        for (int z = 0; z < r; ++z) v[((f * r + y) * r + z) * c + i] = w.floats[((f * c + i) * r + y) * r + z];
   take(name, "weight", w, std::move(v));
   if (b) take(name, "bias", *b, b->floats);
-  const Dims out{out_size(x.dims.h, r, s, p), out_size(x.dims.w, r, s, p), k};
+  const int span = o.dilation * (r - 1) + 1;
+  const Dims out{out_size(x.dims.h + o.extra_pad_h, span, o.stride, o.pad),
+                 out_size(x.dims.w + o.extra_pad_w, span, o.stride, o.pad), k};
   if (out.h <= 0 || out.w <= 0) raise_node_error(n, "the output would be empty (input %dx%d)", x.dims.h, x.dims.w);
-  emit(n, make_conv2d(name, k, {r, s, p, b != nullptr}), {x.layer}, Act{"", out, false, Dims{}});
+  emit(n, make_conv2d(name, k, o), {x.layer}, Act{"", out, false, Dims{}});
 }
 
 void Importer::batchnorm(const OnnxNode& n) {
