@@ -18,6 +18,7 @@
 #include "io/synthetic_dataset.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "src/model/graph_rewrite.h"
 #include "src/model/onnx/onnx_import.h"
 #include "src/base/error.h"
 #include "src/comm/collectives.h"
@@ -178,6 +179,8 @@ Setup local_setup(const Config& cfg) {
   OnnxImport imported;
   if (is_onnx_model(cfg.model)) {
     imported = import_onnx(read_onnx(cfg.model), *s.net, make_model_options(cfg).bn);
+    // The zoo builds its fused layers directly; an imported graph gets them by rewriting (same names and layout).
+    fuse_graph(*s.net);
     if (imported.batchnorm_folded)
       s.warnings.push_back(strprintf(
           "model %s has no BatchNormalization: the exporter folded it into the convolutions (PyTorch's default "
