@@ -358,13 +358,38 @@ void print_results(const std::vector<Result>& results, int reps, const Peak& pea
     if (r.spec.peer) std::printf("  %-18s %s\n", r.spec.name.c_str(), torch_modes(r.torch_setting).c_str());
 }
 
-int main_impl(int argc, char** argv) {
-  std::string models = "resnet20,lenet5,resnet50,mobilenet_v2", threads_s = "2", torch_threads = "1,2",
+void announce(const TorchPeer& p, const std::string& python, const std::string& script, const std::string& threads) {
+  if (!p.ok()) return;
+  std::printf("PyTorch %s via %s %s, measured alternately with cnntrain (its fastest of eager contiguous, eager "
+              "channels_last%s x threads %s)\n", p.version().c_str(), python.c_str(), script.c_str(),
+              p.version() < "torch 2" ? "" : ", torch.compile", threads.c_str());
+}
+
+// --import FILE: the imported model with and without the fusion rewrites, appended to the models to run.
+bool add_import(const std::string& onnx, const std::string& input, std::vector<ModelSpec>& specs,
+                std::string& models) {
+  Dims in;
+  if (std::sscanf(input.c_str(), "%dx%dx%d", &in.h, &in.w, &in.c) != 3) {
+    std::fprintf(stderr, "train_bench: --import-input %s is not HxWxC\n", input.c_str());
+    return false;
+  }
+  specs.push_back({"import", in, 32, 0, nullptr, onnx, true, false});
+  specs.push_back({"import_unfused", in, 32, 0, nullptr, onnx, false, false});
+  models += ",import,import_unfused";
+  return true;
+}
+
+struct Options {
+  std::string models = "resnet20,lenet5,resnet50,mobilenet_v2", threads = "2", torch_threads = "1,2",
               script = "tests/bench/torch_bench.py", python = "build/pyvenv/bin/python",
               python_old = "/usr/bin/python3", onnx, onnx_input = "64x64x3";
   int batch = 0, reps = 5;
   double seconds = 2;
   bool layers = true, ops = true, convs = true, bn = true, cpu_clock = false;
+};
+
+// false: a usage error (printed).
+bool parse_args(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -374,30 +399,39 @@ int main_impl(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--models") models = val();
-    else if (a == "--threads") threads_s = val();
-    else if (a == "--torch-threads") torch_threads = val();
-    else if (a == "--batch") batch = std::stoi(val());
-    else if (a == "--reps") reps = std::stoi(val());
-    else if (a == "--seconds") seconds = std::stod(val());
-    else if (a == "--torch") script = val();
-    else if (a == "--torch-python") python = val();
-    else if (a == "--torch-old-python") python_old = val();
-    else if (a == "--import") onnx = val();
-    else if (a == "--import-input") onnx_input = val();
-    else if (a == "--no-layers") layers = false;
-    else if (a == "--no-ops") ops = false;
-    else if (a == "--no-convs") convs = false;
-    else if (a == "--no-bn") bn = false;
-    else if (a == "--ops-cpu-clock") cpu_clock = true;
+    if (a == "--models") o.models = val();
+    else if (a == "--threads") o.threads = val();
+    else if (a == "--torch-threads") o.torch_threads = val();
+    else if (a == "--batch") o.batch = std::stoi(val());
+    else if (a == "--reps") o.reps = std::stoi(val());
+    else if (a == "--seconds") o.seconds = std::stod(val());
+    else if (a == "--torch") o.script = val();
+    else if (a == "--torch-python") o.python = val();
+    else if (a == "--torch-old-python") o.python_old = val();
+    else if (a == "--import") o.onnx = val();
+    else if (a == "--import-input") o.onnx_input = val();
+    else if (a == "--no-layers") o.layers = false;
+    else if (a == "--no-ops") o.ops = false;
+    else if (a == "--no-convs") o.convs = false;
+    else if (a == "--no-bn") o.bn = false;
+    else if (a == "--ops-cpu-clock") o.cpu_clock = true;
     else {
       std::fprintf(stderr, "usage: train_bench [--models a,b] [--batch N] [--threads 2] [--torch-threads 1,2] "
                    "[--reps N] [--seconds S] [--torch SCRIPT|none] [--torch-python PY] [--torch-old-python PY|none] "
                    "[--import FILE.onnx] [--import-input HxWxC] [--no-layers] [--no-ops] [--no-convs] [--no-bn] "
                    "[--ops-cpu-clock]\n");
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+int main_impl(int argc, char** argv) {
+  Options o;
+  if (!parse_args(argc, argv, o)) return 2;
+  std::string models = o.models;
+  const std::string &threads_s = o.threads, &torch_threads = o.torch_threads, &script = o.script;
+  const int batch = o.batch, reps = o.reps;
   std::vector<int> threads;
   for (const auto& t : split_list(threads_s)) threads.push_back(std::stoi(t));
   int max_t = *std::max_element(threads.begin(), threads.end());
@@ -408,24 +442,11 @@ int main_impl(int argc, char** argv) {
               "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("OMP_WAIT_POLICY=%s; load average at start: %s\n", wait ? wait : "(unset)", load_average().c_str());
-  TorchPeer torch(python, script), torch_old(python_old, script);
-  for (const TorchPeer* p : {&torch, &torch_old})
-    if (p->ok())
-      std::printf("PyTorch %s via %s %s, measured alternately with cnntrain (its fastest of eager contiguous, "
-                  "eager channels_last%s x threads %s)\n", p->version().c_str(), p == &torch ? python.c_str() :
-                  python_old.c_str(), script.c_str(), p->version() < "torch 2" ? "" : ", torch.compile",
-                  torch_threads.c_str());
+  TorchPeer torch(o.python, script), torch_old(o.python_old, script);
+  announce(torch, o.python, script, torch_threads);
+  announce(torch_old, o.python_old, script, torch_threads);
   std::vector<ModelSpec> specs = known_models();
-  if (!onnx.empty()) {
-    Dims in;
-    if (std::sscanf(onnx_input.c_str(), "%dx%dx%d", &in.h, &in.w, &in.c) != 3) {
-      std::fprintf(stderr, "train_bench: --import-input %s is not HxWxC\n", onnx_input.c_str());
-      return 2;
-    }
-    specs.push_back({"import", in, 32, 0, nullptr, onnx, true, false});
-    specs.push_back({"import_unfused", in, 32, 0, nullptr, onnx, false, false});
-    models += ",import,import_unfused";
-  }
+  if (!o.onnx.empty() && !add_import(o.onnx, o.onnx_input, specs, models)) return 2;
 
   std::vector<Result> results;
   for (const std::string& name : split_list(models)) {
@@ -445,17 +466,18 @@ int main_impl(int argc, char** argv) {
     for (int t : threads) {
       Rig rig(spec, t, b);
       int steps = 0;
-      results.push_back(measure(rig, spec, t, b, seconds, reps, torch, torch_old, torch_threads, &steps));
+      results.push_back(measure(rig, spec, t, b, o.seconds, reps, torch, torch_old, torch_threads, &steps));
       if (t != max_t && t != threads.back()) continue;
       // The per-layer breakdown runs the layers as a chain.
-      if (layers && rig.net->is_chain()) print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
-      if (ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, cpu_clock);
+      if (o.layers && rig.net->is_chain())
+        print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
+      if (o.ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, o.cpu_clock);
     }
   }
 
   print_results(results, reps, peak);
-  if (convs) conv_table(threads, peak, reps);
-  if (bn) bn_table(threads, reps);
+  if (o.convs) conv_table(threads, peak, reps);
+  if (o.bn) bn_table(threads, reps);
   return 0;
 }
 
