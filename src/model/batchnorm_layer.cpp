@@ -16,6 +16,7 @@ class BatchNorm : public BatchNormJoin {
   // join: also used through forward_join (then the ReLU mask is needed even without relu).
   BatchNorm(const std::string& name, const BnOptions& o, bool relu, bool join)
       : BatchNormJoin(name), o_(o), relu_(relu), join_(join) {}
+  const BnOptions* plain_options() const { return relu_ || join_ ? nullptr : &o_; }
   ~BatchNorm() override {
     if (be_) {
       be_->release(save_mean_);
@@ -234,6 +235,10 @@ std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& 
 }
 std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt) {
   return std::make_unique<BatchNorm>(name, opt, false, true);
+}
+const BnOptions* plain_batchnorm_options(const Layer& l) {
+  const auto* bn = dynamic_cast<const BatchNorm*>(&l);
+  return bn ? bn->plain_options() : nullptr;
 }
 
 }  // namespace cnn

@@ -198,5 +198,6 @@ std::unique_ptr<Layer> make_activation(const std::string& name, const Activation
 }
 
 std::unique_ptr<MultiInputLayer> make_add(const std::string& name) { return std::make_unique<Add>(name); }
+bool is_add(const Layer& l) { return dynamic_cast<const Add*>(&l) != nullptr; }
 
 }  // namespace cnn

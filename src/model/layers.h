@@ -225,6 +225,11 @@ class BatchNormJoin : public Layer {
                              int n) = 0;
 };
 std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt = {});
+// What the graph rewrites (src/model/graph_rewrite.h) recognise: a plain ReLU (make_relu), an add (make_add),
+// and a batch norm with no fused epilogue (make_batchnorm without relu: its options; null for any other layer).
+bool is_relu(const Layer& l);
+bool is_add(const Layer& l);
+const BnOptions* plain_batchnorm_options(const Layer& l);
 // Inverted dropout with drop probability p in [0, 1); identity in evaluation.
 std::unique_ptr<Layer> make_dropout(const std::string& name, float p);
 std::unique_ptr<Layer> make_avgpool(const std::string& name, int kernel, int stride, int pad = 0);

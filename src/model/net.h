@@ -48,6 +48,10 @@ class Net {
   void rename(const std::string& default_name, const std::string& name);
   // The inputs of layer i: indices of earlier layers, -1 for the net's input.
   const std::vector<int>& inputs_of(size_t i) const { return inputs_[i]; }
+  // Lets a graph rewrite (src/model/graph_rewrite.h) replace the layers and their inputs (indices as inputs_of
+  // says, each layer reading earlier ones only) before build().
+  using GraphEdit = std::function<void(std::vector<std::unique_ptr<Layer>>&, std::vector<std::vector<int>>&)>;
+  void edit_graph(const GraphEdit& edit);
   // Whether each layer reads the previous one's output only (the zoo's nets), else a graph.
   bool is_chain() const { return chain_; }
   // Activation recomputation (--train.recompute; docs/perf.md), before build(): "false" (or empty), "true"

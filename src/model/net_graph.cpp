@@ -14,6 +14,15 @@ std::string dims_str(const Dims& d) { return strprintf("%dx%dx%d", d.h, d.w, d.c
 
 }  // namespace
 
+void Net::edit_graph(const GraphEdit& edit) {
+  CNN_CHECK(max_n_ == 0, "edit_graph after build");
+  edit(layers_, inputs_);
+  CNN_CHECK(!layers_.empty() && layers_.size() == inputs_.size(), "graph edit left %zu layers, %zu input lists",
+            layers_.size(), inputs_.size());
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (int j : inputs_[i]) CNN_CHECK(j >= -1 && j < static_cast<int>(i), "graph edit: layer %zu reads %d", i, j);
+}
+
 Dims Net::setup_layer(size_t i) {
   Layer& l = *layers_[i];
   std::vector<Dims> in;

@@ -113,6 +113,7 @@ class Flatten : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_relu(const std::string& name) { return std::make_unique<Relu>(name); }
+bool is_relu(const Layer& l) { return dynamic_cast<const Relu*>(&l) != nullptr; }
 std::unique_ptr<Layer> make_flatten(const std::string& name) { return std::make_unique<Flatten>(name); }
 std::unique_ptr<Layer> make_dropout(const std::string& name, float p) { return std::make_unique<Dropout>(name, p); }
 

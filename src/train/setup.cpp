@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "src/checkpoint/checkpoint.h"
+#include "src/model/graph_rewrite.h"
 #include "src/model/onnx/onnx_graph_store.h"
 #include "src/model/onnx/onnx_import.h"
 #include "src/base/error.h"
@@ -251,6 +252,8 @@ Setup local_setup(const Config& cfg) {
   OnnxImport imported;
   if (is_onnx_model(cfg.model)) {
     imported = import_graph(cfg, s);
+    // The zoo builds its fused layers directly; an imported graph gets them by rewriting (same names and layout).
+    fuse_graph(*s.net);
     if (imported.batchnorm_folded)
       s.warnings.push_back(strprintf(
           "model %s has no BatchNormalization: the exporter folded it into the convolutions (PyTorch's default "

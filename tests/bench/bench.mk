@@ -1,5 +1,7 @@
 # Benchmarks (`make bench`): not part of `make test`; figures go to docs/perf.md.
-# The PyTorch peer of the training benchmark (tests/bench/torch_bench.py; ResNet-50 from torchvision).
+# The PyTorch peers of the training benchmark (tests/bench/torch_bench.py; ResNet-50 and MobileNetV2 from
+# torchvision): PyTorch 2 from PyPI in build/pyvenv (`make pyvenv`, which the benchmarks run first) and
+# Debian's 1.13 as a second column.
 DEB_PACKAGES += python3-torch python3-torchvision
 BENCH_DIR = $(BUILD)/bench
 $(BENCH_DIR)/ckpt_bench: $(BUILD)/obj/tests/bench/ckpt_bench.o $(LIB)
@@ -35,8 +37,9 @@ TEST_BUILDS += $(BENCH_DIR)/train_bench $(BENCH_DIR)/ckpt_bench $(BENCH_DIR)/com
 # sleep instead of spinning at barriers unless OMP_WAIT_POLICY says otherwise: on a shared machine a spinning
 # thread burns the time slice its descheduled team-mate needs (3-5x slower steps at 2 threads here).
 TRAIN_BENCH_ARGS ?=
-bench-train: $(BENCH_DIR)/train_bench
-	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BENCH_DIR)/train_bench $(TRAIN_BENCH_ARGS)
+bench-train: $(BENCH_DIR)/train_bench pyvenv
+	OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-passive} $(BENCH_DIR)/train_bench --torch-python $(PYVENV)/bin/python \
+	  $(TRAIN_BENCH_ARGS)
 # Checkpoint throughput, ResNet-50-sized, 1/2/4 ranks (CKPT_BENCH_DIR should be on the file system of interest).
 CKPT_BENCH_DIR ?= /tmp/cnntrain-ckpt-bench
 bench-ckpt: $(BENCH_DIR)/ckpt_bench
@@ -54,5 +57,5 @@ bench-comm: $(BENCH_DIR)/comm_bench
 # fp32 vs bf16 images/s with the real trainer, beside PyTorch fp32 and CPU autocast bf16 (docs/perf.md).
 # PRECISION_BENCH_ARGS e.g. "--models resnet20 --reps 3 --threads 2".
 PRECISION_BENCH_ARGS ?=
-bench-precision: $(BINS)
-	BUILD=$(BUILD) bash tests/bench/precision_bench.sh $(PRECISION_BENCH_ARGS)
+bench-precision: $(BINS) pyvenv
+	BUILD=$(BUILD) TORCH_PYTHON=$(PYVENV)/bin/python bash tests/bench/precision_bench.sh $(PRECISION_BENCH_ARGS)

@@ -2,13 +2,16 @@
 """PyTorch training-step throughput for cnntrain's benchmark models (same architectures, batch, threads).
 
 Run by build/bench/train_bench (`make bench`), which talks to it over stdin/stdout so that both frameworks
-are measured alternately in one run. Protocol: one request per line, `MODEL THREADS BATCH STEPS` (THREADS: a
-comma list of thread counts to choose from), answered by `ips IMAGES_PER_S FORMAT THREADS`: the first request
-for a model and batch tries every memory format (contiguous, channels_last) with every thread count in a short
-trial and keeps the fastest setting, so PyTorch runs in its best layout and thread setting. `quit` ends.
+are measured alternately in one run: with PyTorch 2 from PyPI (build/pyvenv, `make pyvenv`) as the peer the
+targets are stated against, and Debian's PyTorch 1.13 (/usr/bin/python3) as a second column. Protocol: one
+request per line, `MODEL THREADS BATCH STEPS` (THREADS: a comma list of thread counts to choose from),
+answered by `ips IMAGES_PER_S MODE THREADS [MODE=IMAGES_PER_S ...]`: the first request for a model and batch
+tries every mode (eager contiguous, eager channels_last, and torch.compile where the PyTorch has it) with
+every thread count in a short trial and keeps the fastest setting ("PyTorch at its best"); the trailing
+fields are each mode's trial figure at its best thread count. `quit` ends.
 Stand-alone:
-  /usr/bin/python3 tests/bench/torch_bench.py --model resnet20 --threads 1,2 [--batch 128 --steps 20]
-  /usr/bin/python3 tests/bench/torch_bench.py --model resnet20 --threads 2 --profile   # autograd profiler table
+  build/pyvenv/bin/python tests/bench/torch_bench.py --model resnet20 --threads 1,2 [--batch 128 --steps 20]
+  build/pyvenv/bin/python tests/bench/torch_bench.py --model resnet20 --threads 2 --profile  # torch.profiler
 """
 import argparse
 import sys
@@ -41,29 +44,44 @@ def resnet50():
     return ZOO["resnet50"](3, 10, 224)
 
 
+def mobilenet_v2():
+    """torchvision's MobileNetV2 (cnntrain's zoo mobilenet_v2 follows it), 10 classes."""
+    import torchvision
+    return torchvision.models.mobilenet_v2(num_classes=10)
+
+
 MODELS = {"lenet5": (lenet5, (1, 28, 28)), "fmnist_cnn": (fmnist_cnn, (1, 28, 28)),
           "resnet20_plain": (resnet20_plain, (3, 32, 32)), "resnet20": (resnet20, (3, 32, 32)),
-          "resnet50": (resnet50, (3, 224, 224))}
-_best = {}  # (model, batch, thread choices) -> (format, threads, step function)
+          "resnet50": (resnet50, (3, 224, 224)), "mobilenet_v2": (mobilenet_v2, (3, 224, 224))}
+# torch.compile (inductor, C++ kernels for the CPU) exists from PyTorch 2.0 on; Debian's 1.13 runs eager only.
+MODES = ("contiguous", "channels_last") + (("compile",) if hasattr(torch, "compile") else ())
+_best = {}  # (model, batch, thread choices) -> (mode, threads, step function, {mode: trial images/s})
+_steps = {}  # (model, batch, mode) -> step function: a compiled step is compiled once, for every thread count
 
 
-def step_fn(name, batch, fmt):
+def step_fn(name, batch, mode):
+    key = (name, batch, mode)
+    if key in _steps:
+        return _steps[key]
     build, shape = MODELS[name]
     torch.manual_seed(0)
     model = build()
     x = torch.rand(batch, *shape) * 2 - 1
     y = torch.randint(0, 10, (batch,))
-    if fmt == "channels_last":
+    if mode == "channels_last":
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
+    # Forward and backward compiled (the optimizer step stays eager, as in PyTorch's own training recipes).
+    run = torch.compile(model) if mode == "compile" else model
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = loss_fn(model(x), y)
+        loss = loss_fn(run(x), y)
         loss.backward()
         opt.step()
+    _steps[key] = step
     return step
 
 
@@ -75,38 +93,37 @@ def timed(step, steps):
 
 
 def measure(name, threads, batch, steps):
-    """images/s over `steps` steps in the fastest (memory format, thread count) for this model and batch."""
+    """images/s over `steps` steps in the fastest (mode, thread count) for this model and batch, the mode and
+    thread count, and each mode's trial images/s at its best thread count."""
     key = (name, batch, tuple(threads))
     if key not in _best:
         trial = {}
-        warm, runs = (3, 2) if steps > 1 else (1, 1)
+        warm, runs = (3, 2) if steps > 1 else (2, 1)
         for t in threads:
             torch.set_num_threads(t)
-            for fmt in ("contiguous", "channels_last"):
-                s = step_fn(name, batch, fmt)
-                for _ in range(warm):
+            for mode in MODES:
+                s = step_fn(name, batch, mode)
+                for _ in range(warm):  # the first call of a compiled step compiles
                     s()
-                trial[(fmt, t)] = min(timed(s, steps) for _ in range(runs))
-        fmt, t = min(trial, key=trial.get)
-        torch.set_num_threads(t)
-        s = step_fn(name, batch, fmt)
-        s()
-        _best[key] = (fmt, t, s)
-    fmt, t, s = _best[key]
+                trial[(mode, t)] = min(timed(s, steps) for _ in range(runs))
+        mode, t = min(trial, key=trial.get)
+        per_mode = {m: batch * steps / min(v for (mm, _), v in trial.items() if mm == m) for m in MODES}
+        _best[key] = (mode, t, step_fn(name, batch, mode), per_mode)
+    mode, t, s, per_mode = _best[key]
     torch.set_num_threads(t)
-    return batch * steps / timed(s, steps), fmt, t
+    return batch * steps / timed(s, steps), mode, t, per_mode
 
 
-def profile(name, threads, batch, steps, fmt):
+def profile(name, threads, batch, steps, mode):
     """PyTorch's own per-op breakdown of `steps` training steps (after warm-up), sorted by self CPU time."""
     torch.set_num_threads(threads)
-    s = step_fn(name, batch, fmt)
+    s = step_fn(name, batch, mode)
     for _ in range(3):
         s()
     with torch.autograd.profiler.profile() as prof:
         for _ in range(steps):
             s()
-    print(f"{name} batch {batch}, {threads} threads, {fmt}, {steps} steps (torch {torch.__version__}); "
+    print(f"{name} batch {batch}, {threads} threads, {mode}, {steps} steps (torch {torch.__version__}); "
           f"times are totals over the steps")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
 
@@ -119,24 +136,24 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--profile", action="store_true", help="print torch.autograd.profiler's per-op table")
-    ap.add_argument("--format", default="channels_last", choices=("contiguous", "channels_last"),
-                    help="memory format for --profile")
+    ap.add_argument("--format", default="channels_last", choices=MODES, help="mode for --profile")
     a = ap.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
     if a.profile:
         profile(a.model, threads[0], a.batch, a.steps, a.format)
         return
     if not a.serve:
-        ips, fmt, t = measure(a.model, threads, a.batch, a.steps)
-        print(f"{a.model} batch {a.batch}: {ips:.1f} images/s ({fmt}, {t} threads, torch {torch.__version__})")
+        ips, mode, t, per_mode = measure(a.model, threads, a.batch, a.steps)
+        print(f"{a.model} batch {a.batch}: {ips:.1f} images/s ({mode}, {t} threads, torch {torch.__version__}); "
+              "trial: " + ", ".join(f"{m} {v:.1f}" for m, v in per_mode.items()))
         return
     print(f"ready torch {torch.__version__}", flush=True)
     for line in sys.stdin:
         f = line.split()
         if not f or f[0] == "quit":
             break
-        ips, fmt, t = measure(f[0], [int(t) for t in f[1].split(",")], int(f[2]), int(f[3]))
-        print(f"ips {ips:.3f} {fmt} {t}", flush=True)
+        ips, mode, t, per_mode = measure(f[0], [int(t) for t in f[1].split(",")], int(f[2]), int(f[3]))
+        print(f"ips {ips:.3f} {mode} {t} " + " ".join(f"{m}={v:.3f}" for m, v in per_mode.items()), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,15 @@
 
 namespace cnn::bench {
 
-TorchPeer::TorchPeer(const std::string& script) {
+TorchPeer::TorchPeer(const std::string& python, const std::string& script) {
   int to[2], from[2];
-  if (script == "none" || access(script.c_str(), R_OK) != 0 || pipe(to)) return;
+  if (python == "none" || script == "none") return;
+  if (access(script.c_str(), R_OK) != 0 || access(python.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "train_bench: cannot run %s with %s (PyTorch 2: `make pyvenv`; 1.13: `make deps`); no "
+                 "figures from it\n", script.c_str(), python.c_str());
+    return;
+  }
+  if (pipe(to)) return;
   if (pipe(from)) {
     close(to[0]);
     close(to[1]);
@@ -22,7 +28,7 @@ TorchPeer::TorchPeer(const std::string& script) {
     dup2(from[1], 1);
     close(to[1]);
     close(from[0]);
-    execl("/usr/bin/python3", "python3", script.c_str(), "--serve", static_cast<char*>(nullptr));
+    execl(python.c_str(), python.c_str(), script.c_str(), "--serve", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(to[0]);
@@ -31,8 +37,8 @@ TorchPeer::TorchPeer(const std::string& script) {
   in_ = fdopen(from[0], "r");
   char line[256];
   if (!fgets(line, sizeof line, in_) || std::strncmp(line, "ready", 5) != 0) {
-    std::fprintf(stderr, "train_bench: %s did not start (are python3-torch and python3-torchvision installed? "
-                 "`make deps`); no PyTorch figures\n", script.c_str());
+    std::fprintf(stderr, "train_bench: %s %s did not start (does it have torch and torchvision? PyTorch 2: `make "
+                 "pyvenv`; 1.13: `make deps`); no figures from it\n", python.c_str(), script.c_str());
     stop();
     return;
   }
@@ -47,14 +53,19 @@ TorchPeer::Run TorchPeer::run(const std::string& model, const std::string& threa
   if (!ok()) return r;
   std::fprintf(out_, "%s %s %d %d\n", model.c_str(), threads.c_str(), batch, steps);
   std::fflush(out_);
-  char line[256], fmt[64] = "";
-  int thr = 0;
-  if (!fgets(line, sizeof line, in_) || std::sscanf(line, "ips %lf %63s %d", &r.images_per_s, fmt, &thr) < 3) {
+  char line[512], fmt[64] = "";
+  int thr = 0, used = 0;
+  if (!fgets(line, sizeof line, in_) ||
+      std::sscanf(line, "ips %lf %63s %d%n", &r.images_per_s, fmt, &thr, &used) < 3) {
     r.images_per_s = 0;
     return r;
   }
   r.format = fmt;
   r.threads = thr;
+  // " mode=images_per_s" fields
+  char mode[64];
+  double ips = 0;
+  for (int n = 0; std::sscanf(line + used, " %63[^=]=%lf%n", mode, &ips, &n) == 2; used += n) r.modes[mode] = ips;
   return r;
 }
 

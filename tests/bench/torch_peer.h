@@ -1,6 +1,8 @@
 // The PyTorch side of the training benchmark: tests/bench/torch_bench.py --serve behind two pipes, so that
-// cnntrain and PyTorch are measured alternately in one run and see the same machine load.
+// cnntrain and PyTorch are measured alternately in one run and see the same machine load. One peer per
+// PyTorch: 2.x from PyPI (build/pyvenv) and Debian's 1.13 (/usr/bin/python3).
 #pragma once
+#include <map>
 #include <string>
 #include <sys/types.h>
 
@@ -8,8 +10,9 @@ namespace cnn::bench {
 
 class TorchPeer {
  public:
-  // Starts `script` with /usr/bin/python3; "none" or a failure to start leaves the peer off (ok() false).
-  explicit TorchPeer(const std::string& script);
+  // Starts `script` with the interpreter `python`; "none" for either, or a failure to start, leaves the peer
+  // off (ok() false, with a note on stderr naming what to install).
+  TorchPeer(const std::string& python, const std::string& script);
   ~TorchPeer();
   TorchPeer(const TorchPeer&) = delete;
   TorchPeer& operator=(const TorchPeer&) = delete;
@@ -18,11 +21,12 @@ class TorchPeer {
 
   struct Run {
     double images_per_s = 0;  // 0: failed
-    std::string format;       // contiguous | channels_last
+    std::string format;       // the fastest mode: contiguous | channels_last | compile (torch.compile)
     int threads = 0;
+    std::map<std::string, double> modes;  // each mode's trial images/s at its best thread count
   };
   // images/s of `steps` training steps of `model` at `batch`. The first request for a (model, batch) tries
-  // every memory format and every thread count in `threads` (comma list) and keeps the fastest setting.
+  // every mode and every thread count in `threads` (comma list) and keeps the fastest setting.
   Run run(const std::string& model, const std::string& threads, int batch, int steps);
 
  private:

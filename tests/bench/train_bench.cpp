@@ -1,14 +1,20 @@
 // Training-step benchmark of the CPU backend (`make bench-train`, part of `make bench`): images/s of each
-// benchmark model at its batch size, measured alternately with PyTorch (tests/bench/torch_bench.py, same
-// architecture and batch, in PyTorch's fastest memory format and thread count) so both see the same machine
-// load; the ratio is the median of the per-repetition ratios and is checked against the model's target. Also:
+// benchmark model at its batch size, measured alternately with PyTorch 2 from PyPI (tests/bench/torch_bench.py
+// in build/pyvenv, same architecture and batch, at its best: the fastest of eager contiguous, eager
+// channels_last and torch.compile, and of the thread counts) and Debian's PyTorch 1.13 (a second column), so
+// all see the same machine load; the ratio over PyTorch 2 is the median of the per-repetition ratios and is
+// checked against the model's target. --import FILE.onnx adds an imported model, with and without the fusion
+// rewrites (src/model/graph_rewrite.h), to compare with the zoo's equivalent (resnet18). Also:
 // the machine's measured FMA peak, achieved GFLOP/s and fraction of peak, heap allocations per step after
 // warm-up, a per-layer forward/backward breakdown, a per-op breakdown (every Backend call timed, comparable to
 // torch.autograd.profiler's table: torch_bench.py --profile), the 3x3 >=64-channel convolutions op by op, and
 // batch norm + ReLU op by op against oneDNN's batch normalization primitive.
 //
-//   build/bench/train_bench [--models resnet20,lenet5,resnet50] [--batch N] [--threads 2] [--torch-threads 1,2]
-//                           [--reps 5] [--seconds 2] [--torch tests/bench/torch_bench.py | --torch none]
+//   build/bench/train_bench [--models resnet20,lenet5,resnet50,mobilenet_v2] [--batch N] [--threads 2]
+//                           [--torch-threads 1,2] [--reps 5] [--seconds 2]
+//                           [--torch tests/bench/torch_bench.py | --torch none]
+//                           [--torch-python build/pyvenv/bin/python] [--torch-old-python /usr/bin/python3|none]
+//                           [--import FILE.onnx] [--import-input 64x64x3]
 //                           [--no-layers] [--no-ops] [--no-convs] [--no-bn] [--ops-cpu-clock]
 #include <algorithm>
 #include <chrono>
@@ -22,8 +28,11 @@
 #include "io/loader.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/rng.h"
-#include "src/model/zoo.h"
+#include "src/base/error.h"
+#include "src/model/graph_rewrite.h"
 #include "src/model/net.h"
+#include "src/model/onnx/onnx_import.h"
+#include "src/model/zoo.h"
 #include "src/train/optimizer.h"
 #include "src/train/step.h"
 #include "tests/bench/alloc_count.h"
@@ -63,17 +72,22 @@ struct ModelSpec {
   Dims input;
   int batch = 128;       // the batch the target is stated for
   double target = 0;     // images/s ratio over PyTorch to reach; 0: none
-  std::function<void(Net&)> build;  // null: from the model zoo
+  std::function<void(Net&)> build;  // null: from the model zoo (or `onnx`)
+  std::string onnx;  // an ONNX file to import instead
+  bool fuse = true;  // run the fusion rewrites on the imported graph
+  bool peer = true;  // PyTorch has the model (torch_bench.py)
 };
 
 // The benchmark models and their targets (cnntrain images/s over PyTorch's best, same batch). Zoo models that
 // do not exist in this build are skipped with a note.
 std::vector<ModelSpec> known_models() {
-  return {{"resnet20", {32, 32, 3}, 128, 1.5, nullptr},
-          {"lenet5", {28, 28, 1}, 256, 3.0, nullptr},
-          {"resnet50", {224, 224, 3}, 32, 1.4, nullptr},
-          {"fmnist_cnn", {28, 28, 1}, 128, 3.0, nullptr},
-          {"resnet20_plain", {32, 32, 3}, 128, 0, resnet20_plain}};
+  return {{"resnet20", {32, 32, 3}, 128, 1.6, nullptr, "", true, true},
+          {"lenet5", {28, 28, 1}, 256, 2.5, nullptr, "", true, true},
+          {"resnet50", {224, 224, 3}, 32, 2.0, nullptr, "", true, true},
+          {"mobilenet_v2", {224, 224, 3}, 32, 1.3, nullptr, "", true, true},
+          {"fmnist_cnn", {28, 28, 1}, 128, 0, nullptr, "", true, true},
+          {"resnet18", {64, 64, 3}, 32, 0, nullptr, "", true, true},  // the zoo's side of the --import comparison
+          {"resnet20_plain", {32, 32, 3}, 128, 0, resnet20_plain, "", true, true}};
 }
 
 // One model on one backend, with the buffers and optimizer of a training step on synthetic data.
@@ -89,8 +103,14 @@ struct Rig {
     cpu = make_cpu_backend(threads, CpuKernels::kFast);
     be = prof ? prof->wrap(*cpu) : std::move(cpu);
     net = std::make_unique<Net>(*be, m.input, 10);
-    if (m.build) m.build(*net);
-    else build_model(m.name, *net);
+    if (m.build) {
+      m.build(*net);
+    } else if (!m.onnx.empty()) {
+      import_onnx(read_onnx(m.onnx), *net, BnOptions{});  // fresh weights: throughput does not depend on them
+      if (m.fuse) fuse_graph(*net);
+    } else {
+      build_model(m.name, *net);
+    }
     net->build(batch, 42);
     OptimizerConfig oc;
     oc.weight_decay = 5e-4;
@@ -215,7 +235,8 @@ struct Result {
   ModelSpec spec;
   int batch = 0, threads = 0;
   double ours = 0, torch = 0, ratio = 0, flops_per_image = 0, allocs_per_step = 0;
-  TorchPeer::Run torch_setting;
+  double torch_old = 0, ratio_old = 0;  // Debian's PyTorch 1.13
+  TorchPeer::Run torch_setting, torch_old_setting;
 };
 
 // Every Backend op of `steps` training steps, timed one by one (the wrapper synchronizes after each op).
@@ -258,7 +279,7 @@ void print_layers(const std::string& name, int threads, int batch, int reps, con
 // Images/s of `rig` (threads t, batch b) and of PyTorch, alternating, `reps` repetitions of steps that take
 // about `seconds`; *steps_out: that step count.
 Result measure(Rig& rig, const ModelSpec& spec, int t, int b, double seconds, int reps, TorchPeer& torch,
-               const std::string& torch_threads, int* steps_out) {
+               TorchPeer& torch_old, const std::string& torch_threads, int* steps_out) {
   rig.steps(1);
   auto t0 = Clock::now();
   rig.steps(1);
@@ -272,35 +293,53 @@ Result measure(Rig& rig, const ModelSpec& spec, int t, int b, double seconds, in
   r.threads = t;
   r.allocs_per_step = static_cast<double>(allocation_count() - a0) / steps;
   r.flops_per_image = rig.train_flops();
-  std::vector<double> ours, theirs, ratios;
+  std::vector<double> ours, theirs, ratios, old, ratios_old;
+  // One peer's run of the same steps, alternating with ours.
+  const auto peer = [&](TorchPeer& p, TorchPeer::Run& setting, std::vector<double>& ips, std::vector<double>& q) {
+    if (!spec.peer) return;
+    const TorchPeer::Run th = p.run(spec.name, torch_threads, b, steps);
+    if (th.images_per_s <= 0) return;
+    setting = th;
+    ips.push_back(th.images_per_s);
+    q.push_back(ours.back() / th.images_per_s);
+  };
   for (int rep = 0; rep < reps; ++rep) {
     t0 = Clock::now();
     rig.steps(steps);
     ours.push_back(static_cast<double>(b) * steps / since(t0));
-    const TorchPeer::Run th = torch.run(spec.name, torch_threads, b, steps);
-    if (th.images_per_s > 0) {
-      r.torch_setting = th;
-      theirs.push_back(th.images_per_s);
-      ratios.push_back(ours.back() / th.images_per_s);
-    }
-    std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch %.1f)\n", spec.name.c_str(), b, t,
-                 rep, ours.back(), theirs.empty() ? 0.0 : theirs.back());
+    peer(torch, r.torch_setting, theirs, ratios);
+    peer(torch_old, r.torch_old_setting, old, ratios_old);
+    std::fprintf(stderr, "  %s batch %d threads %d rep %d: %.1f images/s (PyTorch 2 %.1f, 1.13 %.1f)\n",
+                 spec.name.c_str(), b, t, rep, ours.back(), theirs.empty() ? 0.0 : theirs.back(),
+                 old.empty() ? 0.0 : old.back());
   }
   r.ours = median(ours);
   r.torch = median(theirs);
   r.ratio = median(ratios);
+  r.torch_old = median(old);
+  r.ratio_old = median(ratios_old);
   *steps_out = steps;
   return r;
 }
 
-// The summary table: each result beside PyTorch, its target ratio and its share of the FMA peak.
+// "mode images/s" of each mode PyTorch 2 tried, the fastest marked.
+std::string torch_modes(const TorchPeer::Run& r) {
+  std::string s;
+  for (const auto& [mode, ips] : r.modes)
+    s += strprintf("%s%s %.1f%s", s.empty() ? "" : ", ", mode.c_str(), ips, mode == r.format ? "*" : "");
+  return s.empty() ? "-" : s + strprintf(" (%d thr)", r.threads);
+}
+
+// The summary table: each result beside PyTorch 2 (at its best) and 1.13, its target ratio and its share of the
+// FMA peak; then what each PyTorch 2 mode reached in the trial.
 void print_results(const std::vector<Result>& results, int reps, const Peak& peak) {
   std::printf("\nTraining step, FP32, synthetic data: images/s, median of %d repetitions, cnntrain and PyTorch "
-              "alternating; ratio = median of the per-repetition ratios; %%peak = achieved GFLOP/s (nominal "
-              "training FLOPs) over the measured FMA peak of the threads used (%.1f GFLOP/s per core); "
-              "load average now %s\n", reps, peak.per_core, load_average().c_str());
-  std::printf("%-14s %5s %3s %10s %10s %7s %7s %5s %8s %6s %7s %8s  %s\n", "model", "batch", "thr", "cnntrain",
-              "pytorch", "ratio", "target", "met", "GFLOP/s", "%peak", "torch%", "allocs", "pytorch setting");
+              "alternating; ratio = median of the per-repetition ratios (over PyTorch 2 at its best; 1.13: "
+              "Debian's); %%peak = achieved GFLOP/s (nominal training FLOPs) over the measured FMA peak of the "
+              "threads used (%.1f GFLOP/s per core); load average now %s\n", reps, peak.per_core,
+              load_average().c_str());
+  std::printf("%-18s %5s %3s %9s %9s %7s %7s %4s %9s %7s %8s %6s %7s %7s\n", "model", "batch", "thr", "cnntrain",
+              "torch2", "ratio", "target", "met", "torch1.13", "ratio", "GFLOP/s", "%peak", "torch%", "allocs");
   for (const Result& r : results) {
     const double gf = r.ours * r.flops_per_image / 1e9, tgf = r.torch * r.flops_per_image / 1e9;
     const int tt = r.torch_setting.threads > 0 ? r.torch_setting.threads : r.threads;
@@ -309,19 +348,48 @@ void print_results(const std::vector<Result>& results, int reps, const Peak& pea
       std::snprintf(target, sizeof target, "%.1fx", r.spec.target);
       std::snprintf(met, sizeof met, "%s", r.ratio >= r.spec.target ? "yes" : "NO");
     }
-    std::printf("%-14s %5d %3d %10.1f %10.1f %6.2fx %7s %5s %8.1f %5.0f%% %6.0f%% %8.1f  %s, %d threads\n",
-                r.spec.name.c_str(), r.batch, r.threads, r.ours, r.torch, r.ratio, target, met, gf,
-                100 * gf / (peak.per_core * r.threads), 100 * tgf / (peak.per_core * tt), r.allocs_per_step,
-                r.torch_setting.format.empty() ? "-" : r.torch_setting.format.c_str(), tt);
+    std::printf("%-18s %5d %3d %9.1f %9.1f %6.2fx %7s %4s %9.1f %6.2fx %8.1f %5.0f%% %6.0f%% %7.1f\n",
+                r.spec.name.c_str(), r.batch, r.threads, r.ours, r.torch, r.ratio, target, met, r.torch_old,
+                r.ratio_old, gf, 100 * gf / (peak.per_core * r.threads), 100 * tgf / (peak.per_core * tt),
+                r.allocs_per_step);
   }
+  std::printf("\nPyTorch 2 trial images/s per mode at its best thread count (* the fastest, used above):\n");
+  for (const Result& r : results)
+    if (r.spec.peer) std::printf("  %-18s %s\n", r.spec.name.c_str(), torch_modes(r.torch_setting).c_str());
 }
 
-int main_impl(int argc, char** argv) {
-  std::string models = "resnet20,lenet5,resnet50", threads_s = "2", torch_threads = "1,2",
-              script = "tests/bench/torch_bench.py";
+void announce(const TorchPeer& p, const std::string& python, const std::string& script, const std::string& threads) {
+  if (!p.ok()) return;
+  std::printf("PyTorch %s via %s %s, measured alternately with cnntrain (its fastest of eager contiguous, eager "
+              "channels_last%s x threads %s)\n", p.version().c_str(), python.c_str(), script.c_str(),
+              p.version() < "torch 2" ? "" : ", torch.compile", threads.c_str());
+}
+
+// --import FILE: the imported model with and without the fusion rewrites, appended to the models to run.
+bool add_import(const std::string& onnx, const std::string& input, std::vector<ModelSpec>& specs,
+                std::string& models) {
+  Dims in;
+  if (std::sscanf(input.c_str(), "%dx%dx%d", &in.h, &in.w, &in.c) != 3) {
+    std::fprintf(stderr, "train_bench: --import-input %s is not HxWxC\n", input.c_str());
+    return false;
+  }
+  specs.push_back({"import", in, 32, 0, nullptr, onnx, true, false});
+  specs.push_back({"import_unfused", in, 32, 0, nullptr, onnx, false, false});
+  models += ",import,import_unfused";
+  return true;
+}
+
+struct Options {
+  std::string models = "resnet20,lenet5,resnet50,mobilenet_v2", threads = "2", torch_threads = "1,2",
+              script = "tests/bench/torch_bench.py", python = "build/pyvenv/bin/python",
+              python_old = "/usr/bin/python3", onnx, onnx_input = "64x64x3";
   int batch = 0, reps = 5;
   double seconds = 2;
   bool layers = true, ops = true, convs = true, bn = true, cpu_clock = false;
+};
+
+// false: a usage error (printed).
+bool parse_args(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -331,25 +399,39 @@ int main_impl(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--models") models = val();
-    else if (a == "--threads") threads_s = val();
-    else if (a == "--torch-threads") torch_threads = val();
-    else if (a == "--batch") batch = std::stoi(val());
-    else if (a == "--reps") reps = std::stoi(val());
-    else if (a == "--seconds") seconds = std::stod(val());
-    else if (a == "--torch") script = val();
-    else if (a == "--no-layers") layers = false;
-    else if (a == "--no-ops") ops = false;
-    else if (a == "--no-convs") convs = false;
-    else if (a == "--no-bn") bn = false;
-    else if (a == "--ops-cpu-clock") cpu_clock = true;
+    if (a == "--models") o.models = val();
+    else if (a == "--threads") o.threads = val();
+    else if (a == "--torch-threads") o.torch_threads = val();
+    else if (a == "--batch") o.batch = std::stoi(val());
+    else if (a == "--reps") o.reps = std::stoi(val());
+    else if (a == "--seconds") o.seconds = std::stod(val());
+    else if (a == "--torch") o.script = val();
+    else if (a == "--torch-python") o.python = val();
+    else if (a == "--torch-old-python") o.python_old = val();
+    else if (a == "--import") o.onnx = val();
+    else if (a == "--import-input") o.onnx_input = val();
+    else if (a == "--no-layers") o.layers = false;
+    else if (a == "--no-ops") o.ops = false;
+    else if (a == "--no-convs") o.convs = false;
+    else if (a == "--no-bn") o.bn = false;
+    else if (a == "--ops-cpu-clock") o.cpu_clock = true;
     else {
       std::fprintf(stderr, "usage: train_bench [--models a,b] [--batch N] [--threads 2] [--torch-threads 1,2] "
-                   "[--reps N] [--seconds S] [--torch SCRIPT|none] [--no-layers] [--no-ops] [--no-convs] "
-                   "[--no-bn] [--ops-cpu-clock]\n");
-      return 2;
+                   "[--reps N] [--seconds S] [--torch SCRIPT|none] [--torch-python PY] [--torch-old-python PY|none] "
+                   "[--import FILE.onnx] [--import-input HxWxC] [--no-layers] [--no-ops] [--no-convs] [--no-bn] "
+                   "[--ops-cpu-clock]\n");
+      return false;
     }
   }
+  return true;
+}
+
+int main_impl(int argc, char** argv) {
+  Options o;
+  if (!parse_args(argc, argv, o)) return 2;
+  std::string models = o.models;
+  const std::string &threads_s = o.threads, &torch_threads = o.torch_threads, &script = o.script;
+  const int batch = o.batch, reps = o.reps;
   std::vector<int> threads;
   for (const auto& t : split_list(threads_s)) threads.push_back(std::stoi(t));
   int max_t = *std::max_element(threads.begin(), threads.end());
@@ -360,23 +442,23 @@ int main_impl(int argc, char** argv) {
               "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   std::printf("OMP_WAIT_POLICY=%s; load average at start: %s\n", wait ? wait : "(unset)", load_average().c_str());
-  TorchPeer torch(script);
-  if (torch.ok())
-    std::printf("PyTorch %s via %s, measured alternately with cnntrain (its fastest of memory formats "
-                "contiguous/channels_last x threads %s)\n", torch.version().c_str(), script.c_str(),
-                torch_threads.c_str());
+  TorchPeer torch(o.python, script), torch_old(o.python_old, script);
+  announce(torch, o.python, script, torch_threads);
+  announce(torch_old, o.python_old, script, torch_threads);
+  std::vector<ModelSpec> specs = known_models();
+  if (!o.onnx.empty() && !add_import(o.onnx, o.onnx_input, specs, models)) return 2;
 
   std::vector<Result> results;
   for (const std::string& name : split_list(models)) {
     ModelSpec spec;
     bool found = false;
-    for (const auto& m : known_models())
+    for (const auto& m : specs)
       if (m.name == name) spec = m, found = true;
     if (!found) {
       std::fprintf(stderr, "train_bench: unknown benchmark model '%s'\n", name.c_str());
       return 2;
     }
-    if (!spec.build && !is_model(name)) {
+    if (!spec.build && spec.onnx.empty() && !is_model(name)) {
       std::printf("(%s: not in the model zoo of this build; skipped)\n", name.c_str());
       continue;
     }
@@ -384,16 +466,18 @@ int main_impl(int argc, char** argv) {
     for (int t : threads) {
       Rig rig(spec, t, b);
       int steps = 0;
-      results.push_back(measure(rig, spec, t, b, seconds, reps, torch, torch_threads, &steps));
+      results.push_back(measure(rig, spec, t, b, o.seconds, reps, torch, torch_old, torch_threads, &steps));
       if (t != max_t && t != threads.back()) continue;
-      if (layers) print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
-      if (ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, cpu_clock);
+      // The per-layer breakdown runs the layers as a chain.
+      if (o.layers && rig.net->is_chain())
+        print_layers(name, t, b, std::min(reps, 3), breakdown(rig, spec, std::min(reps, 3)));
+      if (o.ops) op_table(spec, t, b, std::max(2, steps), b / results.back().ours, o.cpu_clock);
     }
   }
 
   print_results(results, reps, peak);
-  if (convs) conv_table(threads, peak, reps);
-  if (bn) bn_table(threads, reps);
+  if (o.convs) conv_table(threads, peak, reps);
+  if (o.bn) bn_table(threads, reps);
   return 0;
 }
 
