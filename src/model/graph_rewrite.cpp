@@ -19,10 +19,11 @@ class JoinNode : public MultiInputLayer {
   std::string describe() const override { return bn_->describe() + " + add + relu"; }
   Dims setup_inputs(const std::vector<Dims>& in) override {
     CNN_CHECK(in.size() == 2, "join %s has %zu inputs", name_.c_str(), in.size());
-    if (!(in[0] == in[1]))
+    const Dims &x = in[0], &z = in[1];
+    if (!(x == z))
       raise(kExitUsage, "layer '%s' (batch norm + add) joins inputs of different shapes, %dx%dx%d and %dx%dx%d: "
-            "add needs equal shapes", name_.c_str(), in[0].h, in[0].w, in[0].c, in[1].h, in[1].w, in[1].c);
-    return bn_->setup(in[0]);
+            "add needs equal shapes", name_.c_str(), x.h, x.w, x.c, z.h, z.w, z.c);
+    return bn_->setup(x);
   }
   std::vector<ParamSpec> param_specs() const override { return bn_->param_specs(); }
   std::vector<ParamSpec> buffer_specs() const override { return bn_->buffer_specs(); }

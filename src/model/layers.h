@@ -165,11 +165,11 @@ class MultiInputLayer : public Layer {
   virtual void backward_inputs(Backend& be, const std::vector<const void*>& xs, const void* y, const void* dy,
                                const std::vector<void*>& dxs, int n) = 0;
 
-  Dims setup(const Dims& in) final { return setup_inputs({in}); }
-  void forward(Backend& be, const void* x, void* y, int n, bool train) final { forward_inputs(be, {x}, y, n, train); }
-  void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) final {
-    backward_inputs(be, {x}, y, dy, {dx}, n);
-  }
+  // One input (a graph node reading one value): the *_inputs calls with that one (net_graph.cpp; out of line
+  // so that a two-input layer's body is not inlined here, where GCC would see its second input read).
+  Dims setup(const Dims& in) final;
+  void forward(Backend& be, const void* x, void* y, int n, bool train) final;
+  void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) final;
 };
 
 // y = x1 + x2 + ... (same shapes); every input's gradient is dy.

@@ -8,6 +8,14 @@
 
 namespace cnn {
 
+Dims MultiInputLayer::setup(const Dims& in) { return setup_inputs({in}); }
+void MultiInputLayer::forward(Backend& be, const void* x, void* y, int n, bool train) {
+  forward_inputs(be, {x}, y, n, train);
+}
+void MultiInputLayer::backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) {
+  backward_inputs(be, {x}, y, dy, {dx}, n);
+}
+
 namespace {
 
 std::string dims_str(const Dims& d) { return strprintf("%dx%dx%d", d.h, d.w, d.c); }
