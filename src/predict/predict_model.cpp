@@ -10,6 +10,7 @@
 #include "io/h5_util.h"
 #include "src/base/error.h"
 #include "src/checkpoint/export.h"
+#include "src/model/onnx/onnx_graph_store.h"
 #include "src/model/onnx/onnx_import.h"
 #include "src/model/zoo.h"
 
@@ -180,6 +181,11 @@ std::unique_ptr<Net> checkpoint_net(const CheckpointMeta& meta, const std::strin
   auto net = std::make_unique<Net>(be, input, classes);
   if (!is_onnx_model(meta.model)) {
     build_model(meta.model, *net);
+    return net;
+  }
+  // The graph the checkpoint stores (checkpoints written since they store it), else the file it was trained from.
+  if (!meta.graph.onnx.empty()) {
+    import_onnx(restore_onnx_graph(meta.graph.onnx, checkpoint + " (stored graph)"), *net, ModelOptions().bn);
     return net;
   }
   struct stat st;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "io/dataset.h"
+#include "src/checkpoint/model_info.h"
 #include "src/base/error.h"
 #include "src/model/onnx/onnx_export.h"
 #include "src/model/onnx/onnx_graph_store.h"
@@ -105,32 +106,26 @@ CheckpointModel load_checkpoint_model(const std::string& checkpoint, ExportWeigh
 }
 
 std::map<std::string, std::string> export_metadata(const CheckpointModel& m, ExportWeights which) {
-  std::map<std::string, std::string> p;
+  // What the checkpoint recorded (src/checkpoint/model_info.h); an older checkpoint's mean, std and class names
+  // from the training set its config names, if it can still be opened.
+  ModelInfo info = m.meta.info;
+  if (!info.has_stats() || info.class_names.empty()) {
+    if (const auto ds = training_set(m.meta)) {
+      const DatasetInfo& i = ds->info();
+      if (!info.has_stats() && !i.mean.empty() && i.mean.size() == i.std.size()) {
+        info.mean.assign(i.mean.begin(), i.mean.end());
+        info.std.assign(i.std.begin(), i.std.end());
+      }
+      if (info.class_names.empty()) info.class_names = i.class_names;
+    }
+  }
+  const Dims& in = m.net->input_dims();
+  info.height = in.h, info.width = in.w, info.channels = in.c;
+  info.num_classes = m.net->num_classes();
+  std::map<std::string, std::string> p = model_info_props(info);
   p["model"] = m.meta.model;
   p["step"] = std::to_string(m.meta.step);
   p["weights"] = export_weights_name(which);
-  const Dims& in = m.net->input_dims();
-  p["input_size"] = strprintf("%dx%dx%d", in.h, in.w, in.c);
-  const auto ds = training_set(m.meta);
-  if (!ds) return p;
-  const DatasetInfo& i = ds->info();
-  if (!i.mean.empty() && i.mean.size() == i.std.size()) {
-    std::string mean, sd;
-    for (size_t c = 0; c < i.mean.size(); ++c) {
-      mean += (c ? "," : "") + strprintf("%.9g", i.mean[c]);
-      sd += (c ? "," : "") + strprintf("%.9g", i.std[c]);
-    }
-    p["mean"] = mean;
-    p["std"] = sd;
-  }
-  if (!i.class_names.empty()) {
-    std::string s;
-    for (size_t c = 0; c < i.class_names.size(); ++c) {
-      if (c) s += ",";
-      for (char ch : i.class_names[c]) s += ch == ',' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
-    }
-    p["class_names"] = s;
-  }
   return p;
 }
 

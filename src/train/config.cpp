@@ -142,8 +142,8 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
       "print-config", "print the resolved configuration (INI) and exit")(
-      "eval-only", "evaluate the weights --resume loads on the test set, distributed over the ranks, and exit "
-      "(docs/models.md, \"Evaluation\")")(
+      "eval-only", "evaluate the weights --resume (or --init.from) loads on the test set, distributed over the "
+      "ranks, and exit (docs/models.md, \"Evaluation\")")(
       "gpu-info", "check the GPU set-up (driver, CUDA runtime, GPUs, cuDNN/cuBLASLt/NCCL) and exit: 0 usable, 1 not")(
       "config", po::value<std::string>(), "INI file with options (command-line options override it)");
   po::options_description all;
@@ -192,9 +192,10 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   if (cfg.eval_only) {
     // The weights come from --resume (or --init.from, which loads weights only): --eval-only with neither would
     // evaluate a fresh initialisation. The training set is optional: its classes are checked when given.
-    if (cfg.resume == "none")
-      raise(kExitUsage, "option --eval-only needs the weights to evaluate: --resume PATH (a checkpoint) or "
-            "--resume auto with --run-dir of the run");
+    if (cfg.resume == "none" && cfg.init.from.empty())
+      raise(kExitUsage, "option --eval-only needs the weights to evaluate: --resume PATH (a checkpoint), "
+            "--resume auto with --run-dir of the run, or --init.from FILE (a checkpoint, export, ONNX or "
+            "safetensors file)");
     if (cfg.data.test.empty()) raise(kExitUsage, "option --eval-only needs --data.test, the set to evaluate on");
     return {};
   }

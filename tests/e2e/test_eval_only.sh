@@ -2,7 +2,7 @@
 # cnntrain --eval-only (docs/models.md, "Evaluation"): the final checkpoint of a run, evaluated without
 # training at np 1 and np 2, gives the run's own final test_acc exactly (and its test loss within rounding of
 # the sums' order), with per-class accuracy and the confusion matrix in the eval event and a PNG of it; no
-# training set is needed; without weights to load, or without a test set, it refuses.
+# training set is needed; --init.from CHECKPOINT evaluates the same; without weights to load, or without a test set, it refuses.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 COMMON=(--config jobs/fashion_mnist.ini --train.batch 32 --log.every_steps 1000)
@@ -36,6 +36,12 @@ print(f"ok: --eval-only reproduces test_acc {e['test_acc']} test_loss {e['test_l
 PY
   [ -z "$(ls "$T/run/checkpoints" | grep -v ckpt-0000000030.h5)" ] || fail "eval-only wrote into the run"
 done
+# --init.from loads the same weights (weights only: the evaluation is of step 0 of a new run).
+"${MPIRUN[@]}" 2 "$BUILD/cnntrain" --config jobs/fashion_mnist.ini --data.train "" --eval-only --init.from "$C" \
+  --run-dir "$T/evi" > "$T/evi.log" 2>&1 || { cat "$T/evi.log"; fail "--eval-only --init.from"; }
+[ "$(json_field "$T/evi/metrics.jsonl" eval test_acc)" = "$acc" ] && grep -qF "evaluation of $C (step 0)" "$T/evi/log.txt" ||
+  fail "--eval-only --init.from: test_acc $(json_field "$T/evi/metrics.jsonl" eval test_acc), the run's $acc"
+echo "ok: --eval-only --init.from gives the same test_acc $acc"
 expect_exit 2 "--eval-only needs the weights" -- "$BUILD/cnntrain" "${COMMON[@]}" --eval-only --run-dir "$T/x1"
 expect_exit 2 "--eval-only needs --data.test" -- "$BUILD/cnntrain" "${COMMON[@]}" --eval-only --resume "$C" \
   --data.test "" --run-dir "$T/x2"
