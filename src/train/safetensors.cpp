@@ -114,7 +114,9 @@ class HeaderParser {
     } while (comma(']'));
     return v;
   }
-  void skip_value() {
+  // `depth`: how deep in skipped arrays/objects; bounded so that a hostile header cannot exhaust the stack.
+  void skip_value(int depth = 0) {
+    if (depth > 64) fail("values nested more than 64 deep");
     const char c = peek();
     if (c == '"') {
       string();
@@ -127,7 +129,7 @@ class HeaderParser {
           string();
           expect(':');
         }
-        skip_value();
+        skip_value(depth + 1);
       } while (comma(close));
     } else {
       while (i_ < s_.size() && !std::strchr(",}] \t\r\n", s_[i_])) ++i_;

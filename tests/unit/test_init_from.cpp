@@ -85,6 +85,9 @@ TEST(Safetensors, RefusesDamagedFiles) {
                 kExitUsage, "bad header");
   expect_throws([&] { parse_safetensors(safetensors_bytes({}, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}"), "offs"); },
                 kExitUsage, "data_offsets");
+  // Skipped metadata nested deeper than the parser follows: refused, not a stack overflow.
+  const std::string deep = "{\"__metadata__\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  expect_throws([&] { parse_safetensors(safetensors_bytes({}, deep), "deep"); }, kExitUsage, "nested");
 }
 
 // conv1 (3x3, 2 -> 3 channels) + bn1 + pool + fc, as the zoo names them.
