@@ -67,9 +67,9 @@ std::vector<Opt> general_options() {
 const std::vector<Opt>& options() {
   static const std::vector<Opt> opts = [] {
     std::vector<Opt> v;
-    for (auto table : {general_options, init_options, data_options, conv_options, cudnn_options, gpu_options, train_options,
-                       checkpoint_options, bn_options, comm_options, augment_options, eval_options, log_options,
-                       amp_options}) {
+    for (auto table : {general_options, init_options, data_options, conv_options, cudnn_options, gpu_options,
+                       train_options, checkpoint_options, bn_options, comm_options, augment_options, eval_options,
+                       log_options, amp_options}) {
       std::vector<Opt> t = table();
       v.insert(v.end(), t.begin(), t.end());
     }
@@ -142,7 +142,7 @@ ParseResult parse_config(int argc, char** argv, Config& cfg) {
   po::options_description generic("General");
   generic.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
       "print-config", "print the resolved configuration (INI) and exit")(
-      "eval-only", "evaluate the weights --resume (or --init.from) loads on the test set, distributed over the "
+      "eval-only", "evaluate the weights that --resume or --init.from loads on the test set, distributed over the "
       "ranks, and exit (docs/models.md, \"Evaluation\")")(
       "gpu-info", "check the GPU set-up (driver, CUDA runtime, GPUs, cuDNN/cuBLASLt/NCCL) and exit: 0 usable, 1 not")(
       "config", po::value<std::string>(), "INI file with options (command-line options override it)");
