@@ -61,7 +61,8 @@ std::vector<NamedTensor> read_hdf5_weights(const std::string& path, std::string*
   std::lock_guard<std::mutex> lock(h5_mutex());
   h5_quiet();
   H5Handle f = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!f.valid()) raise(kExitUsage, "--init.from '%s': cannot open the HDF5 file: %s", path.c_str(), h5_last_error().c_str());
+  if (!f.valid())
+    raise(kExitUsage, "--init.from '%s': cannot open the HDF5 file: %s", path.c_str(), h5_last_error().c_str());
   std::vector<NamedTensor> out;
   H5Walk w{&out, H5Lexists(f.get(), "/params", H5P_DEFAULT) > 0};
   *format = w.checkpoint ? "checkpoint" : "hdf5 export";

@@ -1,8 +1,8 @@
 // Optimizers over the net's flat buffers. Weight decay applies to parameters marked `decay` (weights), and to
 // the others (biases, batch-norm scales and shifts) too when decay_bn_bias is set; the flat layout is walked
 // as runs of equal decay and learning-rate factor so each run is one fused update; a run of factor 0 (frozen
-// parameters, src/train/freeze.h) is not updated at all, its optimizer state staying zero. Batch-norm running statistics are not parameters
-// (Net::buffers) and never reach an optimizer.
+// parameters, src/train/freeze.h) is not updated at all, its optimizer state staying zero. Batch-norm running
+// statistics are not parameters (Net::buffers) and never reach an optimizer.
 #pragma once
 #include <memory>
 #include <string>
