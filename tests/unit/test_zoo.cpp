@@ -4,6 +4,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "src/base/error.h"
 #include "src/model/zoo.h"
@@ -114,13 +117,15 @@ TEST(Zoo, BatchNormBuffersAreSeparate) {
   EXPECT_EQ(net.param_table()[3].name, "layer1.0.conv1.weight");
 }
 
-TEST(Zoo, ResNet20TrainsOnAFewSamples) {
+// Plain SGD steps of `model` on 4 random images of `hw` x `hw` x 3 with labels 0-3: the losses of the first
+// and the last of 8 steps.
+std::pair<double, double> overfit_four(const std::string& model, int hw, float lr) {
   auto be = make_cpu_backend(1);
-  Net net(*be, {16, 16, 3}, 4);  // a smaller image keeps the test fast; shapes are the same code path
-  build_model("resnet20", net);
+  Net net(*be, {hw, hw, 3}, 4);
+  build_model(model, net);
   const int n = 4;
   net.build(n, 3);
-  auto x = test::random_vec(16 * 16 * 3 * n, 5);
+  auto x = test::random_vec(static_cast<size_t>(hw) * hw * 3 * n, 5);
   std::vector<int32_t> y = {0, 1, 2, 3};
   std::vector<float> dl(n * 4);
   double first = 0, last = 0;
@@ -131,10 +136,16 @@ TEST(Zoo, ResNet20TrainsOnAFewSamples) {
     be->softmax_xent(DType::kF32, n, 4, static_cast<const float*>(net.forward(x.data(), n, true)), y.data(), 0.f,
                      1.f / n, dl.data(), &loss, &correct);
     net.backward(dl.data(), n);
-    for (size_t i = 0; i < net.num_params(); ++i) net.params()[i] -= 0.05f * net.grads()[i];
+    for (size_t i = 0; i < net.num_params(); ++i) net.params()[i] -= lr * net.grads()[i];
     if (it == 0) first = loss;
     last = loss;
   }
+  return {first, last};
+}
+
+TEST(Zoo, ResNet20TrainsOnAFewSamples) {
+  // A smaller image keeps the test fast; shapes are the same code path.
+  const auto [first, last] = overfit_four("resnet20", 16, 0.05f);
   EXPECT_LT(last, first * 0.7) << "loss does not fall when overfitting 4 samples";
 }
 
@@ -143,26 +154,7 @@ TEST(Zoo, ResNet20TrainsOnAFewSamples) {
 // rate: batch norm over 4 samples of 1x1 maps is noisy).
 TEST(Zoo, MobileNetAndEfficientNetTrainAt32x32) {
   for (const std::string model : {"mobilenet_v2", "efficientnet_b0"}) {
-    auto be = make_cpu_backend(1);
-    Net net(*be, {32, 32, 3}, 4);
-    build_model(model, net);
-    const int n = 4;
-    net.build(n, 3);
-    auto x = test::random_vec(32 * 32 * 3 * n, 5);
-    std::vector<int32_t> y = {0, 1, 2, 3};
-    std::vector<float> dl(n * 4);
-    double first = 0, last = 0;
-    for (int it = 0; it < 8; ++it) {
-      double loss = 0;
-      int64_t correct = 0;
-      net.zero_grads();
-      be->softmax_xent(DType::kF32, n, 4, static_cast<const float*>(net.forward(x.data(), n, true)), y.data(), 0.f,
-                       1.f / n, dl.data(), &loss, &correct);
-      net.backward(dl.data(), n);
-      for (size_t i = 0; i < net.num_params(); ++i) net.params()[i] -= 0.01f * net.grads()[i];
-      if (it == 0) first = loss;
-      last = loss;
-    }
+    const auto [first, last] = overfit_four(model, 32, 0.01f);
     EXPECT_TRUE(std::isfinite(last)) << model;
     EXPECT_LT(last, first) << model << ": loss does not fall when overfitting 4 samples";
   }
