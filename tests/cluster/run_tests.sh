@@ -33,6 +33,10 @@ mkdir -p "$T"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # TCP between the nodes over their bridge, shared memory within a node; sbatch passes this on to the job.
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=${CNNTRAIN_CLUSTER_NET:-10.77.0}.0/24
+# Shared-memory segments in each node's own directory, as on real nodes: in the one /dev/shm of this machine,
+# Open MPI's names (vader_segment.NODE.UID.JOBID.RANK, JOBID from Slurm's job and step numbers) are the same
+# in two cluster runs at once, whose ranks then attach to each other's segments and crash.
+export OMPI_MCA_btl_vader_backing_directory=$D/local
 export CNNTRAIN_RUNS=$T/runs
 unset OMPI_MCA_pml
 

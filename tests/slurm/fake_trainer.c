@@ -7,7 +7,8 @@
 // With --resume auto it continues after the newest committed checkpoint. Exit 0 when max_steps are done, after
 // writing a final checkpoint. The "weights" are one number updated every step by a step-dependent rule that
 // does not commute, so a resumed run ends with the same final checkpoint as an uninterrupted one only if it
-// restarted from exactly the checkpointed state. FAKE_EXIT_CODE=N makes it fail with N right after start-up.
+// restarted from exactly the checkpointed state. FAKE_EXIT_CODE=N makes it fail with N right after start-up;
+// FAKE_CRASH makes it die on SIGSEGV (crash_if_asked).
 #include <dirent.h>
 #include <errno.h>
 #include <mpi.h>
@@ -41,6 +42,23 @@ static void append(const char* name, const char* fmt, ...) {
 
 static unsigned long long update_weights(unsigned long long w, int step) {
   return (w * 6364136223846793005ULL + (unsigned long long)step) % 1000000007ULL;
+}
+
+// FAKE_CRASH=before|after:FILE makes rank 0 die on SIGSEGV before or after the start event, once: FILE is
+// created first, so a relaunched step finds it and goes on. FAKE_CRASH=before|after (no FILE): every time.
+static void crash_if_asked(const char* when) {
+  const char* spec = getenv("FAKE_CRASH");
+  size_t n = strlen(when);
+  if (rank != 0 || !spec || strncmp(spec, when, n) != 0 || (spec[n] != '\0' && spec[n] != ':')) return;
+  if (spec[n] == ':') {
+    FILE* f = fopen(spec + n + 1, "r");
+    if (f) { fclose(f); return; }
+    f = fopen(spec + n + 1, "w");
+    if (f) fclose(f);
+  }
+  fprintf(stderr, "fake_trainer: crashing %s the start event as FAKE_CRASH asks\n", when);
+  signal(SIGSEGV, SIG_DFL);
+  raise(SIGSEGV);
 }
 
 // Newest committed checkpoint step in D/checkpoints (names step-NNNNNNNN; *.tmp are uncommitted), or 0.
@@ -112,6 +130,8 @@ int main(int argc, char** argv) {
     return atoi(exit_env);
   }
 
+  crash_if_asked("before");   // a start-up crash (as in MPI_Init): the batch script relaunches the step
+
   int start = 0;
   unsigned long long w = 1;
   if (!strcmp(resume, "auto")) start = newest_checkpoint();
@@ -137,6 +157,7 @@ int main(int argc, char** argv) {
   append("metrics.jsonl",
          "{\"event\":\"start\",\"world_size\":%d,\"device\":\"cpu\",\"model\":\"fake\",\"step\":%d,\"visible_gpus\":\"%s\"}\n",
          world, start, gpus ? gpus : "");
+  crash_if_asked("after");    // a crash of a started trainer: never relaunched
 
   for (int step = start + 1; step <= max_steps; ++step) {
     struct timespec ts = {step_ms / 1000, (step_ms % 1000) * 1000000L};

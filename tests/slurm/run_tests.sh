@@ -174,6 +174,28 @@ test_failure_passes_through() {
     fail "expected FAILED, exit code 3:0, no restart; got $(field JobState) $(field ExitCode) restarts $(field Restarts)"
 }
 
+# A step that dies on a signal before the trainer's start event (a start-up crash, as Open MPI's in MPI_Init)
+# is relaunched and the job completes; one that dies after the start event fails the job, not relaunched.
+test_startup_crash_relaunched() {
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 20" FAKE_CRASH=before:$T/crashed-once
+  submit
+  unset FAKE_CRASH
+  expect_completed 0
+  grep -q "before the trainer started .*relaunching it (1 of 2)" "$T/$JOB.out" ||
+    fail "no relaunch note in $T/$JOB.out"
+  [[ -e $T/crashed-once && $(grep -c '"event":"start"' "$(metrics)") == 1 ]] ||
+    fail "expected one crash before the start event and one start event"
+}
+test_crash_after_start_fails() {
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 20" FAKE_CRASH=after
+  submit
+  unset FAKE_CRASH
+  wait_until "the job finished" finished
+  [[ $(field JobState) == FAILED && $(field Restarts) == 0 ]] ||
+    fail "expected FAILED without a restart; got $(field JobState) $(field ExitCode) restarts $(field Restarts)"
+  ! grep -q "relaunching" "$T/$JOB.out" || fail "a trainer that had started was relaunched: $T/$JOB.out"
+}
+
 test_cancel_is_final() {
   submit
   wait_until "the trainer logged step $SIGNAL_AFTER_STEP" trained_past "$SIGNAL_AFTER_STEP"
@@ -245,6 +267,8 @@ run_test "SIGTERM to the training step -> checkpoint, requeue, resume" preempt_c
 run_test "SIGTERM to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM --batch
 run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue" test_cancel_is_final
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
+run_test "a crash before the trainer starts -> the step is relaunched, the job completes" test_startup_crash_relaunched
+run_test "a crash after the trainer started -> the job fails, no relaunch" test_crash_after_start_fails
 run_test "gpu_node.sbatch trains (2 of 8 tasks, count-only GPUs, --device emu through NCCL)" test_gpu_node
 run_test "multinode_ib.sbatch trains (1 node, 2 tasks, count-only GPUs, --device emu through NCCL)" test_multinode_ib
 if [[ ${CNNTRAIN_SLURM_TEST_TIME_LIMIT:-0} == 1 ]]; then
