@@ -35,6 +35,10 @@ void install_stop_handlers() {
   struct sigaction old = {};
   sigaction(SIGINT, nullptr, &old);
   if (old.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
+  // A write to the socket of a peer whose node died raises SIGPIPE, whose default action kills this rank
+  // before it can report which ranks were lost; ignored, the write fails with EPIPE, the transport closes the
+  // connection and the collective timeout's report names the silent ranks and host (docs/slurm.md).
+  signal(SIGPIPE, SIG_IGN);
 }
 
 int stop_signal() { return g_signal; }

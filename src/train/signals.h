@@ -7,7 +7,8 @@
 // SIGINT (Ctrl-C) stops the same way but exits 130, the shell's code for an interrupted program; a second SIGINT
 // is a person who does not want to wait, so it exits 130 at once (the last committed checkpoint stays intact).
 // A SIGINT that the process inherited ignored (`nohup`, a background job of a non-interactive shell) stays
-// ignored, as for any Unix program.
+// ignored, as for any Unix program. SIGPIPE is ignored: a write to a dead peer's socket then fails with EPIPE
+// and is reported, instead of killing the rank silently.
 #pragma once
 
 namespace cnn {

@@ -84,7 +84,10 @@ add_host_net() {   # NAME: its namespace, a veth pair to the switch, its address
   if [[ $name == ctl ]]; then addr=$NET.1; else addr=$(node_addr "$name"); fi
   ip netns add "$ns"
   ip -n "$ns" link set lo up
-  ip -n "$ns" link add eth0 type veth peer name "sw-$name" netns "$NS-sw"
+  # A fixed MAC per node (from its address), as a real node keeps across a reboot: with a new random one the
+  # others' ARP caches point at the dead link for up to ~30 s, and srun's launch on the rebooted node failed.
+  ip -n "$ns" link add eth0 address "$(printf '02:cc:00:00:00:%02x' "${addr##*.}")" type veth \
+    peer name "sw-$name" netns "$NS-sw"
   ip -n "$NS-sw" link set "sw-$name" master br0 up
   ip -n "$ns" addr add "$addr/24" dev eth0
   ip -n "$ns" link set eth0 up
