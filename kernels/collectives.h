@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cnn {
 
@@ -28,6 +30,9 @@ struct GradSyncOptions {
   size_t bucket_bytes = size_t{25} << 20;  // --comm.bucket_mb
   bool overlap = true;                     // --comm.overlap false: every bucket starts after backward
   GradWire wire = GradWire::kF32;          // --comm.grad_dtype
+  // [begin, end) ranges of the buffer that are never summed (frozen parameters between trainable ones,
+  // src/train/freeze.h): no bucket covers them, so they cost no traffic.
+  std::vector<std::pair<size_t, size_t>> skip;
 };
 
 struct GradSyncCounters {

@@ -270,14 +270,16 @@ int cmd_predict(int argc, char** argv) {
   po::options_description d("predict: logits or top-k classes of a trained model for a dataset, an image or a "
                             "folder of images (docs/models.md, \"Prediction\"); runs on the CPU");
   d.add_options()("source", po::value<std::string>()->required(),
-                  "checkpoint (ckpt-*.h5), ONNX file (FILE.onnx) or HDF5 weights export")(
+                  "checkpoint (ckpt-*.h5), ONNX file (FILE.onnx), HDF5 weights export or PyTorch state dict "
+                  "(.safetensors)")(
       "input", po::value<std::string>()->required(), "HDF5 or LMDB dataset, image file or folder of images")(
       "out", po::value<std::string>()->required(), "OUT.h5 (/logits, /labels) or OUT.csv (top-k classes)")(
-      "model", po::value<std::string>()->default_value(""), "zoo model of a weights export")(
+      "model", po::value<std::string>()->default_value(""), "zoo model of a weights export or safetensors file")(
       "topk", po::value<int>()->default_value(5), "CSV: classes per row")(
       "weights", po::value<std::string>()->default_value("raw"), "checkpoint weights: raw, ema or swa")(
       "stats-from", po::value<std::string>()->default_value(""),
-      "training set whose mean/std, classes and input size stand in for what an older SOURCE lacks")(
+      "training set whose mean/std, classes and input size stand in for what SOURCE lacks (an older "
+      "checkpoint, a safetensors file)")(
       "test-resize", po::value<int>()->default_value(0), "as --data.test_resize (0: the size / 0.875)")(
       "batch", po::value<int>()->default_value(64), "images per forward pass")(
       "threads", po::value<int>()->default_value(1), "CPU threads")(

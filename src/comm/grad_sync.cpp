@@ -8,10 +8,18 @@ namespace cnn {
 BucketedGradSync::BucketedGradSync(Collectives* owner, float* grads, size_t n, const GradSyncOptions& o)
     : owner_(owner), grads_(grads), n_(n), opt_(o) {
   const size_t per = std::max<size_t>(1, o.bucket_bytes / sizeof(float));
+  for (const auto& [b, e] : o.skip)
+    CNN_CHECK(b <= e && e <= n, "gradient sync: skipped range [%zu, %zu) outside [0, %zu)", b, e, n);
   for (size_t end = n; end > 0;) {
-    const size_t start = end > per ? end - per : 0;
-    starts_.push_back(start);
-    end = start;
+    // Buckets down to the end of the nearest skipped range below `end`, then on from its start.
+    size_t low = 0, next = 0;
+    for (const auto& [b, e] : o.skip)
+      if (e > b && e <= end && e > low) low = e, next = b;
+    for (; end > low; end = std::max(low, end > per ? end - per : 0)) {
+      starts_.push_back(std::max(low, end > per ? end - per : 0));
+      ends_.push_back(end);
+    }
+    end = next;
   }
 }
 

@@ -19,7 +19,7 @@ class BucketedGradSync : public GradSync {
   double finish() override;
   size_t num_buckets() const override { return starts_.size(); }
   size_t bucket_begin(size_t i) const override { return starts_[i]; }
-  size_t bucket_end(size_t i) const override { return i == 0 ? n_ : starts_[i - 1]; }
+  size_t bucket_end(size_t i) const override { return ends_[i]; }
   const GradSyncCounters& counters() const override { return counters_; }
   Collectives* collectives() const override { return owner_; }
 
@@ -42,7 +42,7 @@ class BucketedGradSync : public GradSync {
   float* grads_;
   size_t n_;
   GradSyncOptions opt_;
-  std::vector<size_t> starts_;  // bucket start offsets, descending
+  std::vector<size_t> starts_, ends_;  // bucket bounds, descending; GradSyncOptions::skip lies between them
   size_t next_ = 0;             // next bucket to launch
   GradSyncCounters counters_;
 };

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -13,19 +14,21 @@
 #include "src/model/onnx/onnx_graph_store.h"
 #include "src/model/onnx/onnx_import.h"
 #include "src/model/zoo.h"
+#include "src/train/init_from.h"
 
 namespace cnn {
 
 namespace {
 
-enum class SourceKind { kCheckpoint, kWeights, kOnnx };
+enum class SourceKind { kCheckpoint, kWeights, kOnnx, kSafetensors };
 
 SourceKind source_kind(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    raise(kExitUsage, "predict: cannot read the model source '%s': %s; give a checkpoint (ckpt-*.h5), an ONNX file "
-          "or an HDF5 weights export", path.c_str(), errno ? std::strerror(errno) : "not a file");
+    raise(kExitUsage, "predict: cannot read the model source '%s': %s; give a checkpoint (ckpt-*.h5), an ONNX file, "
+          "an HDF5 weights export or a safetensors file", path.c_str(), errno ? std::strerror(errno) : "not a file");
   if (is_onnx_model(path)) return SourceKind::kOnnx;
+  if (is_safetensors(path)) return SourceKind::kSafetensors;
   std::lock_guard<std::mutex> lk(h5_mutex());
   h5_quiet();
   H5Handle f = h5_file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -35,8 +38,8 @@ SourceKind source_kind(const std::string& path) {
   if (f.valid() && h5_read_attr_strings(f.get(), "format", format) && format.size() == 1 &&
       format[0] == "cnntrain-weights")
     return SourceKind::kWeights;
-  raise(kExitUsage, "predict: '%s' is neither a cnntrain checkpoint, an HDF5 weights export (cnntrain-data export) "
-        "nor an ONNX file (FILE.onnx)", path.c_str());
+  raise(kExitUsage, "predict: '%s' is neither a cnntrain checkpoint, an HDF5 weights export (cnntrain-data export), "
+        "an ONNX file (FILE.onnx) nor a safetensors file", path.c_str());
 }
 
 // The dataset paths a tensor may be stored under, the first present one wins.
@@ -173,6 +176,46 @@ PredictModel load_weights(const PredictSource& src, Backend& be, const ModelInfo
   return pm;
 }
 
+std::string comma_list(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// A PyTorch state dict (torchvision/timm names, as --init.from reads it): weights only, so --model names the
+// architecture, the classifier's weight gives the class count, and the input size comes from the dataset
+// predicted on or --stats-from. Every parameter and statistic must come from the file.
+PredictModel load_safetensors(const PredictSource& src, Backend& be, const ModelInfo& fallback, int max_batch) {
+  if (!is_model(src.model))
+    raise(kExitUsage, "predict: '%s' is a safetensors file, which holds weights only: name its architecture with "
+          "--model (a zoo model, e.g. resnet50)%s", src.path.c_str(),
+          src.model.empty() ? "" : (", not '" + src.model + "'").c_str());
+  if (!fallback.has_input_size())
+    raise(kExitUsage, "predict: the safetensors file '%s' records no input size, mean/std or class names: predict "
+          "on a dataset (HDF5 or LMDB; its image size and statistics are used) or pass --stats-from TRAIN, the "
+          "dataset the weights were trained on", src.path.c_str());
+  const std::vector<NamedTensor> tensors = read_safetensors_weights(src.path);
+  Net probe(be, Dims{fallback.height, fallback.width, fallback.channels}, 1);
+  build_model(src.model, probe);
+  const std::string head = probe.layers().back()->name() + ".weight";
+  const auto fc = std::find_if(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == head; });
+  if (fc == tensors.end() || fc->shape.size() != 2)
+    raise(kExitUsage, "predict: '%s' has no 2-D classifier weight '%s' of model %s: weights of another model?",
+          src.path.c_str(), head.c_str(), src.model.c_str());
+  PredictModel pm;
+  pm.model = src.model;
+  pm.net = std::make_unique<Net>(be, Dims{fallback.height, fallback.width, fallback.channels},
+                                 static_cast<int>(fc->shape[0]));
+  build_model(pm.model, *pm.net);
+  pm.net->build(max_batch, 0);
+  const InitFromReport r = load_named_tensors(*pm.net, tensors, NamePattern());
+  if (!r.missing.empty() || !r.mismatched.empty())
+    raise(kExitUsage, "predict: '%s' does not hold every tensor of model %s; missing: %s; of another shape: %s",
+          src.path.c_str(), src.model.c_str(), r.missing.empty() ? "none" : comma_list(r.missing).c_str(),
+          r.mismatched.empty() ? "none" : comma_list(r.mismatched).c_str());
+  return pm;
+}
+
 }  // namespace
 
 // Imported models are rebuilt from the ONNX file the checkpoint recorded (its path at training time).
@@ -203,6 +246,7 @@ PredictModel load_predict_model(const PredictSource& src, Backend& be, const Mod
     case SourceKind::kOnnx: pm = load_onnx(src, be, fallback, max_batch); break;
     case SourceKind::kCheckpoint: pm = load_checkpoint(src, be, fallback, max_batch); break;
     case SourceKind::kWeights: pm = load_weights(src, be, fallback, max_batch); break;
+    case SourceKind::kSafetensors: pm = load_safetensors(src, be, fallback, max_batch); break;
   }
   const Dims& in = pm.net->input_dims();
   pm.info.height = in.h, pm.info.width = in.w, pm.info.channels = in.c;

@@ -1,6 +1,7 @@
 // The network `cnntrain-data predict` runs (docs/models.md, "Prediction"): built and loaded from a cnntrain
-// checkpoint (any rank count), an ONNX file, or an HDF5 weights export of a zoo model, with what the source
-// records about its inputs and classes (src/checkpoint/model_info.h).
+// checkpoint (any rank count), an ONNX file, an HDF5 weights export of a zoo model, or a PyTorch state dict
+// saved as safetensors (--init.from's names and layouts, src/train/init_from.h), with what the source records
+// about its inputs and classes (src/checkpoint/model_info.h; a safetensors file records none).
 #pragma once
 #include <memory>
 #include <string>
@@ -13,7 +14,7 @@ namespace cnn {
 
 struct PredictSource {
   std::string path;
-  std::string model;            // --model: the zoo name for a weights export; checks a checkpoint's
+  std::string model;            // --model: the zoo name for a weights export or safetensors; checks a checkpoint's
   std::string weights = "raw";  // raw | ema | swa (checkpoints)
 };
 

@@ -104,6 +104,12 @@ FreezePlan plan_freeze(const Net& net, const std::string& freeze, const std::str
   if (plan.stop_layer == layers.size())
     raise(kExitUsage, "options --train.freeze/--train.lr_mult leave no parameter to train");
   plan.trainable_offset = t < table.size() ? table[t].offset : net.num_params();
+  for (; t < table.size(); ++t) {
+    if (plan.lr_mult[t] > 0.f) continue;
+    auto& in = plan.frozen_inside;
+    if (!in.empty() && in.back().second == table[t].offset) in.back().second += table[t].size;
+    else in.emplace_back(table[t].offset, table[t].offset + table[t].size);
+  }
   return plan;
 }
 

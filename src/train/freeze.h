@@ -5,6 +5,7 @@
 #pragma once
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/model/net.h"
@@ -32,6 +33,9 @@ struct FreezePlan {
   // (Net::set_frozen_below), and their gradient, from offset 0 to trainable_offset, is never allreduced.
   size_t stop_layer = 0;
   size_t trainable_offset = 0;
+  // [begin, end) of the frozen parameters above trainable_offset (between trainable ones): their layers'
+  // backward still runs (the layers below need it), but their gradient is neither allreduced nor used.
+  std::vector<std::pair<size_t, size_t>> frozen_inside;
 };
 
 // `freeze` (empty or not in force: nothing frozen) and `lr_mult` ("PATTERN=X,...", the first matching entry

@@ -83,6 +83,17 @@ std::vector<NamedTensor> read_onnx_weights(const std::string& path) {
 
 bool has_prefix(const std::string& s, const char* p) { return s.compare(0, std::strlen(p), p) == 0; }
 
+// Without DataParallel's "module." wrapper and the batch norms' step counters, which no model holds.
+std::vector<NamedTensor> drop_wrappers(std::vector<NamedTensor> ts) {
+  std::vector<NamedTensor> out;
+  for (NamedTensor& t : ts) {
+    if (has_prefix(t.name, "module.")) t.name = t.name.substr(7);
+    if (t.name.size() > 20 && t.name.compare(t.name.size() - 20, 20, ".num_batches_tracked") == 0) continue;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r;
   for (int64_t d : s) r += (r.empty() ? "" : "x") + std::to_string(d);
@@ -129,32 +140,30 @@ std::vector<std::string> InitFromReport::fresh() const {
   return v;
 }
 
+std::vector<NamedTensor> read_safetensors_weights(const std::string& path) {
+  std::vector<NamedTensor> ts = read_safetensors(path).tensors;
+  for (NamedTensor& t : ts) pytorch_to_cnntrain(t);
+  return drop_wrappers(std::move(ts));
+}
+
 std::vector<NamedTensor> read_weight_file(const std::string& path, std::string* format) {
   char magic[8] = {};
   std::ifstream f(path, std::ios::binary);
   if (!f) raise(kExitUsage, "option --init.from: cannot open '%s'", path.c_str());
   f.read(magic, sizeof magic);
-  if (std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) return read_hdf5_weights(path, format);
+  if (std::memcmp(magic, "\x89HDF\r\n\x1a\n", 8) == 0) return drop_wrappers(read_hdf5_weights(path, format));
   if (path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) {
     *format = "onnx";
-    return read_onnx_weights(path);
+    return drop_wrappers(read_onnx_weights(path));
   }
   *format = "safetensors";
-  std::vector<NamedTensor> ts = read_safetensors(path).tensors;
-  for (NamedTensor& t : ts) pytorch_to_cnntrain(t);
-  return ts;
+  return read_safetensors_weights(path);
 }
 
-InitFromReport init_from_file(Net& net, const InitFromOptions& o) {
+InitFromReport load_named_tensors(Net& net, const std::vector<NamedTensor>& tensors, const NamePattern& skip) {
   InitFromReport r;
-  const std::vector<NamedTensor> tensors = read_weight_file(o.path, &r.format);
   std::map<std::string, const NamedTensor*> file;
-  for (const NamedTensor& t : tensors) {
-    std::string name = has_prefix(t.name, "module.") ? t.name.substr(7) : t.name;  // DataParallel's wrapper
-    if (name.size() > 20 && name.compare(name.size() - 20, 20, ".num_batches_tracked") == 0) continue;
-    file[name] = &t;
-  }
-  const NamePattern skip(o.skip, "init.skip");
+  for (const NamedTensor& t : tensors) file[t.name] = &t;
   Backend& be = net.backend();
   std::vector<float> params(net.num_params()), buffers(net.num_buffers());
   be.download(params.data(), static_cast<const Net&>(net).params(), sizeof(float) * params.size());
@@ -164,19 +173,27 @@ InitFromReport init_from_file(Net& net, const InitFromOptions& o) {
   match(net.buffer_table(), file, skip, buffers.data(), r, used);
   for (const auto& kv : file)
     if (!used.count(kv.first)) r.unused.push_back(kv.first);
+  be.upload(net.params(), params.data(), sizeof(float) * params.size());
+  be.upload(net.buffers(), buffers.data(), sizeof(float) * buffers.size());
+  net.sync_weight_copy();
+  return r;
+}
+
+InitFromReport init_from_file(Net& net, const InitFromOptions& o) {
+  std::string format;
+  const std::vector<NamedTensor> tensors = read_weight_file(o.path, &format);
+  InitFromReport r = load_named_tensors(net, tensors, NamePattern(o.skip, "init.skip"));
+  r.format = format;
   if (r.loaded == 0)
     raise(kExitUsage, "option --init.from: no tensor of '%s' (%s, %zu tensors, e.g. '%s') matches a parameter of "
-          "the model by name and shape (e.g. '%s'): another model?", o.path.c_str(), r.format.c_str(), file.size(),
-          file.empty() ? "-" : file.begin()->first.c_str(),
+          "the model by name and shape (e.g. '%s'): another model?", o.path.c_str(), r.format.c_str(), tensors.size(),
+          tensors.empty() ? "-" : tensors.front().name.c_str(),
           net.param_table().empty() ? "-" : net.param_table().front().name.c_str());
   if (o.strict && (!r.missing.empty() || !r.mismatched.empty()))
     raise(kExitUsage, "option --init.strict: '%s' does not initialise every tensor of the model; missing: %s; of "
           "another shape: %s (--init.skip NAMES re-initialises some on purpose)", o.path.c_str(),
           r.missing.empty() ? "none" : listing(r.missing).c_str(),
           r.mismatched.empty() ? "none" : listing(r.mismatched).c_str());
-  be.upload(net.params(), params.data(), sizeof(float) * params.size());
-  be.upload(net.buffers(), buffers.data(), sizeof(float) * buffers.size());
-  net.sync_weight_copy();
   return r;
 }
 

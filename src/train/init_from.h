@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/model/net.h"
+#include "src/train/freeze.h"
 #include "src/train/safetensors.h"
 
 namespace cnn {
@@ -31,9 +32,17 @@ struct InitFromReport {
   std::vector<std::string> fresh() const;  // missing + mismatched + skipped, names only
 };
 
-// The named tensors of a weights file, in the model's layouts (conv weights KRSC); `format` is set.
-// Throws Error(kExitUsage) naming the file for anything unreadable.
+// The named tensors of a weights file, in the model's layouts (conv weights KRSC), "module." and
+// "num_batches_tracked" left out; `format` is set. Throws Error(kExitUsage) naming the file for anything
+// unreadable.
 std::vector<NamedTensor> read_weight_file(const std::string& path, std::string* format);
+// The same for a safetensors file (also `cnntrain-data predict`'s weights-only source).
+std::vector<NamedTensor> read_safetensors_weights(const std::string& path);
+
+// Copies `tensors` (as read_weight_file gives them) into the net's parameters and buffers (after build())
+// where name and shape match, except those `skip` matches, then refreshes the 16-bit weight copy. Raises
+// nothing: the report says what did not fit.
+InitFromReport load_named_tensors(Net& net, const std::vector<NamedTensor>& tensors, const NamePattern& skip);
 
 // Overwrites the net's parameters and buffers (after build()) with the file's tensors of the same names and
 // shapes, then refreshes the 16-bit weight copy. Throws Error(kExitUsage) when `strict` and anything is

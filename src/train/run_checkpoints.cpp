@@ -37,7 +37,7 @@ RunCheckpoints::RunCheckpoints(const Config& cfg, Backend& be, Net& net, Optimiz
     host_swa_buffers_.resize(net_.num_buffers());
   }
   host_buffers_.resize(net_.num_buffers());
-  host_state_.resize(opt_.state().size(), std::vector<float>(net_.num_params()));
+  host_state_.resize(opt_.state_names().size(), std::vector<float>(net_.num_params()));
 }
 
 std::vector<CheckpointArray> RunCheckpoints::arrays() {
@@ -46,10 +46,10 @@ std::vector<CheckpointArray> RunCheckpoints::arrays() {
     v.push_back({"params/" + p.name, p.shape, host_params_.data() + p.offset});
   for (const ParamInfo& b : net_.buffer_table())
     v.push_back({"buffers/" + b.name, b.shape, host_buffers_.data() + b.offset});
-  const auto states = opt_.state();
+  const auto& states = opt_.state_names();
   for (size_t k = 0; k < states.size(); ++k)
     for (const ParamInfo& p : net_.param_table())
-      v.push_back({"optimizer/" + states[k].first + "/" + p.name, p.shape, host_state_[k].data() + p.offset});
+      v.push_back({"optimizer/" + states[k] + "/" + p.name, p.shape, host_state_[k].data() + p.offset});
   if (ema_) {
     for (const ParamInfo& p : net_.param_table())
       v.push_back({"ema/" + p.name, p.shape, host_ema_.data() + p.offset});
@@ -69,9 +69,7 @@ std::vector<CheckpointArray> RunCheckpoints::arrays() {
 void RunCheckpoints::download_state() {
   be_.download(host_params_.data(), net_.params(), sizeof(float) * net_.num_params());
   be_.download(host_buffers_.data(), net_.buffers(), sizeof(float) * net_.num_buffers());
-  const auto states = opt_.state();
-  for (size_t k = 0; k < states.size(); ++k)
-    be_.download(host_state_[k].data(), states[k].second, sizeof(float) * net_.num_params());
+  for (size_t k = 0; k < host_state_.size(); ++k) opt_.download_state(k, host_state_[k].data());
   if (ema_) be_.download(host_ema_.data(), ema_->data(), sizeof(float) * host_ema_.size());
   if (swa_) {
     be_.download(host_swa_params_.data(), swa_->params(), sizeof(float) * net_.num_params());
@@ -82,15 +80,17 @@ void RunCheckpoints::download_state() {
 void RunCheckpoints::upload_state() {
   be_.upload(net_.params(), host_params_.data(), sizeof(float) * net_.num_params());
   be_.upload(net_.buffers(), host_buffers_.data(), sizeof(float) * net_.num_buffers());
-  const auto states = opt_.state();
-  for (size_t k = 0; k < states.size(); ++k)
-    be_.upload(states[k].second, host_state_[k].data(), sizeof(float) * net_.num_params());
   if (ema_) be_.upload(ema_->data(), host_ema_.data(), sizeof(float) * host_ema_.size());
   if (swa_) {
     be_.upload(swa_->params(), host_swa_params_.data(), sizeof(float) * net_.num_params());
     be_.upload(swa_->buffers(), host_swa_buffers_.data(), sizeof(float) * net_.num_buffers());
   }
   net_.sync_weight_copy();
+}
+
+void RunCheckpoints::restore_optimizer_state() {
+  if (resumed_from_.empty()) return;
+  for (size_t k = 0; k < host_state_.size(); ++k) opt_.upload_state(k, host_state_[k].data());
 }
 
 void RunCheckpoints::save(const Cursor& next) {

@@ -47,6 +47,9 @@ class RunCheckpoints {
   int64_t last_step() const { return last_step_; }
   // The checkpoint resume() loaded (empty when it started from scratch).
   const std::string& resumed_from() const { return resumed_from_; }
+  // Hands the resumed optimizer state to the optimizer; after resume() and after the optimizer holds the
+  // trainable parameters of the resumed epoch (Optimizer::set_lr_mult), which resume() cannot know in advance.
+  void restore_optimizer_state();
 
  private:
   // Named views of the host copies below, in the order the checkpoint stores them.

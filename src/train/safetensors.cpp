@@ -1,5 +1,6 @@
 #include "src/train/safetensors.h"
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -209,10 +210,20 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& o
 
 SafetensorsFile read_safetensors(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) raise(kExitUsage, "cannot open safetensors file '%s' (check --init.from)", path.c_str());
+  if (!f) raise(kExitUsage, "cannot open safetensors file '%s': %s", path.c_str(), std::strerror(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
   return parse_safetensors(ss.str(), path);
+}
+
+bool is_safetensors(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  const std::streamoff size = f ? static_cast<std::streamoff>(f.tellg()) : 0;
+  unsigned char head[9] = {};
+  if (size < 9 || !f.seekg(0).read(reinterpret_cast<char*>(head), sizeof head)) return false;
+  uint64_t n = 0;
+  for (int k = 7; k >= 0; --k) n = n << 8 | head[k];
+  return n >= 2 && n <= static_cast<uint64_t>(size) - 8 && head[8] == '{';
 }
 
 }  // namespace cnn

@@ -27,5 +27,8 @@ struct SafetensorsFile {
 SafetensorsFile read_safetensors(const std::string& path);
 // The same for the file's bytes; `origin` names them in messages.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& origin);
+// Whether `path` starts as a safetensors file does (a header length within the file, then '{'): tells a
+// safetensors file from other weight files without reading it.
+bool is_safetensors(const std::string& path);
 
 }  // namespace cnn

@@ -107,6 +107,7 @@ void train_step(Backend& be, Net& net, Optimizer& opt, GradSync* sync, const Ste
       net.backward(buf.dlogits, m);
     }
   }
+  for (const auto& [b, e] : sc.frozen_inside) be.fill(net.grads() + b, e - b, 0.f);
   mark(sc, Phase::kOptimizer);
   if (guard) guard->check_agreed();  // gates opt.step through Backend::set_update_gate
   if (sc.scaler && sc.scaler->enabled()) {

@@ -58,6 +58,10 @@ struct StepConfig {
   WeightEma* ema = nullptr;
   // Where the GradSync's array begins in the flat gradient: the part before it is frozen (src/train/freeze.h).
   size_t sync_offset = 0;
+  // Frozen parameters above sync_offset, [begin, end) in the flat gradient (FreezePlan::frozen_inside): left
+  // out of the GradSync, and zeroed after backward, so that no rank's own gradient there reaches the clipping
+  // norm (or the nonfinite check) and np 1 and np N see the same.
+  std::vector<std::pair<size_t, size_t>> frozen_inside;
 };
 
 struct StepStats {

@@ -124,7 +124,10 @@ Cursor Trainer::plan() {
   total_ = spe_ * cfg_.train.epochs;
   if (cfg_.train.max_steps > 0) total_ = std::min(total_, cfg_.train.max_steps);
   sched_ = make_lr_schedule(cfg_, spe_, total_);
-  opt_ = make_optimizer(make_optimizer_config(cfg_), be_, net_);
+  // Optimizer state for what trains from the start only (apply_freeze lays it out for the resumed epoch).
+  OptimizerConfig oc = make_optimizer_config(cfg_);
+  oc.lr_mult = plan_freeze(net_, cfg_.train.freeze, cfg_.train.lr_mult).lr_mult;
+  opt_ = make_optimizer(oc, be_, net_);
   if (cfg_.train.ema > 0) {
     const Net& net = net_;
     ema_ = std::make_unique<WeightEma>(be_, EmaConfig{cfg_.train.ema, cfg_.train.ema_warmup}, net.params(),
@@ -140,6 +143,7 @@ Cursor Trainer::plan() {
   ckpt_->set_graph(s_.graph);
   sc_ = make_step_config(cfg_);
   apply_freeze(start.epoch);
+  ckpt_->restore_optimizer_state();
   sc_.ids = buf_.ids;
   if (make_augment_config(cfg_).mix.on()) sc_.mix = buf_.mix;  // the loader's batches carry draws
   guard_ = std::make_unique<NonFiniteGuard>(be_, net_.grads(), net_.num_params(), true);

@@ -53,5 +53,39 @@ TEST(GradSync, BucketedSumMatchesPlainSum) {
     ASSERT_EQ(g[i], static_cast<float>(w * (i % 17) + w * (w - 1) / 2)) << "element " << i;
 }
 
+// Frozen parameters between trainable ones (GradSyncOptions::skip): no bucket covers them, so they are neither
+// summed nor sent; the rest is summed as without them.
+TEST(GradSync, SkippedRangesAreNeverSummed) {
+  const size_t n = 1000;
+  const std::vector<std::pair<size_t, size_t>> skip = {{100, 250}, {600, 601}, {990, 1000}};
+  auto skipped = [&](size_t i) {
+    for (const auto& [b, e] : skip)
+      if (i >= b && i < e) return true;
+    return false;
+  };
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) g[i] = static_cast<float>((i % 17) + world_rank());
+  auto comm = make_mpi_collectives();
+  GradSyncOptions o;
+  o.bucket_bytes = 96 * sizeof(float);
+  o.skip = skip;
+  auto sync = comm->make_grad_sync(g.data(), n, o);
+  size_t covered = 0;
+  for (size_t b = 0; b < sync->num_buckets(); ++b) {
+    covered += sync->bucket_end(b) - sync->bucket_begin(b);
+    for (size_t i = sync->bucket_begin(b); i < sync->bucket_end(b); ++i) ASSERT_FALSE(skipped(i)) << "bucket " << b;
+    if (b > 0) {
+      ASSERT_LE(sync->bucket_end(b), sync->bucket_begin(b - 1));
+    }
+  }
+  EXPECT_EQ(covered, n - 150 - 1 - 10);
+  for (size_t off : {900u, 500u, 10u}) sync->on_ready(off);
+  sync->finish();
+  const int w = world_size(), r = world_rank();
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(g[i], skipped(i) ? static_cast<float>((i % 17) + r) : static_cast<float>(w * (i % 17) + w * (w - 1) / 2))
+        << "element " << i;
+}
+
 }  // namespace
 }  // namespace cnn
