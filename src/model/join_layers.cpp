@@ -62,8 +62,6 @@ class Add : public MultiInputLayer {
   size_t size_ = 0;
 };
 
-const uint64_t kStochasticDepthStream = 0x53444550ull;  // "SDEP": apart from dropout's draws from the seed
-
 // Stochastic depth's per-sample scales s[i] = keep_i / (1 - p) are inverted dropout of a vector of ones, one
 // element per sample (torchvision's bernoulli(1 - p) / (1 - p) noise, in the activation type as torchvision's); the
 // branch is scaled by them as the backend's mul of [n, size, 1] by [n, 1], so every backend draws and scales alike.

@@ -177,8 +177,10 @@ std::unique_ptr<MultiInputLayer> make_add(const std::string& name);
 // The residual join of a block with stochastic depth (Huang et al. 2016; torchvision's StochasticDepth(p, "row")
 // on the branch, then the add): inputs (shortcut x, branch b) of one shape, y = x + b * keep / (1 - p) in
 // training with keep ~ Bernoulli(1 - p) once per sample, y = x + b in evaluation. A sample's keep is dropout's
-// keep bit of element 0 of (batch_draw_key, global sample id), so it does not depend on the rank count either.
+// keep bit of element 0 of (batch_draw_key(ctx, kStochasticDepthStream, name), global sample id), so it does not
+// depend on the rank count either.
 std::unique_ptr<MultiInputLayer> make_stochastic_depth_add(const std::string& name, float p);
+constexpr uint64_t kStochasticDepthStream = 0x53444550ull;  // "SDEP": apart from dropout's draws from the seed
 // y = a * b: equal shapes, or one input [1,1,C] scaling the other [H,W,C] per channel (squeeze-excitation).
 std::unique_ptr<MultiInputLayer> make_mul(const std::string& name);
 // The inputs (equal H and W) concatenated along the channels, in input order.
