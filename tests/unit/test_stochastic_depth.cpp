@@ -4,6 +4,7 @@
 // carries torchvision's probabilities.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/rng.h"
