@@ -1,5 +1,5 @@
-// Layers that join the branches of a graph (Net::add with several inputs): Add, Mul, Concat; and the
-// parameterised activations imported graphs use.
+// Layers that join the branches of a graph (Net::add with several inputs): Add (also with stochastic depth), Mul,
+// Concat; and the parameterised activations imported graphs use.
 #include <string>
 #include <vector>
 
@@ -19,6 +19,16 @@ std::vector<std::string> join_inputs(OnnxBuilder& b, const std::vector<OnnxValue
   for (size_t k = 0; k < in.size(); ++k)
     names.push_back(flat ? in[k].name : b.map(in[k], name + "/" + std::to_string(k)));
   return names;
+}
+
+// A chain of binary Adds, in input order as Add's forward sums.
+OnnxValue export_add(OnnxBuilder& b, const std::vector<OnnxValue>& in, const std::string& name) {
+  const std::vector<std::string> xs = join_inputs(b, in, name);
+  std::string y = xs[0];
+  for (size_t k = 1; k < xs.size(); ++k)
+    y = b.node("Add", k + 1 == xs.size() ? name : name + "/" + std::to_string(k), {y, xs[k]});
+  const bool flat = xs[0] == in[0].name && in[0].flat;
+  return {y, in[0].dims, flat};
 }
 
 class Add : public MultiInputLayer {
@@ -44,18 +54,86 @@ class Add : public MultiInputLayer {
       if (dx) be.copy(dx, dy, act_size() * size_ * n);
   }
   double flops_per_sample() const override { return static_cast<double>(size_); }
-  // A chain of binary Adds, in input order as forward sums.
   OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
-    const std::vector<std::string> xs = join_inputs(b, in, name_);
-    std::string y = xs[0];
-    for (size_t k = 1; k < xs.size(); ++k)
-      y = b.node("Add", k + 1 == xs.size() ? name_ : name_ + "/" + std::to_string(k), {y, xs[k]});
-    const bool flat = xs[0] == in[0].name && in[0].flat;
-    return {y, in[0].dims, flat};
+    return export_add(b, in, name_);
   }
 
  private:
   size_t size_ = 0;
+};
+
+// Stochastic depth's per-sample scales s[i] = keep_i / (1 - p) are inverted dropout of a vector of ones, one
+// element per sample (torchvision's bernoulli(1 - p) / (1 - p) noise, in the activation type as torchvision's); the
+// branch is scaled by them as the backend's mul of [n, size, 1] by [n, 1], so every backend draws and scales alike.
+class StochasticDepthAdd : public MultiInputLayer {
+ public:
+  StochasticDepthAdd(const std::string& name, float p) : MultiInputLayer(name), p_(p) {
+    if (!(p >= 0.f && p < 1.f))
+      raise(kExitUsage, "layer %s: stochastic depth probability %g must be in [0, 1)", name.c_str(), p);
+  }
+  ~StochasticDepthAdd() override {
+    if (!be_) return;
+    for (void* d : {ones_, scale_, static_cast<void*>(mask_), static_cast<void*>(ids_)}) be_->release(d);
+  }
+  std::string describe() const override { return strprintf("add, stochastic depth p=%g", p_); }
+  Dims setup_inputs(const std::vector<Dims>& in) override {
+    if (in.size() != 2 || !(in[0] == in[1]))
+      raise(kExitUsage, "layer '%s' (add with stochastic depth) needs two inputs of one shape, the shortcut and the "
+            "branch of a residual block", name_.c_str());
+    size_ = in[0].size();
+    return in[0];
+  }
+  void allocate(Backend& be, int max_n) override {
+    be_ = &be;
+    ones_ = alloc_per_sample(be, act_size(), max_n);
+    scale_ = alloc_per_sample(be, act_size(), max_n);
+    mask_ = static_cast<uint8_t*>(alloc_per_sample(be, 1, max_n));
+    ids_ = upload_default_ids(be, max_n);
+    const std::vector<float> one(max_n, 1.f);
+    void* staged = be.alloc(sizeof(float) * max_n);
+    be.upload(staged, one.data(), sizeof(float) * max_n);
+    be.convert(max_n, DType::kF32, staged, dt_, ones_);
+    be.release(staged);
+  }
+  void set_batch(const BatchContext& ctx) override { ctx_ = ctx; }
+  // xs: {shortcut, branch}. Rounded as torchvision's branch * noise, then += shortcut.
+  void forward_inputs(Backend& be, const std::vector<const void*>& xs, void* y, int n, bool train) override {
+    scaled_ = train && p_ > 0.f;
+    if (!scaled_) {
+      be.copy(y, xs[0], act_size() * size_ * n);
+      be.axpy(dt_, size_ * n, 1.f, xs[1], y);
+      return;
+    }
+    be.dropout_forward(dt_, n, 1, ones_, p_, batch_draw_key(ctx_, kStochasticDepthStream, name_),
+                       ctx_.ids ? ctx_.ids : ids_, scale_, mask_);
+    be.mul_forward(dt_, n, static_cast<int>(size_), 1, xs[1], scale_, y);
+    be.axpy(dt_, size_ * n, 1.f, xs[0], y);
+  }
+  void backward_inputs(Backend& be, const std::vector<const void*>&, const void*, const void* dy,
+                       const std::vector<void*>& dxs, int n) override {
+    if (dxs[0]) be.copy(dxs[0], dy, act_size() * size_ * n);
+    if (!dxs[1]) return;
+    if (scaled_)
+      be.mul_backward(dt_, n, static_cast<int>(size_), 1, nullptr, scale_, dy, dxs[1], nullptr, false);
+    else
+      be.copy(dxs[1], dy, act_size() * size_ * n);
+  }
+  double flops_per_sample() const override { return static_cast<double>(size_); }
+  // The identity at inference: the add alone.
+  OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights&) const override {
+    return export_add(b, in, name_);
+  }
+
+ private:
+  float p_;
+  size_t size_ = 0;
+  bool scaled_ = false;  // the last forward drew scales (training, p > 0)
+  BatchContext ctx_;
+  Backend* be_ = nullptr;
+  void* ones_ = nullptr;   // [max_n] of the activation type
+  void* scale_ = nullptr;  // [max_n] s of the last training forward, of the activation type
+  uint8_t* mask_ = nullptr;
+  int64_t* ids_ = nullptr;
 };
 
 std::string shape(const Dims& d) { return strprintf("%dx%dx%d", d.h, d.w, d.c); }
@@ -198,6 +276,9 @@ std::unique_ptr<Layer> make_activation(const std::string& name, const Activation
 }
 
 std::unique_ptr<MultiInputLayer> make_add(const std::string& name) { return std::make_unique<Add>(name); }
+std::unique_ptr<MultiInputLayer> make_stochastic_depth_add(const std::string& name, float p) {
+  return std::make_unique<StochasticDepthAdd>(name, p);
+}
 bool is_add(const Layer& l) { return dynamic_cast<const Add*>(&l) != nullptr; }
 
 }  // namespace cnn

@@ -174,6 +174,13 @@ class MultiInputLayer : public Layer {
 
 // y = x1 + x2 + ... (same shapes); every input's gradient is dy.
 std::unique_ptr<MultiInputLayer> make_add(const std::string& name);
+// The residual join of a block with stochastic depth (Huang et al. 2016; torchvision's StochasticDepth(p, "row")
+// on the branch, then the add): inputs (shortcut x, branch b) of one shape, y = x + b * keep / (1 - p) in
+// training with keep ~ Bernoulli(1 - p) once per sample, y = x + b in evaluation. A sample's keep is dropout's
+// keep bit of element 0 of (batch_draw_key(ctx, kStochasticDepthStream, name), global sample id), so it does not
+// depend on the rank count either.
+std::unique_ptr<MultiInputLayer> make_stochastic_depth_add(const std::string& name, float p);
+constexpr uint64_t kStochasticDepthStream = 0x53444550ull;  // "SDEP": apart from dropout's draws from the seed
 // y = a * b: equal shapes, or one input [1,1,C] scaling the other [H,W,C] per channel (squeeze-excitation).
 std::unique_ptr<MultiInputLayer> make_mul(const std::string& name);
 // The inputs (equal H and W) concatenated along the channels, in input order.
@@ -232,6 +239,12 @@ bool is_add(const Layer& l);
 const BnOptions* plain_batchnorm_options(const Layer& l);
 // Inverted dropout with drop probability p in [0, 1); identity in evaluation.
 std::unique_ptr<Layer> make_dropout(const std::string& name, float p);
+// For layers that draw per-sample random numbers (dropout, stochastic depth): the key of Backend::dropout_forward
+// for layer `layer` in the batch of ctx, a function of the run's seed, the step and the name only (`stream` keeps
+// the kinds of draws from one seed apart); and device ids 0..max_n-1 (freed with be.release), the sample ids of a
+// batch whose BatchContext has none (a net run outside the trainer).
+uint64_t batch_draw_key(const BatchContext& ctx, uint64_t stream, const std::string& layer);
+int64_t* upload_default_ids(Backend& be, int max_n);
 std::unique_ptr<Layer> make_avgpool(const std::string& name, int kernel, int stride, int pad = 0);
 // Average over all positions: [h,w,c] -> [1,1,c].
 std::unique_ptr<Layer> make_global_avgpool(const std::string& name);

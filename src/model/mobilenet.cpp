@@ -41,9 +41,10 @@ void pool_dropout_fc(Net& net) {
   net.add(make_linear("classifier.1", net.num_classes()));
 }
 
-// The residual join of a block whose input was `x`, when its shape is unchanged (torchvision's use_res_connect).
-void residual(Net& net, const std::string& name, const std::string& x) {
-  net.add(make_add(name), {x, last_layer(net)});
+// The residual join of a block whose input was `x`, when its shape is unchanged (torchvision's use_res_connect),
+// with stochastic depth of drop probability p > 0.
+void residual(Net& net, const std::string& name, const std::string& x, float p = 0.f) {
+  net.add(p > 0.f ? make_stochastic_depth_add(name, p) : make_add(name), {x, last_layer(net)});
 }
 
 // Squeeze-excitation "<p>": x * sigmoid(fc2(silu(fc1(mean over H,W of x)))), fc1/fc2 1x1 convolutions with bias.
@@ -87,19 +88,21 @@ void build_mobilenet_v2(Net& net, const ModelOptions& opt) {
 
 // Tan and Le 2019, table 1: a 3x3 stem (32, stride 2), 16 MBConv blocks (1x1 expansion, kxk depthwise,
 // squeeze-excitation to a quarter of the block's input channels, 1x1 projection; SiLU), a 1x1 convolution to
-// 1280, pooling and the classifier. torchvision's stochastic depth (probability 0.2 * block / 16 of dropping a
-// residual branch in training) is not applied: the residual branches always run (docs/models.md).
+// 1280, pooling and the classifier. Stochastic depth as torchvision's: block b (0..15, over all stages) drops its
+// residual branch with probability opt.stochastic_depth * b / 16 in training (blocks with a residual join only).
 void build_efficientnet_b0(Net& net, const ModelOptions& opt) {
   struct Stage {
     int t, k, s, out, n;  // expansion, kernel, stride of the first block, output channels, blocks
   };
   const Stage stages[] = {{1, 3, 1, 16, 1}, {6, 3, 2, 24, 2}, {6, 5, 2, 40, 2}, {6, 3, 2, 80, 3},
                           {6, 5, 1, 112, 3}, {6, 5, 2, 192, 4}, {6, 3, 1, 320, 1}};
+  int blocks = 0;  // 16
+  for (const Stage& st : stages) blocks += st.n;
   conv_norm_act(net, "features.0", 32, 3, 2, 1, &kSilu, opt.bn);
-  int in = 32;
+  int in = 32, block = 0;
   for (int si = 0; si < 7; ++si) {
     const Stage& st = stages[si];
-    for (int i = 0; i < st.n; ++i) {
+    for (int i = 0; i < st.n; ++i, ++block) {
       const std::string b = strprintf("features.%d.%d", si + 1, i), p = b + ".block", x = last_layer(net);
       const int stride = i == 0 ? st.s : 1, expanded = in * st.t;
       int j = 0;
@@ -107,7 +110,7 @@ void build_efficientnet_b0(Net& net, const ModelOptions& opt) {
       conv_norm_act(net, strprintf("%s.%d", p.c_str(), j++), expanded, st.k, stride, expanded, &kSilu, opt.bn);
       squeeze_excitation(net, strprintf("%s.%d", p.c_str(), j++), expanded, std::max(1, in / 4));
       conv_norm_act(net, strprintf("%s.%d", p.c_str(), j++), st.out, 1, 1, 1, nullptr, opt.bn);
-      if (stride == 1 && in == st.out) residual(net, b + ".add", x);
+      if (stride == 1 && in == st.out) residual(net, b + ".add", x, opt.stochastic_depth * block / blocks);
       in = st.out;
     }
   }

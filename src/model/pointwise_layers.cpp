@@ -33,7 +33,7 @@ class Relu : public Layer {
 
 const uint64_t kDropoutStream = 0x44524f50ull;  // "DROP": keeps masks apart from other RNG uses of the seed
 
-// FNV-1a: a layer's dropout stream must not depend on std::hash, which differs between libraries.
+// FNV-1a: a layer's stream must not depend on std::hash, which differs between libraries.
 uint64_t name_hash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -60,10 +60,7 @@ class Dropout : public Layer {
   void allocate(Backend& be, int max_n) override {
     be_ = &be;
     mask_ = static_cast<uint8_t*>(alloc_per_sample(be, size_, max_n));
-    std::vector<int64_t> ids(max_n);
-    std::iota(ids.begin(), ids.end(), int64_t{0});
-    iota_ = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * max_n));
-    be.upload(iota_, ids.data(), sizeof(int64_t) * max_n);
+    iota_ = upload_default_ids(be, max_n);
   }
   void set_batch(const BatchContext& ctx) override { ctx_ = ctx; }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
@@ -72,7 +69,7 @@ class Dropout : public Layer {
       be.copy(y, x, act_size() * size_ * n);
       return;
     }
-    const uint64_t key = hash_key(ctx_.seed ^ kDropoutStream, static_cast<uint64_t>(ctx_.step), name_hash(name_));
+    const uint64_t key = batch_draw_key(ctx_, kDropoutStream, name_);
     be.dropout_forward(dt_, n, size_, x, p_, key, ctx_.ids ? ctx_.ids : iota_, y, mask_);
   }
   void backward(Backend& be, const void*, const void*, const void* dy, void* dx, int n) override {
@@ -111,6 +108,18 @@ class Flatten : public Layer {
 };
 
 }  // namespace
+
+uint64_t batch_draw_key(const BatchContext& ctx, uint64_t stream, const std::string& layer) {
+  return hash_key(ctx.seed ^ stream, static_cast<uint64_t>(ctx.step), name_hash(layer));
+}
+
+int64_t* upload_default_ids(Backend& be, int max_n) {
+  std::vector<int64_t> ids(max_n);
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  auto* d = static_cast<int64_t*>(be.alloc(sizeof(int64_t) * max_n));
+  be.upload(d, ids.data(), sizeof(int64_t) * max_n);
+  return d;
+}
 
 std::unique_ptr<Layer> make_relu(const std::string& name) { return std::make_unique<Relu>(name); }
 bool is_relu(const Layer& l) { return dynamic_cast<const Relu*>(&l) != nullptr; }

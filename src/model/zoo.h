@@ -12,6 +12,9 @@ namespace cnn {
 // Settings the zoo passes to the layers it creates.
 struct ModelOptions {
   BnOptions bn;
+  // Stochastic depth of efficientnet_b0 (torchvision's stochastic_depth_prob): block b of 16 drops its residual
+  // branch per sample with probability stochastic_depth * b / 16 in training; 0: never. Other models have none.
+  float stochastic_depth = 0.2f;
 };
 
 std::vector<std::string> model_names();

@@ -43,6 +43,9 @@ std::vector<Opt> general_options() {
          c.model = x;
        },
        [](const Config& c) { return c.model; }},
+      real_opt("model.stochastic_depth", field(&Config::model_stochastic_depth), 0, 1, false,
+               "efficientnet_b0: block b of 16 drops its residual branch per sample with probability P * b / 16 in "
+               "training (torchvision's stochastic_depth_prob); 0: off; other models have no stochastic depth"),
       str_opt("device", field(&Config::device), {"cpu", "cuda", "emu"},
               "cpu, cuda (one GPU per rank) or emu (CUDA kernels on the SIMT emulator)"),
       int_opt("threads", field(&Config::threads), 1, 1024, "CPU threads per rank for the compute kernels"),

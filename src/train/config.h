@@ -126,6 +126,7 @@ struct Config {
   std::string program = "cnntrain";  // argv[0], for the commands messages suggest
   // The options without a section.
   std::string model = "fmnist_cnn";  // a zoo name or FILE.onnx (is_onnx_model)
+  double model_stochastic_depth = 0.2;  // --model.stochastic_depth: efficientnet_b0's (ModelOptions)
   bool init_random = false;          // FILE.onnx: fresh initial weights instead of the file's initializers
   InitSection init;
   std::string device = "cpu";

@@ -14,6 +14,7 @@ ModelOptions make_model_options(const Config& cfg) {
   mo.bn.eps = static_cast<float>(cfg.bn.eps);
   mo.bn.group = cfg.bn.group_size;
   mo.bn.sync = cfg.bn.sync;
+  mo.stochastic_depth = static_cast<float>(cfg.model_stochastic_depth);
   return mo;
 }
 

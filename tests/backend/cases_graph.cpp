@@ -75,8 +75,9 @@ void add_activations() {
 struct MulShape {
   int n, hw, c;
 };
-// Squeeze-excitation maps (7x7 and 14x14, ragged channels; one sample), and same-shape products (hw = 1).
-const MulShape kMuls[] = {{2, 49, 37}, {1, 196, 96}, {3, 1, 1001}, {70001, 1, 1}};
+// Squeeze-excitation maps (7x7 and 14x14, ragged channels; one sample), same-shape products (hw = 1), and a
+// per-sample scale of whole samples (c = 1: stochastic depth's, src/model/join_layers.cpp).
+const MulShape kMuls[] = {{2, 49, 37}, {1, 196, 96}, {3, 1, 1001}, {70001, 1, 1}, {5, 1001, 1}};
 
 std::string mul_str(const MulShape& m) {
   return "n" + std::to_string(m.n) + " hw" + std::to_string(m.hw) + " c" + std::to_string(m.c);

@@ -7,6 +7,7 @@
 // unrounded fp32 result is tests/backend/half_rule_test.cpp). Ops that only move or select values, or compute
 // one product per element, are exact.
 #include <cmath>
+#include <utility>
 
 #include "kernels/batchnorm.h"
 #include "kernels/pooling.h"
@@ -192,21 +193,23 @@ void add_pointwise(DType t) {
 }
 
 void add_dropout(DType t) {
-  for (size_t per : {size_t{1001}, size_t{7}}) {
-    const int n = 4;
+  // n x 1: one draw per sample (stochastic depth's scales, src/model/join_layers.cpp).
+  for (const auto& [n, per] : {std::pair{4, size_t{1001}}, std::pair{4, size_t{7}}, std::pair{2053, size_t{1}}}) {
     const size_t count = n * per;
-    add_case({"dropout_forward", tag(t, "n4 x " + std::to_string(per)), {"dropout_backward"}, [=](Run& r) {
+    const std::string shape = tag(t, "n" + std::to_string(n) + " x " + std::to_string(per));
+    std::vector<int64_t> ids = {7, 123456789, 0, 42};
+    for (int i = 4; i < n; ++i) ids.push_back(1000 + 3 * i);
+    add_case({"dropout_forward", shape, {"dropout_backward"}, [=](Run& r) {
       void* d_y = garbage16(r, count, t);
       void* d_dx = garbage16(r, count, t);
       uint8_t* d_mask = r.upload(std::vector<uint8_t>(count, 7));
-      r.be.dropout_forward(t, n, per, up16(r, random_vec(count, 10), t), 0.3f, 0x5eed,
-                              r.upload(std::vector<int64_t>{7, 123456789, 0, 42}), d_y, d_mask);
+      r.be.dropout_forward(t, n, per, up16(r, random_vec(count, 10), t), 0.3f, 0x5eed, r.upload(ids), d_y, d_mask);
       r.be.dropout_backward(t, count, 0.3f, up16(r, random_vec(count, 11), t), d_mask, d_dx);
       r.output("mask", d_mask, count);
       r.output("y", t, d_y, count, kExact);
       r.output("dx", t, d_dx, count, kExact);
     }});
-    add_case({"dropout_backward", tag(t, "n4 x " + std::to_string(per)), {}, [=](Run& r) {
+    add_case({"dropout_backward", shape, {}, [=](Run& r) {
       std::vector<uint8_t> mask(count);
       CounterRng rng(14, 3);
       for (auto& m : mask) m = rng.uniform() >= 0.3f;

@@ -65,12 +65,15 @@ CNN_SWEEP_CASES(pointwise) {
     size_t per;
     float p;
   };
-  for (Drop t : {Drop{5, 1001, 0.3f}, Drop{4, 999, 0.25f}, Drop{1, 70001, 0.5f}, Drop{3, 7, 0.f}}) {
+  // n x 1: one draw per sample (stochastic depth's scales, src/model/join_layers.cpp).
+  for (Drop t : {Drop{5, 1001, 0.3f}, Drop{4, 999, 0.25f}, Drop{1, 70001, 0.5f}, Drop{3, 7, 0.f},
+                 Drop{4099, 1, 0.1875f}}) {
     const size_t count = t.n * t.per;
     const std::string shape = "n" + std::to_string(t.n) + " x " + std::to_string(t.per) + " p " +
                               std::to_string(t.p);
     add_case({"dropout_forward", shape, {}, [=](Run& r) {
       std::vector<int64_t> ids = {7, 123456789, 0, 42, 99};  // global sample ids: the masks' keys
+      for (int i = 5; i < t.n; ++i) ids.push_back(1000 + 3 * i);
       ids.resize(t.n);
       float* d_y = r.garbage(count);
       uint8_t* d_mask = r.upload(std::vector<uint8_t>(count, 7));

@@ -2,6 +2,7 @@
 // flat gradient buffer) on every backend of the sweep, with the shared checker of tests/common/fd_check.h.
 #include <cmath>
 
+#include "kernels/rng.h"
 #include "src/model/layers.h"
 #include "src/model/net.h"
 #include "tests/common/backend_targets.h"
@@ -119,6 +120,46 @@ TEST_P(NetGrad, WholeNetParameterGradients) {
   for (size_t i = 1; i < ready.size(); ++i) EXPECT_LE(ready[i], ready[i - 1]);
   EXPECT_EQ(ready.back(), 0u);
   EXPECT_TRUE(fd_check(params, analytic, loss, "net parameter gradients", config(),
+                       [&](size_t i) { be_->upload(net.params() + i, &params[i], sizeof(float)); }));
+}
+
+// A residual join with stochastic depth (src/model/join_layers.cpp) in a graph: samples whose branch is dropped
+// and kept both, the gradients through the shortcut and the scaled branch into both convolutions.
+TEST_P(NetGrad, StochasticDepthJoinGradients) {
+  const int n = 6;
+  const float p = 0.5f;
+  Net net(*be_, Dims{5, 4, 2}, 3);
+  net.add(make_conv2d("stem", 3, {3, 1, 1, true}));
+  net.add(make_conv2d("branch", 3, {3, 1, 1, true}));
+  net.add(make_stochastic_depth_add("join", p), {"stem", "branch"});
+  net.add(make_global_avgpool("gap"));
+  net.add(make_flatten("flat"));
+  net.add(make_linear("fc", 3));
+  net.build(n, 9);
+  const std::vector<int64_t> ids = {11, 5, 700, 3, 12, 64};
+  const BatchContext ctx{21, 4, upload(ids)};
+  int kept = 0;
+  for (int64_t id : ids)
+    kept += uniform01(mix64(hash_key(batch_draw_key(ctx, kStochasticDepthStream, "join"), id) ^ mix64(0))) >= p;
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, n);
+  std::vector<float> params = download(net.params(), net.num_params());
+  const float* d_x = upload(random_vec(5 * 4 * 2 * n, 41));
+  const int32_t* d_y = upload(std::vector<int32_t>{0, 2, 1, 1, 0, 2});
+  float* d_dl = upload(std::vector<float>(n * 3, 0.f));
+  auto run = [&](float* dlogits) {
+    double s = 0;
+    int64_t c = 0;
+    net.set_batch(ctx);
+    const float* z = static_cast<const float*>(net.forward(d_x, n, true));  // an fp32 net
+    be_->softmax_xent(DType::kF32, n, 3, z, d_y, 0.f, 1.f / n, dlogits, &s, &c);
+    return s / n;
+  };
+  net.zero_grads();
+  run(d_dl);
+  net.backward(d_dl, n);
+  EXPECT_TRUE(fd_check(params, download(net.grads(), net.num_params()), [&] { return run(nullptr); },
+                       "stochastic depth net parameter gradients", config(),
                        [&](size_t i) { be_->upload(net.params() + i, &params[i], sizeof(float)); }));
 }
 

@@ -1,6 +1,7 @@
-// Data parallelism with the recipe features: dropout masks keyed by global sample id, gradient accumulation
-// and clipping (which must engage) give the same weights on any rank count; batch-norm nets stay identical
-// across ranks while each rank's running statistics are those of its own batches.
+// Data parallelism with the recipe features: dropout masks and stochastic depth (a residual join that drops whole
+// samples of its branch) keyed by global sample id, gradient accumulation and clipping (which must engage) give the
+// same weights on any rank count; batch-norm nets stay identical across ranks while each rank's running
+// statistics are those of its own batches.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,6 +23,8 @@ std::unique_ptr<Net> make_net(Backend& be, int max_n, bool bn) {
   if (bn) net->add(make_batchnorm("bn1"));
   net->add(make_relu("relu1"));
   net->add(make_avgpool("pool1", 2, 2));
+  net->add(make_conv2d("branch", 4, {3, 1, 1, true}));
+  net->add(make_stochastic_depth_add("join", 0.5f), {"pool1", "branch"});
   net->add(make_dropout("drop1", 0.4f));
   net->add(make_flatten("flat"));
   net->add(make_linear("fc", kClasses));
@@ -99,7 +102,7 @@ bool same_on_all_ranks(const std::vector<float>& v) {
   return std::memcmp(root.data(), v.data(), v.size() * sizeof(float)) == 0;
 }
 
-TEST(RecipeParallel, DropoutAccumulationClippingMatchOneProcess) {
+TEST(RecipeParallel, DropoutStochasticDepthAccumulationClippingMatchOneProcess) {
   const int steps = 6;  // crosses the epoch boundary (4 steps per epoch)
   std::vector<double> norms;
   const auto mine = train(world_rank(), world_size(), 2, false, steps, nullptr, &norms);

@@ -3,7 +3,9 @@
 usage: export_parity.py BUILD WORKDIR
 
 Zoo models (lenet5, fmnist_cnn, resnet20 with its zero-padding shortcuts, fmnist_resnet with projection
-shortcuts: the fused batch norm + ReLU and residual-join blocks) and an imported graph (a PyTorch network with
+shortcuts: the fused batch norm + ReLU and residual-join blocks; efficientnet_b0: grouped convolutions, SiLU,
+squeeze-excitation, and the residual joins with stochastic depth, trained with it and exported as the plain add
+of inference) and an imported graph (a PyTorch network with
 batch norm, dropout, an SE block's Mul, a Concat, LeakyRelu/Clip/HardSwish/SiLU-style activations, average and
 max pooling and a Flatten into a Linear; round trip: import -> train -> checkpoint -> export) train a few steps
 on synthetic data (fmnist_cnn on Fashion-MNIST); each checkpoint is exported with `cnntrain-data export
@@ -124,7 +126,8 @@ def main():
     for name, model, spec, chw in (("lenet5", "lenet5", "64x28x28x1:10", (1, 28, 28)),
                                    ("fmnist_cnn", "fmnist_cnn", "data/fashion_mnist/train.h5", (1, 28, 28)),
                                    ("resnet20", "resnet20", "64x32x32x3:10", (3, 32, 32)),
-                                   ("fmnist_resnet", "fmnist_resnet", "64x28x28x1:10", (1, 28, 28))):
+                                   ("fmnist_resnet", "fmnist_resnet", "64x28x28x1:10", (1, 28, 28)),
+                                   ("efficientnet_b0", "efficientnet_b0", "64x32x32x3:10", (3, 32, 32))):
         # The training set's mean and std reach the metadata (a synthetic set has none).
         compare(name, train(name, model, spec), chw, stats=spec.endswith(".h5"))
     # --weights ema: the moving average under the parameters' names (cnntrain's logits with the same weights).
