@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/fast_cpu.h"
+#include "kernels/cpu/graph_fast.h"
 #include "tests/bench/alloc_count.h"
 
 namespace cnn::bench {
@@ -134,6 +135,32 @@ void bn_table(const std::vector<int>& threads, int reps) {
                   cell(own_f, 3).c_str(), cell(dn_f, 3).c_str(), cell(own_b, 5).c_str(), cell(dn_b, 5).c_str(),
                   own_allocs / (2.0 * reps), dn_allocs / (2.0 * reps));
     }
+  }
+}
+
+// The activation kernels on random inputs (kernels/cpu/graph_fast.cpp, built with -fno-trapping-math so that
+// their comparisons become masks): with a per-element branch the backward ran 13-29x the forward (docs/perf.md);
+// vectorised it moves 1.5x the forward's bytes, so "branch-free" means backward < 5x forward.
+void activation_table(int reps) {
+  const size_t n = size_t{1} << 22;  // 16 MB per array: out of cache
+  std::vector<float> x(n), dy(n), y(n), dx(n);
+  uint32_t r = 12345;
+  for (size_t i = 0; i < n; ++i) {
+    r = r * 1664525u + 1013904223u;
+    x[i] = -4.f + 14.f * static_cast<float>(r >> 8) / 16777216.f;  // [-4, 10): ReLU6 inside 43% at random
+    dy[i] = static_cast<float>(i % 7) - 3.f;
+  }
+  std::printf("\nActivations, 1 thread, 4M random elements: median | best of %d, ms (graph_fast.cpp)\n", reps);
+  std::printf("%-10s %-16s %-16s %8s %s\n", "kind", "forward", "backward", "bwd/fwd", "branch-free (< 5x)");
+  const std::pair<const char*, Activation> acts[] = {{"relu6", Activation{ActKind::kClip, 0.f, 6.f}},
+                                                     {"leakyrelu", Activation{ActKind::kLeakyRelu, 0.1f, 0.f}}};
+  for (const auto& [name, a] : acts) {
+    uint64_t allocs = 0;
+    const auto f = time_op([&] { activation_forward_fast(1, a, n, x.data(), y.data()); }, reps, &allocs);
+    const auto b = time_op([&] { activation_backward_fast(1, a, n, x.data(), dy.data(), dx.data(), false); }, reps,
+                           &allocs);
+    std::printf("%-10s %6.2f | %6.2f  %6.2f | %6.2f  %7.1fx %s\n", name, 1e3 * f.second, 1e3 * f.first, 1e3 * b.second,
+                1e3 * b.first, b.first / f.first, b.first < 5 * f.first ? "yes" : "NO: rebuilt with -ftrapping-math?");
   }
 }
 

@@ -7,5 +7,7 @@
 namespace cnn::bench {
 
 void bn_table(const std::vector<int>& threads, int reps);
+// Activation forward and backward on random inputs: the backward must stay branch-free (vectorised).
+void activation_table(int reps);
 
 }  // namespace cnn::bench

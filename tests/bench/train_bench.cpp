@@ -477,7 +477,10 @@ int main_impl(int argc, char** argv) {
 
   print_results(results, reps, peak);
   if (o.convs) conv_table(threads, peak, reps);
-  if (o.bn) bn_table(threads, reps);
+  if (o.bn) {
+    bn_table(threads, reps);
+    activation_table(reps);
+  }
   return 0;
 }
 
