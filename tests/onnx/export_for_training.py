@@ -113,4 +113,5 @@ def main():
                       dynamic_shapes=({0: torch.export.Dim("N")},))
 
 
-main()
+if __name__ == "__main__":  # import_parity.py imports InvertedResidual from here
+    main()

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from export_for_training import InvertedResidual  # MobileNetV2's block, as the training test's net
+
 TOOL, WORK = sys.argv[1], sys.argv[2]
 failures = []
 
@@ -91,21 +93,6 @@ class Mixed(nn.Module):
         x = F.hardsigmoid(self.bn1(torch.cat([x, y2], 1)))
         x = F.max_pool2d(x, 2)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
-
-
-class InvertedResidual(nn.Module):
-    """MobileNetV2's block: 1x1 expansion, 3x3 depthwise (groups = channels), ReLU6, linear 1x1 projection."""
-    def __init__(self, c_in, c_out, stride, t):
-        super().__init__()
-        h = c_in * t
-        self.conv = nn.Sequential(
-            nn.Conv2d(c_in, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
-            nn.Conv2d(h, h, 3, stride, 1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6(),
-            nn.Conv2d(h, c_out, 1, bias=False), nn.BatchNorm2d(c_out))
-        self.res = stride == 1 and c_in == c_out
-
-    def forward(self, x):
-        return x + self.conv(x) if self.res else self.conv(x)
 
 
 class MobileNetStyle(nn.Module):
