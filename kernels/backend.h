@@ -174,6 +174,14 @@ class Backend {
   // dw += dL/dw, db += dL/db (db may be null).
   virtual void conv2d_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw,
                                       float* db) = 0;
+  // Both backward passes of one convolution, as conv2d_backward_filter and then (dx not null: not the first
+  // layer) conv2d_backward_data, with their results. A backend that shares work between the two overrides it
+  // (the fast CPU backend converts dy to oneDNN's blocked layout once for its Winograd kernels).
+  virtual void conv2d_backward(DType t, const ConvDesc& d, const void* x, const void* dy, const void* w, float* dw,
+                               float* db, void* dx) {
+    conv2d_backward_filter(t, d, x, dy, dw, db);
+    if (dx) conv2d_backward_data(t, d, dy, w, dx);
+  }
 
   // Fully connected: x: [m,k], w: [n,k], b: [n] (nullable), y: [m,n] = x w^T + b.
   virtual void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,

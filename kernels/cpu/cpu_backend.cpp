@@ -19,6 +19,7 @@
 #include "kernels/join.h"
 #include "kernels/cpu/fast_cpu.h"
 #include "kernels/cpu/graph_fast.h"
+#include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/host_mixed_backend.h"
 #include "kernels/cpu/host_timing.h"
 #include "kernels/linear.h"
@@ -63,7 +64,7 @@ class CpuBackend : public HostMixedBackend {
 
   void* alloc(size_t bytes) override {
     size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+    void* p = host_alloc(rounded ? rounded : 64, 64);
     if (!p)
       raise(kExitFailure, "out of host memory allocating %.1f MiB; use a smaller --train.batch or model",
             bytes / 1048576.0);
@@ -110,6 +111,11 @@ class CpuBackend : public HostMixedBackend {
       if (dnnl_) return dnnl_->conv_backward_filter(d, x32, dy32, dw, db);
       conv2d_backward_filter_cpu(d, x32, dy32, dw, db);
     }, In{x, conv_in(d)}, In{dy, conv_out(d)});
+  }
+  void conv2d_backward(DType t, const ConvDesc& d, const void* x, const void* dy, const void* w, float* dw,
+                       float* db, void* dx) override {
+    if (dnnl_ && (t == DType::kF32 || native(t))) return dnnl_->conv_backward(t, d, x, dy, w, dw, db, dx);
+    Backend::conv2d_backward(t, d, x, dy, w, dw, db, dx);
   }
   void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                       void* y) override {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/dnnl_conv_shape.h"
+#include "kernels/cpu/host_memory.h"
 #include "kernels/dtype.h"
 #include "src/base/error.h"
 
@@ -41,18 +42,6 @@ dt dnnl_type(DType t) {
   return dt::undef;
 }
 
-// KRSC filters of element type T flipped in space with in/out channels swapped: the filters of the transposed
-// convolution that computes a stride-1 backward-data pass as a forward convolution.
-template <class T>
-void flip_filters(const ConvDesc& d, const T* w, T* wf) {
-  const size_t R = d.r, S = d.s, C = d.c, K = d.k;
-  for (size_t k = 0; k < K; ++k)
-    for (size_t r = 0; r < R; ++r)
-      for (size_t s = 0; s < S; ++s)
-        for (size_t c = 0; c < C; ++c)
-          wf[((c * R + (R - 1 - r)) * S + (S - 1 - s)) * K + k] = w[((k * R + r) * S + s) * C + c];
-}
-
 }  // namespace
 
 struct DnnlOps::Impl {
@@ -76,6 +65,12 @@ struct DnnlOps::Impl {
   void* blk[2] = {nullptr, nullptr};
   size_t blk_bytes[2] = {0, 0};
   uint64_t wino_runs = 0;  // DnnlOps::winograd_runs
+  // DnnlOps::conv_backward: the dy whose blocked copy the Winograd backward-weights left in blk[1] (and its
+  // layout), which the flipped-forward backward-data then reads instead of converting dy again. Set only
+  // inside conv_backward, where nothing can change dy between the two passes.
+  const void* pair_dy = nullptr;
+  memory::desc pair_dy_blk;
+  uint64_t blk_reuses = 0;  // DnnlOps::blocked_reuses
 
   // A primitive with its scratchpad memory (rebound to the shared scratch buffer at every call).
   struct Prim {
@@ -160,7 +155,7 @@ struct DnnlOps::Impl {
     if (need <= scratch_bytes) return;
     std::free(scratch);
     scratch_bytes = (need + 4095) / 4096 * 4096;
-    scratch = std::aligned_alloc(4096, scratch_bytes);
+    scratch = host_alloc(scratch_bytes, 4096);
     if (!scratch) raise(kExitFailure, "out of host memory allocating %.1f MiB of oneDNN scratch", need / 1048576.0);
   }
 
@@ -192,9 +187,10 @@ struct DnnlOps::Impl {
   memory blk_memory(const memory::desc& md, int i) {
     const size_t need = md.get_size();
     if (need > blk_bytes[i]) {
+      if (i == 1) pair_dy_blk = memory::desc();  // the blocked dy it held is gone
       std::free(blk[i]);
       blk_bytes[i] = (need + 4095) / 4096 * 4096;
-      blk[i] = std::aligned_alloc(4096, blk_bytes[i]);
+      blk[i] = host_alloc(blk_bytes[i], 4096);
       if (!blk[i])
         raise(kExitFailure, "out of host memory allocating %.1f MiB for Winograd activations", need / 1048576.0);
     }
@@ -212,20 +208,21 @@ struct DnnlOps::Impl {
   }
 
   // Winograd F(4x4, 3x3) convolution (oneDNN 2.6's jit_wino_4x3, AVX-512, fp32 only) for 3x3 stride-1 "same"
-  // convolutions without bias whose channel counts are multiples of 16, from 64 up: 2.25x fewer
+  // convolutions without bias whose channel counts are multiples of 16, from 32 up: 2.25x fewer
   // multiplications, results within ~1e-6 of the direct convolution's largest output and deterministic for a
   // thread count (docs/perf.md has the per-shape measurements). Used for the forward pass (and with it the
-  // stride-1 backward-data pass, which runs as a forward convolution) and backward-weights. Below 64 channels
-  // the direct kernels are as fast or faster once the layout conversions are counted (measured in the
-  // training step, not in isolation). CNNTRAIN_WINOGRAD=0 turns it off (docs/environment.md).
+  // stride-1 backward-data pass, which runs as a forward convolution) and backward-weights. At 16 channels
+  // the direct kernels are faster (ResNet-20's stage 1: 55% of the FMA peak on Winograd against 88% direct);
+  // from 32 the Winograd step is faster with the layout conversions counted (ResNet-20: 4.5% per training
+  // step, docs/perf.md). CNNTRAIN_WINOGRAD=0 turns it off (docs/environment.md).
   bool wino_allowed = [] {
     const char* e = std::getenv("CNNTRAIN_WINOGRAD");
     return !(e && std::strcmp(e, "0") == 0);
   }();
   bool wino_eligible(const ConvDesc& d, bool bias, DType t) const {
     return wino_allowed && t == DType::kF32 && !bias && d.plain() && d.r == 3 && d.s == 3 && d.stride_h == 1 &&
-           d.stride_w == 1 && d.pad_h == 1 && d.pad_w == 1 && d.c % 16 == 0 && d.k % 16 == 0 && d.c >= 64 &&
-           d.k >= 64;
+           d.stride_w == 1 && d.pad_h == 1 && d.pad_w == 1 && d.c % 16 == 0 && d.k % 16 == 0 && d.c >= 32 &&
+           d.k >= 32;
   }
 
   static void bind(const memory& m, const void* ptr) {
@@ -305,9 +302,16 @@ struct DnnlOps::Impl {
     bind(c.x, x);
     bind(c.y, y);
     if (c.wino_fwd) {  // never with a bias (wino_eligible)
-      bind(c.x_blk, blk[0]);
-      bind(c.y_blk, blk[1]);
-      run(c.x_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.x_blk}});
+      // In conv_backward, dy (this flipped forward's x) may already be blocked in blk[1]: read it there and
+      // write y to blk[0] instead.
+      const bool reuse = pair_dy && x == pair_dy && c.x_blk.get_desc() == pair_dy_blk &&
+                         c.y_blk.get_desc().get_size() <= blk_bytes[0];
+      bind(c.x_blk, blk[reuse ? 1 : 0]);
+      bind(c.y_blk, blk[reuse ? 0 : 1]);
+      if (reuse)
+        ++blk_reuses;
+      else
+        run(c.x_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.x_blk}});
       run(c.fwd, {{DNNL_ARG_SRC, &c.x_blk}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y_blk}});
       run(c.y_from_blk, {{DNNL_ARG_FROM, &c.y_blk}, {DNNL_ARG_TO, &c.y}});
       ++wino_runs;
@@ -479,6 +483,7 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
     I.run(c.dyw_to_blk, {{DNNL_ARG_FROM, &c.dy}, {DNNL_ARG_TO, &c.dyw_blk}});
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.xw_blk}, {DNNL_ARG_DIFF_DST, &c.dyw_blk}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
     ++I.wino_runs;
+    if (I.pair_dy == dy) I.pair_dy_blk = c.dyw_blk.get_desc();
   } else if (db) {
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk},
                     {DNNL_ARG_DIFF_BIAS, &c.db_tmp}});
@@ -488,6 +493,17 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
   }
   I.run(c.dw_from_bwd, {{DNNL_ARG_FROM, &c.dw_blk}, {DNNL_ARG_TO, &c.dw_user}});
+}
+
+void DnnlOps::conv_backward(DType t, const ConvDesc& d, const void* x, const void* dy, const void* w, float* dw,
+                            float* db, void* dx) {
+  Impl& I = *p_;
+  I.pair_dy = dx ? dy : nullptr;
+  I.pair_dy_blk = memory::desc();
+  conv_backward_filter(t, d, x, dy, dw, db);
+  if (dx) conv_backward_data(t, d, dy, w, dx);
+  I.pair_dy = nullptr;
+  I.pair_dy_blk = memory::desc();
 }
 
 void DnnlOps::linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y) {
@@ -552,26 +568,8 @@ void DnnlOps::linear_backward_weight(DType t, int m, int k, int n, const void* x
   }
 }
 
-void DnnlOps::conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
-  conv_forward(DType::kF32, d, x, w, b, y);
-}
-void DnnlOps::conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) {
-  conv_backward_data(DType::kF32, d, dy, w, dx);
-}
-void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) {
-  conv_backward_filter(DType::kF32, d, x, dy, dw, db);
-}
-void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
-  linear_forward(DType::kF32, m, k, n, x, w, b, y);
-}
-void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
-  linear_backward_data(DType::kF32, m, k, n, dy, w, dx);
-}
-void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw, float* db) {
-  linear_backward_weight(DType::kF32, m, k, n, x, dy, dw, db);
-}
-
 uint64_t DnnlOps::winograd_runs() const { return p_->wino_runs; }
+uint64_t DnnlOps::blocked_reuses() const { return p_->blk_reuses; }
 
 std::string DnnlOps::conv_impl(const ConvDesc& d, DType t) {
   Impl& I = *p_;

@@ -4,8 +4,9 @@
 // gradients overwrite. Groups (depthwise: oneDNN's jit depthwise kernels), dilation and asymmetric padding
 // as ConvDesc has them (kernels/cpu/dnnl_conv_shape.h).
 // Primitives are created once per shape and cached; activations are used in place (no layout conversion),
-// except around the Winograd kernels that fp32 3x3 stride-1 convolutions of 64+ channels use (blocked
-// nChw16c activations, converted from and to NHWC at each call: see wino_eligible in dnnl_ops.cpp).
+// except around the Winograd kernels that fp32 3x3 stride-1 convolutions of 32+ channels use (blocked
+// nChw16c activations, converted from and to NHWC at each call, dy once for both backward passes in
+// conv_backward: see wino_eligible in dnnl_ops.cpp).
 // oneDNN's fast kernels want blocked filter layouts, and each direction a different one (forward Acdb64a,
 // backward-data ABcd16a16b, backward-weights ABcd16b16a on AVX-512), so the filters stay KRSC in the flat
 // parameter buffer and each parameter keeps copies in the layouts it is used in, re-laid out when the
@@ -48,6 +49,11 @@ class DnnlOps {
   void conv_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y);
   void conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
   void conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db);
+  // Both backward passes (Backend::conv2d_backward): conv_backward_filter, then conv_backward_data when dx is
+  // not null, with the same results; where both run on the Winograd kernels dy is converted to the blocked
+  // layout once (blocked_reuses counts the conversions saved).
+  void conv_backward(DType t, const ConvDesc& d, const void* x, const void* dy, const void* w, float* dw,
+                     float* db, void* dx);
   void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y);
   void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
   void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw, float* db);
@@ -55,6 +61,7 @@ class DnnlOps {
   // Convolutions that ran on the Winograd kernels so far (forward, stride-1 backward-data as a flipped forward,
   // backward-weights): tests check that the shapes wino_eligible admits take them, and only those.
   uint64_t winograd_runs() const;
+  uint64_t blocked_reuses() const;
 
   // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
   // the bench.
@@ -64,6 +71,26 @@ class DnnlOps {
   struct Impl;
   std::unique_ptr<Impl> p_;
 };
+
+inline void DnnlOps::conv_forward(const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+  conv_forward(DType::kF32, d, x, w, b, y);
+}
+inline void DnnlOps::conv_backward_data(const ConvDesc& d, const float* dy, const float* w, float* dx) {
+  conv_backward_data(DType::kF32, d, dy, w, dx);
+}
+inline void DnnlOps::conv_backward_filter(const ConvDesc& d, const float* x, const float* dy, float* dw, float* db) {
+  conv_backward_filter(DType::kF32, d, x, dy, dw, db);
+}
+inline void DnnlOps::linear_forward(int m, int k, int n, const float* x, const float* w, const float* b, float* y) {
+  linear_forward(DType::kF32, m, k, n, x, w, b, y);
+}
+inline void DnnlOps::linear_backward_data(int m, int k, int n, const float* dy, const float* w, float* dx) {
+  linear_backward_data(DType::kF32, m, k, n, dy, w, dx);
+}
+inline void DnnlOps::linear_backward_weight(int m, int k, int n, const float* x, const float* dy, float* dw,
+                                            float* db) {
+  linear_backward_weight(DType::kF32, m, k, n, x, dy, dw, db);
+}
 
 // Empty when oneDNN runs bf16 convolution and matmul natively on this CPU (AVX512-BF16 or AMX, as limited by
 // ONEDNN_MAX_CPU_ISA); otherwise a sentence naming what is missing.

@@ -60,8 +60,7 @@ class Conv2d : public Layer {
   void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
     d_.n = n;
-    be.conv2d_backward_filter(dt_, d_, x, dy, dw_, db_);
-    if (dx) be.conv2d_backward_data(dt_, d_, dy, wc_, dx);
+    be.conv2d_backward(dt_, d_, x, dy, wc_, dw_, db_, dx);
   }
   double flops_per_sample() const override {
     return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * (d_.c / d_.groups);

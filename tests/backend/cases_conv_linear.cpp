@@ -163,6 +163,25 @@ void add_param_version_cases(uint64_t& seed) {
   }
 }
 
+// Both backward passes in one call (Backend::conv2d_backward; the fast CPU backend converts dy once for its
+// Winograd kernels): the results of the two separate passes, with and without dx.
+void add_conv_pair_cases(uint64_t& seed) {
+  for (const ConvDesc& d : {kConvCases[0], kConvCases[7], kConvCases[8], kGeneralConvCases[2]}) {
+    for (bool want_dx : {true, false}) {
+      const uint64_t s = seed += 10;
+      add_case({"conv2d_backward", describe(d) + (want_dx ? "" : " no dx"), {}, [d, want_dx, s](Run& r) {
+        float* d_dw = r.upload(random_vec(filter_size(d), s + 3));
+        float* d_dx = r.upload(random_vec(in_size(d), s + 4));  // untouched without dx
+        r.be.conv2d_backward(DType::kF32, d, r.upload(random_vec(in_size(d), s)),
+                             r.upload(random_vec(out_size(d), s + 1)), r.upload(random_vec(filter_size(d), s + 2)),
+                             d_dw, nullptr, want_dx ? d_dx : nullptr);
+        r.output("dw", d_dw, filter_size(d), kReduction);
+        r.output("dx", d_dx, in_size(d), kReduction);
+      }});
+    }
+  }
+}
+
 void add_linear_cases(uint64_t& seed) {
   for (const LinearCase& c : kLinearCases) {
     const size_t xs = static_cast<size_t>(c.m) * c.k, ws = static_cast<size_t>(c.n) * c.k,
@@ -202,6 +221,7 @@ CNN_SWEEP_CASES(conv_linear) {
   add_conv_cases(seed);
   add_param_version_cases(seed);
   add_linear_cases(seed);
+  add_conv_pair_cases(seed);
 }
 
 }  // namespace cnn::sweep

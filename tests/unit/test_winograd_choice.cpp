@@ -1,7 +1,9 @@
 // The fast CPU backend's Winograd F(4x4, 3x3) convolutions (kernels/cpu/dnnl_ops.cpp, wino_eligible) run where
 // they should and nowhere else: fp32 3x3 stride-1 "same" convolutions without bias whose channel counts are
-// multiples of 16 from 64 up, neither grouped nor dilated nor asymmetrically padded, unless CNNTRAIN_WINOGRAD=0. Counted by DnnlOps::winograd_runs(), which the
-// Winograd branches increment when they execute (the sweep checks the values they compute).
+// multiples of 16 from 32 up, neither grouped nor dilated nor asymmetrically padded, unless CNNTRAIN_WINOGRAD=0.
+// Counted by DnnlOps::winograd_runs(), which the Winograd branches increment when they execute (the sweep checks
+// the values they compute). DnnlOps::conv_backward converts dy to the blocked layout once for both backward
+// passes there, with the results of the separate calls.
 #include <dnnl.h>
 
 #include <cstdlib>
@@ -72,7 +74,9 @@ TEST(Winograd, RunsOnTheEligibleShapesOnly) {
       {"64->80 3x3 same", conv(64, 80, 3, 1, 1), false, {1, 1, 1}},
       // The bias keeps forward and backward-weights direct; backward-data is a forward without one.
       {"64->64 3x3 same, bias", conv(64, 64, 3, 1, 1), true, {0, 1, 0}},
-      {"32->32 3x3 same (under 64 channels)", conv(32, 32, 3, 1, 1), false, {0, 0, 0}},
+      {"32->32 3x3 same", conv(32, 32, 3, 1, 1), false, {1, 1, 1}},
+      {"16->16 3x3 same (under 32 channels)", conv(16, 16, 3, 1, 1), false, {0, 0, 0}},
+      {"16->32 3x3 same (16 input channels)", conv(16, 32, 3, 1, 1), false, {0, 0, 0}},
       {"64->72 3x3 same (72 not a multiple of 16)", conv(64, 72, 3, 1, 1), false, {0, 0, 0}},
       {"64->64 3x3 stride 2", conv(64, 64, 3, 2, 1), false, {0, 0, 0}},
       {"64->64 5x5 same", conv(64, 64, 5, 1, 2), false, {0, 0, 0}},
@@ -99,6 +103,48 @@ TEST(Winograd, OffWithTheEnvironmentSwitch) {
   unsetenv("CNNTRAIN_WINOGRAD");
   const Runs got = passes_on_winograd(ops, conv(64, 64, 3, 1, 1), false);
   EXPECT_TRUE(got == (Runs{0, 0, 0})) << "CNNTRAIN_WINOGRAD=0: Winograd runs " << str(got);
+}
+
+// conv_backward against conv_backward_filter + conv_backward_data on a second DnnlOps: the same bits, and dy
+// converted once (blocked_reuses) exactly where both passes run on Winograd and dx is wanted. The second pair
+// reuses the first pair's dy buffer with other values: nothing blocked may outlive a call.
+TEST(Winograd, BackwardPairConvertsDyOnce) {
+  if (!cpu_has_winograd())
+    GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
+  struct Case {
+    const char* what;
+    ConvDesc d;
+    bool want_dx;
+    uint64_t reuses;  // per pair
+  };
+  const Case cases[] = {
+      {"64->64", conv(64, 64, 3, 1, 1), true, 1},
+      {"32->64", conv(32, 64, 3, 1, 1), true, 1},
+      {"64->64, no dx (first layer)", conv(64, 64, 3, 1, 1), false, 0},
+      {"16->16 (direct kernels)", conv(16, 16, 3, 1, 1), true, 0},
+      {"64->64 stride 2 (direct kernels)", conv(64, 64, 3, 2, 1), true, 0},
+  };
+  DnnlOps paired(2), separate(2);
+  for (const Case& c : cases) {
+    const ConvDesc& d = c.d;
+    const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+    const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
+    const auto x = random_vec(nx, 5), w = random_vec(nw, 6);
+    std::vector<float> dy(ny);
+    for (int pair = 0; pair < 2; ++pair) {
+      const auto values = random_vec(ny, 7 + pair);
+      dy.assign(values.begin(), values.end());
+      std::vector<float> dx1(nx, 0.f), dx2(nx, 0.f), dw1(nw, 0.f), dw2(nw, 0.f);
+      const uint64_t before = paired.blocked_reuses();
+      paired.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw1.data(), nullptr,
+                           c.want_dx ? dx1.data() : nullptr);
+      EXPECT_EQ(paired.blocked_reuses() - before, c.reuses) << c.what << ", pair " << pair;
+      separate.conv_backward_filter(d, x.data(), dy.data(), dw2.data(), nullptr);
+      if (c.want_dx) separate.conv_backward_data(d, dy.data(), w.data(), dx2.data());
+      EXPECT_EQ(dw1, dw2) << c.what << ", pair " << pair << ": weight gradients differ";
+      EXPECT_EQ(dx1, dx2) << c.what << ", pair " << pair << ": input gradients differ";
+    }
+  }
 }
 
 }  // namespace
