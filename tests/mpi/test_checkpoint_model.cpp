@@ -1,10 +1,10 @@
 // A checkpoint's network for inference (src/train/checkpoint_model.h), as `cnntrain-data export --format onnx`
 // (load_checkpoint_model) and `cnntrain-data predict` (load_predict_model) rebuild it: with the batch-norm
-// epsilon of the run (--bn.eps; predict used the default before both went through one loader); an imported
-// model's checkpoint without a stored graph from its ONNX file while that is there, refused (exit 4, naming the
-// way out) when it is not; an older checkpoint without its input shape from the caller's stand-in when its
-// training set is gone, refused otherwise. Checkpoints are written collectively, as training writes them;
-// rank 0 loads them.
+// epsilon of the run (--bn.eps; predict used the default before both went through one loader); the moving
+// average for --weights ema (and the way out for a checkpoint without one); an imported model's checkpoint
+// without a stored graph from its ONNX file while that is there, refused (exit 4, naming the way out) when it
+// is not; an older checkpoint without its input shape from the caller's stand-in when its training set is
+// gone, refused otherwise. Checkpoints are written collectively, as training writes them; rank 0 loads them.
 #include <cstdio>
 #include <memory>
 
@@ -29,15 +29,15 @@ struct Reference {
   std::unique_ptr<Net> net;
   std::vector<float> params, buffers;
 };
-Reference reference(Backend& be, float eps) {
+Reference reference(Backend& be, float eps, uint64_t seed = 2) {
   Reference r;
   ModelOptions mo;
   mo.bn.eps = eps;
   r.net = std::make_unique<Net>(be, Dims{kH, kW, kC}, kClasses);
   build_model("fmnist_cnn", *r.net, mo);
   r.net->build(kBatch, 1);
-  r.params = test::random_vec(r.net->num_params(), 2);
-  r.buffers = test::random_vec(r.net->num_buffers(), 3, 0.01f, 0.1f);
+  r.params = test::random_vec(r.net->num_params(), seed);
+  r.buffers = test::random_vec(r.net->num_buffers(), seed + 1, 0.01f, 0.1f);
   be.upload(r.net->params(), r.params.data(), sizeof(float) * r.params.size());
   be.upload(r.net->buffers(), r.buffers.data(), sizeof(float) * r.buffers.size());
   r.net->sync_weight_copy();
@@ -57,12 +57,18 @@ std::vector<float> logits(Net& net) {
 }
 
 // `r`'s weights as a checkpoint of `model` trained with `cfg`; `with_input`: the input shape stored (older
-// checkpoints lack it). Collective.
-void write(const std::string& path, const std::string& model, Reference& r, const Config& cfg, bool with_input) {
+// checkpoints lack it); `ema`: the moving average of the weights and statistics (/ema, a --train.ema run's).
+// Collective.
+void write(const std::string& path, const std::string& model, Reference& r, const Config& cfg, bool with_input,
+           Reference* ema = nullptr) {
   std::vector<CheckpointArray> arrays;
   for (const ParamInfo& p : r.net->param_table()) arrays.push_back({"params/" + p.name, p.shape, &r.params[p.offset]});
   for (const ParamInfo& b : r.net->buffer_table())
     arrays.push_back({"buffers/" + b.name, b.shape, &r.buffers[b.offset]});
+  for (const ParamInfo& p : ema ? r.net->param_table() : std::vector<ParamInfo>())
+    arrays.push_back({"ema/" + p.name, p.shape, &ema->params[p.offset]});
+  for (const ParamInfo& b : ema ? r.net->buffer_table() : std::vector<ParamInfo>())
+    arrays.push_back({"ema/" + b.name, b.shape, &ema->buffers[b.offset]});
   CheckpointMeta m;
   m.step = 3;
   m.global_batch = kBatch;
@@ -82,14 +88,18 @@ std::string shared_path(std::unique_ptr<test::TempDir>& dir, const char* name) {
   return path;
 }
 
-std::vector<float> predicted(const std::string& checkpoint, Backend& be, const ModelInfo& fallback = {}) {
+std::vector<float> predicted(const std::string& checkpoint, Backend& be, const ModelInfo& fallback = {},
+                             ExportWeights which = ExportWeights::kRaw) {
   PredictSource src;
   src.path = checkpoint;
+  src.weights = which;
   return logits(*load_predict_model(src, be, fallback, kBatch).net);
 }
 
-std::vector<float> exported(const std::string& checkpoint, const ModelInfo& fallback = {}) {
+std::vector<float> exported(const std::string& checkpoint, const ModelInfo& fallback = {},
+                            ExportWeights which = ExportWeights::kRaw) {
   CheckpointLoad how;
+  how.which = which;
   how.max_batch = kBatch;
   how.fallback = fallback;
   return logits(*load_checkpoint_model(checkpoint, how).net);
@@ -112,6 +122,27 @@ TEST(CheckpointModel, BothLoadersComputeWithTheRunsBatchNormEpsilon) {
     EXPECT_TRUE(test::all_close(predicted(path, *be), want, 1e-6, 1e-6, "load_predict_model"));
   }
   barrier();  // rank 0 removes the directory
+}
+
+TEST(CheckpointModel, BothLoadersTakeTheMovingAverageForWeightsEma) {
+  std::unique_ptr<test::TempDir> dir;
+  const std::string path = shared_path(dir, "ckpt-0000000003.h5"), plain = path + ".plain.h5";
+  auto be = make_cpu_backend(1);
+  Reference r = reference(*be, BnOptions().eps), ema = reference(*be, BnOptions().eps, 7);
+  write(path, "fmnist_cnn", r, Config(), true, &ema);
+  write(plain, "fmnist_cnn", r, Config(), true);
+  if (world_rank() == 0) {
+    const std::vector<float> want = logits(*ema.net), raw = logits(*r.net);
+    ASSERT_FALSE(test::all_close(raw, want, 1e-4, 1e-4, "raw")) << "the same logits: this test could not fail";
+    EXPECT_TRUE(test::all_close(exported(path, {}, ExportWeights::kEma), want, 1e-6, 1e-6, "load_checkpoint_model"));
+    EXPECT_TRUE(test::all_close(predicted(path, *be, {}, ExportWeights::kEma), want, 1e-6, 1e-6, "predict"));
+    EXPECT_TRUE(test::all_close(predicted(path, *be), raw, 1e-6, 1e-6, "predict --weights raw"));
+    test::expect_throws([&] { exported(plain, {}, ExportWeights::kEma); }, kExitCheckpoint,
+                        "without --train.ema; export it with --weights raw");
+    test::expect_throws([&] { predicted(plain, *be, {}, ExportWeights::kEma); }, kExitCheckpoint,
+                        "without --train.ema; predict from it with --weights raw");
+  }
+  barrier();
 }
 
 TEST(CheckpointModel, ImportedModelWithoutStoredGraphNeedsItsOnnxFile) {
