@@ -242,11 +242,7 @@ int cmd_export(int argc, char** argv) {
   auto vm = parse("export", d, argc, argv, "checkpoint");
   const std::string in = vm["checkpoint"].as<std::string>(), out = vm["out"].as<std::string>();
   const std::string weights = vm["weights"].as<std::string>(), format = vm["format"].as<std::string>();
-  const ExportWeights which = weights == "ema" ? ExportWeights::kEma
-                              : weights == "swa" ? ExportWeights::kSwa
-                                                 : ExportWeights::kRaw;
-  if (weights != export_weights_name(which))
-    raise(kExitUsage, "export: --weights must be raw, ema or swa, not '%s'", weights.c_str());
+  const ExportWeights which = parse_export_weights(weights, "export");
   if (format != "hdf5" && format != "onnx")
     raise(kExitUsage, "export: --format must be hdf5 or onnx, not '%s'", format.c_str());
   check_output("export", out, vm["overwrite"].as<bool>());
@@ -304,9 +300,7 @@ int cmd_predict(int argc, char** argv) {
   PredictOptions o;
   o.source.path = vm["source"].as<std::string>();
   o.source.model = vm["model"].as<std::string>();
-  o.source.weights = vm["weights"].as<std::string>();
-  if (o.source.weights != "raw" && o.source.weights != "ema" && o.source.weights != "swa")
-    raise(kExitUsage, "predict: --weights must be raw, ema or swa, not '%s'", o.source.weights.c_str());
+  o.source.weights = parse_export_weights(vm["weights"].as<std::string>(), "predict");
   o.input = vm["input"].as<std::string>();
   o.out = vm["out"].as<std::string>();
   o.stats_from = vm["stats-from"].as<std::string>();

@@ -16,18 +16,20 @@ namespace cnn {
 
 namespace {
 
-// Refuses a checkpoint without the weights asked for (exit 4, naming the file and the way out).
-void check_weights(const std::string& checkpoint, hid_t in, const CheckpointMeta& meta, ExportWeights which) {
+// Refuses a checkpoint without the weights asked for (exit 4, naming the file and the way out: "<retry> with
+// --weights raw").
+void check_weights(const std::string& checkpoint, hid_t in, const CheckpointMeta& meta, ExportWeights which,
+                   const std::string& retry) {
   if (which == ExportWeights::kEma && H5Lexists(in, "/ema", H5P_DEFAULT) <= 0)
     raise(kExitCheckpoint, "checkpoint '%s' has no moving average of the weights (/ema): it was written by a run "
-          "without --train.ema; export it with --weights raw", checkpoint.c_str());
+          "without --train.ema; %s with --weights raw", checkpoint.c_str(), retry.c_str());
   if (which != ExportWeights::kSwa) return;
   if (H5Lexists(in, "/swa", H5P_DEFAULT) <= 0)
     raise(kExitCheckpoint, "checkpoint '%s' has no SWA average of the weights (/swa): it was written by a run "
-          "without --train.swa_start_epoch; export it with --weights raw", checkpoint.c_str());
+          "without --train.swa_start_epoch; %s with --weights raw", checkpoint.c_str(), retry.c_str());
   if (meta.swa_models == 0 || meta.swa_bn_models != meta.swa_models)
     raise(kExitCheckpoint, "checkpoint '%s' (step %lld) was written before the end of training: its SWA average "
-          "(%lld models) has no batch-norm statistics yet, which are recomputed after the last step; export the "
+          "(%lld models) has no batch-norm statistics yet, which are recomputed after the last step; use the "
           "run's final checkpoint", checkpoint.c_str(), (long long)meta.step, (long long)meta.swa_models);
 }
 
@@ -67,13 +69,13 @@ std::vector<std::string> dataset_names(hid_t file, const char* group) {
 }  // namespace
 
 std::map<std::string, std::vector<float>> read_checkpoint_weights(const std::string& checkpoint, ExportWeights which,
-                                                                  CheckpointMeta& meta) {
+                                                                  CheckpointMeta& meta, const std::string& retry) {
   std::string err;
   if (!read_checkpoint_meta(checkpoint, meta, err)) raise(kExitCheckpoint, "%s", err.c_str());
   std::lock_guard<std::mutex> lk(h5_mutex());
   h5_quiet();
   H5Handle in = h5_file(H5Fopen(checkpoint.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  check_weights(checkpoint, in.get(), meta, which);
+  check_weights(checkpoint, in.get(), meta, which, retry);
   const bool swa = which == ExportWeights::kSwa;
   const char* weights = which == ExportWeights::kEma ? "/ema" : swa ? "/swa/params" : "/params";
   std::map<std::string, std::vector<float>> out;
@@ -92,6 +94,12 @@ const char* export_weights_name(ExportWeights which) {
   return which == ExportWeights::kEma ? "ema" : which == ExportWeights::kSwa ? "swa" : "raw";
 }
 
+ExportWeights parse_export_weights(const std::string& name, const char* command) {
+  for (const ExportWeights w : {ExportWeights::kRaw, ExportWeights::kEma, ExportWeights::kSwa})
+    if (name == export_weights_name(w)) return w;
+  raise(kExitUsage, "%s: --weights must be raw, ema or swa, not '%s'", command, name.c_str());
+}
+
 ExportStats export_weights(const std::string& checkpoint, const std::string& out, ExportWeights which) {
   CheckpointMeta meta;
   std::string err;
@@ -101,7 +109,7 @@ ExportStats export_weights(const std::string& checkpoint, const std::string& out
   H5Handle in = h5_file(H5Fopen(checkpoint.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (H5Lexists(in.get(), "/params", H5P_DEFAULT) <= 0)
     raise(kExitCheckpoint, "checkpoint '%s' has no /params group", checkpoint.c_str());
-  check_weights(checkpoint, in.get(), meta, which);
+  check_weights(checkpoint, in.get(), meta, which, "export it");
   const bool swa = which == ExportWeights::kSwa;
   const char* weights = which == ExportWeights::kEma ? "/ema" : swa ? "/swa/params" : "/params";
   const std::string tmp = out + ".tmp";

@@ -27,12 +27,15 @@ struct ExportStats {
 enum class ExportWeights { kRaw, kEma, kSwa };
 // "raw", "ema", "swa": the --weights value and the exported file's attribute.
 const char* export_weights_name(ExportWeights which);
+// The weights a --weights value names; Error(kExitUsage) "COMMAND: --weights must be raw, ema or swa" else.
+ExportWeights parse_export_weights(const std::string& name, const char* command);
 ExportStats export_weights(const std::string& checkpoint, const std::string& out,
                            ExportWeights which = ExportWeights::kRaw);
 // The same weights by name ("conv1.weight", "bn1.running_mean"): the parameters of `which` and the buffers
 // inference needs with them, each verified against its CRC-32; `meta` gets the checkpoint's metadata. One
-// process, serial HDF5. Throws Error(kExitCheckpoint) naming the file (and the way out, as export_weights).
+// process, serial HDF5. Throws Error(kExitCheckpoint) naming the file and, for a checkpoint without the
+// average asked for, the way out: "<retry> with --weights raw" (export_weights: "export it").
 std::map<std::string, std::vector<float>> read_checkpoint_weights(const std::string& checkpoint, ExportWeights which,
-                                                                  CheckpointMeta& meta);
+                                                                  CheckpointMeta& meta, const std::string& retry);
 
 }  // namespace cnn

@@ -11,9 +11,9 @@
 #include "io/h5_util.h"
 #include "src/base/error.h"
 #include "src/checkpoint/export.h"
-#include "src/model/onnx/onnx_graph_store.h"
 #include "src/model/onnx/onnx_import.h"
 #include "src/model/zoo.h"
+#include "src/train/checkpoint_model.h"
 #include "src/train/init_from.h"
 
 namespace cnn {
@@ -42,12 +42,17 @@ SourceKind source_kind(const std::string& path) {
         "an ONNX file (FILE.onnx) nor a safetensors file", path.c_str());
 }
 
-// The dataset paths a tensor may be stored under, the first present one wins.
-using PathsOf = std::function<std::vector<std::string>(const std::string& name, bool buffer)>;
+// Where a weights export stores a tensor: conv1.weight -> /conv1/weight.
+std::string export_path(const std::string& name) {
+  std::string p = "/" + name;
+  const auto dot = p.rfind('.');
+  if (dot != std::string::npos) p[dot] = '/';
+  return p;
+}
 
-// Reads every parameter and buffer of the built `net` from `file` (CRC-32 checked where the file has one).
-void load_tensors(const std::string& file, Net& net, const PathsOf& paths_of, int missing_code,
-                  const std::string& hint) {
+// Reads every parameter and buffer of the built `net` from the weights export `file` (CRC-32 checked where
+// the file has one); `hint` ends the message about a tensor the file lacks or has of another size.
+void load_export_tensors(const std::string& file, Net& net, const std::string& hint) {
   std::lock_guard<std::mutex> lk(h5_mutex());
   h5_quiet();
   H5Handle f = h5_file(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -57,19 +62,15 @@ void load_tensors(const std::string& file, Net& net, const PathsOf& paths_of, in
     const auto& table = buffer ? net.buffer_table() : net.param_table();
     std::vector<float> host(buffer ? net.num_buffers() : net.num_params());
     for (const ParamInfo& p : table) {
-      std::string path;
-      for (const auto& c : paths_of(p.name, buffer))
-        if (path.empty() && H5Lexists(f.get(), c.c_str(), H5P_DEFAULT) > 0 &&
-            H5Oexists_by_name(f.get(), c.c_str(), H5P_DEFAULT) > 0)
-          path = c;
-      if (path.empty())
-        raise(missing_code, "predict: '%s' has no %s '%s' (looked for %s)%s", file.c_str(),
-              buffer ? "buffer" : "parameter", p.name.c_str(), paths_of(p.name, buffer).front().c_str(),
-              hint.c_str());
+      const std::string path = export_path(p.name);
+      if (H5Lexists(f.get(), path.c_str(), H5P_DEFAULT) <= 0 ||
+          H5Oexists_by_name(f.get(), path.c_str(), H5P_DEFAULT) <= 0)
+        raise(kExitUsage, "predict: '%s' has no %s '%s' (looked for %s)%s", file.c_str(),
+              buffer ? "buffer" : "parameter", p.name.c_str(), path.c_str(), hint.c_str());
       H5Handle d = h5_dataset(H5Dopen2(f.get(), path.c_str(), H5P_DEFAULT));
       H5Handle sp = h5_space(H5Dget_space(d.get()));
       if (static_cast<size_t>(H5Sget_simple_extent_npoints(sp.get())) != p.size)
-        raise(missing_code, "predict: '%s': %s has %lld values, the model's %s needs %zu%s", file.c_str(),
+        raise(kExitUsage, "predict: '%s': %s has %lld values, the model's %s needs %zu%s", file.c_str(),
               path.c_str(), (long long)H5Sget_simple_extent_npoints(sp.get()), p.name.c_str(), p.size, hint.c_str());
       float* dst = host.data() + p.offset;
       if (H5Dread(d.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0)
@@ -122,6 +123,8 @@ PredictModel load_onnx(const PredictSource& src, Backend& be, const ModelInfo& f
   return pm;
 }
 
+// The checkpoint's own network and weights (src/train/checkpoint_model.h) on the predict backend; an older
+// checkpoint's input size and class count, if even its training set is gone, from the dataset or --stats-from.
 PredictModel load_checkpoint(const PredictSource& src, Backend& be, const ModelInfo& fallback, int max_batch) {
   CheckpointMeta meta;
   std::string err;
@@ -129,22 +132,18 @@ PredictModel load_checkpoint(const PredictSource& src, Backend& be, const ModelI
   if (!src.model.empty() && src.model != meta.model)
     raise(kExitUsage, "predict: checkpoint '%s' holds model %s, not --model %s; leave --model out for a checkpoint",
           src.path.c_str(), meta.model.c_str(), src.model.c_str());
-  if (src.weights == "swa" && (meta.swa_models == 0 || meta.swa_bn_models != meta.swa_models))
-    raise(kExitCheckpoint, "predict: checkpoint '%s' has no SWA average with batch-norm statistics; use --weights "
-          "raw or the final checkpoint of a --train.swa_start_epoch run", src.path.c_str());
+  CheckpointLoad how;
+  how.which = src.weights;
+  how.max_batch = max_batch;
+  how.be = &be;
+  how.retry = "predict from it";
+  how.fallback = fallback;
+  how.fallback_option = "--stats-from TRAIN (the training set), or predict on a dataset";
+  CheckpointModel m = load_checkpoint_model(src.path, how);
   PredictModel pm;
-  pm.model = meta.model;
-  pm.info = meta.info;
-  pm.net = checkpoint_net(meta, src.path, be, input_of(meta.info, fallback, src.path),
-                          classes_of(meta.info, fallback, src.path));
-  pm.net->build(max_batch, 0);
-  const std::string w = src.weights;
-  load_tensors(src.path, *pm.net, [&](const std::string& name, bool buffer) -> std::vector<std::string> {
-    if (w == "swa") return {(buffer ? "/swa/buffers/" : "/swa/params/") + name};
-    if (w == "ema") return buffer ? std::vector<std::string>{"/ema/" + name, "/buffers/" + name}
-                                  : std::vector<std::string>{"/ema/" + name};
-    return {(buffer ? "/buffers/" : "/params/") + name};
-  }, kExitCheckpoint, w == "ema" ? " (--weights ema needs a checkpoint of a --train.ema run)" : "");
+  pm.model = m.meta.model;
+  pm.info = m.meta.info;
+  pm.net = std::move(m.net);
   return pm;
 }
 
@@ -167,12 +166,7 @@ PredictModel load_weights(const PredictSource& src, Backend& be, const ModelInfo
   pm.net->build(max_batch, 0);
   const std::string hint = strprintf(": the file does not fit model %s%s", pm.model.c_str(),
                                      was.empty() ? "" : (" (it was exported from " + was + ")").c_str());
-  load_tensors(src.path, *pm.net, [](const std::string& name, bool) -> std::vector<std::string> {
-    std::string p = "/" + name;  // conv1.weight -> /conv1/weight, as export writes it
-    const auto dot = p.rfind('.');
-    if (dot != std::string::npos) p[dot] = '/';
-    return {p};
-  }, kExitUsage, hint);
+  load_export_tensors(src.path, *pm.net, hint);
   return pm;
 }
 
@@ -217,28 +211,6 @@ PredictModel load_safetensors(const PredictSource& src, Backend& be, const Model
 }
 
 }  // namespace
-
-// Imported models are rebuilt from the ONNX file the checkpoint recorded (its path at training time).
-std::unique_ptr<Net> checkpoint_net(const CheckpointMeta& meta, const std::string& checkpoint, Backend& be,
-                                    const Dims& input, int classes) {
-  auto net = std::make_unique<Net>(be, input, classes);
-  if (!is_onnx_model(meta.model)) {
-    build_model(meta.model, *net);
-    return net;
-  }
-  // The graph the checkpoint stores (checkpoints written since they store it), else the file it was trained from.
-  if (!meta.graph.onnx.empty()) {
-    import_onnx(restore_onnx_graph(meta.graph.onnx, checkpoint + " (stored graph)"), *net, ModelOptions().bn);
-    return net;
-  }
-  struct stat st;
-  if (::stat(meta.model.c_str(), &st) != 0)
-    raise(kExitCheckpoint, "checkpoint '%s' is of the imported model %s, which cannot be read here (%s); run where "
-          "the ONNX file is, at the path it was trained from", checkpoint.c_str(), meta.model.c_str(),
-          std::strerror(errno));
-  import_onnx(read_onnx(meta.model), *net, ModelOptions().bn);
-  return net;
-}
 
 PredictModel load_predict_model(const PredictSource& src, Backend& be, const ModelInfo& fallback, int max_batch) {
   PredictModel pm;

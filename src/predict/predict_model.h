@@ -8,14 +8,15 @@
 
 #include "kernels/backend.h"
 #include "src/checkpoint/checkpoint.h"
+#include "src/checkpoint/export.h"
 #include "src/model/net.h"
 
 namespace cnn {
 
 struct PredictSource {
   std::string path;
-  std::string model;            // --model: the zoo name for a weights export or safetensors; checks a checkpoint's
-  std::string weights = "raw";  // raw | ema | swa (checkpoints)
+  std::string model;  // --model: the zoo name for a weights export or safetensors; checks a checkpoint's
+  ExportWeights weights = ExportWeights::kRaw;  // a checkpoint's (--weights raw|ema|swa)
 };
 
 struct PredictModel {
@@ -24,14 +25,10 @@ struct PredictModel {
   std::string model;  // the architecture: a zoo name or an ONNX file
 };
 
-// The net of a checkpoint's model (a zoo name, or the ONNX file it recorded) for `input` and `classes`, not
-// built. The one place that knows how a checkpoint names its architecture.
-std::unique_ptr<Net> checkpoint_net(const CheckpointMeta& meta, const std::string& checkpoint, Backend& be,
-                                    const Dims& input, int classes);
-
-// `fallback` supplies the input size and class count a source does not record (a dataset's; zero: none).
+// `fallback` supplies the input size and class count a source does not record (a dataset's; zero: none). A
+// checkpoint is loaded as load_checkpoint_model loads it (src/train/checkpoint_model.h), on `be`.
 // Throws Error: exit 2 for a missing or unrecognised source or a --model that does not fit it, 4 for a
-// damaged checkpoint.
+// damaged checkpoint or one without the weights asked for.
 PredictModel load_predict_model(const PredictSource& src, Backend& be, const ModelInfo& fallback, int max_batch);
 
 }  // namespace cnn

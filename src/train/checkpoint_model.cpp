@@ -1,5 +1,9 @@
 #include "src/train/checkpoint_model.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 
 #include "io/dataset.h"
@@ -42,20 +46,56 @@ std::unique_ptr<Dataset> training_set(const CheckpointMeta& meta) {
   }
 }
 
-CheckpointGraph input_of(const std::string& checkpoint, const CheckpointMeta& meta) {
-  if (meta.graph.has_input()) return meta.graph;
-  CheckpointGraph g = meta.graph;
-  const std::string size = ini_value(meta.config, "data", "image_size");
-  if (auto ds = training_set(meta)) {
-    const DatasetInfo& i = ds->info();
-    g.input_h = i.height, g.input_w = i.width, g.input_c = i.channels, g.classes = i.num_classes;
-    if (!size.empty()) std::sscanf(size.c_str(), "%dx%d", &g.input_h, &g.input_w);
-  }
-  if (!g.has_input())
-    raise(kExitCheckpoint, "checkpoint '%s' was written before checkpoints stored the network's input shape, and "
-          "the training set its config names ('%s') cannot be opened to tell it: make that file available",
-          checkpoint.c_str(), ini_value(meta.config, "data", "train").c_str());
+CheckpointGraph with_input(CheckpointGraph g, int h, int w, int c, int classes) {
+  g.input_h = h, g.input_w = w, g.input_c = c, g.classes = classes;
   return g;
+}
+
+// The input shape and class count the network was built for: as the checkpoint records them, else (an older
+// checkpoint) as the training set its config names tells them, at --data.image_size, else the caller's.
+CheckpointGraph input_of(const std::string& checkpoint, const CheckpointMeta& meta, const CheckpointLoad& how) {
+  if (meta.graph.has_input()) return meta.graph;
+  const ModelInfo& i = meta.info;
+  if (i.has_input_size() && i.num_classes > 0)
+    return with_input(meta.graph, i.height, i.width, i.channels, i.num_classes);
+  if (auto ds = training_set(meta)) {
+    const DatasetInfo& d = ds->info();
+    CheckpointGraph g = with_input(meta.graph, d.height, d.width, d.channels, d.num_classes);
+    const std::string size = ini_value(meta.config, "data", "image_size");
+    if (!size.empty()) std::sscanf(size.c_str(), "%dx%d", &g.input_h, &g.input_w);
+    if (g.has_input()) return g;
+  }
+  const ModelInfo& f = how.fallback;
+  if (f.has_input_size() && f.num_classes > 0)
+    return with_input(meta.graph, f.height, f.width, f.channels, f.num_classes);
+  raise(how.fallback_option.empty() ? kExitCheckpoint : kExitUsage,
+        "checkpoint '%s' was written before checkpoints stored the network's input shape, and the training set "
+        "its config names ('%s') cannot be opened to tell it: make that file available%s%s", checkpoint.c_str(),
+        ini_value(meta.config, "data", "train").c_str(), how.fallback_option.empty() ? "" : ", or pass ",
+        how.fallback_option.c_str());
+}
+
+// The batch-norm options the checkpoint's run trained with ([bn] of its config): eps changes what inference
+// computes. An imported graph's BatchNormalization nodes carry their own epsilon.
+ModelOptions model_options(const CheckpointMeta& meta) {
+  ModelOptions mo;
+  const std::string eps = ini_value(meta.config, "bn", "eps"), momentum = ini_value(meta.config, "bn", "momentum");
+  if (!eps.empty()) mo.bn.eps = std::stof(eps);
+  if (!momentum.empty()) mo.bn.momentum = std::stof(momentum);
+  return mo;
+}
+
+// An imported model's graph: the one the checkpoint stores, else (an older checkpoint) the ONNX file at the
+// path it was trained from.
+OnnxModel graph_of(const std::string& checkpoint, const CheckpointMeta& meta) {
+  if (!meta.graph.onnx.empty()) return restore_onnx_graph(meta.graph.onnx, checkpoint + " (stored graph)");
+  struct stat st;
+  if (::stat(meta.model.c_str(), &st) != 0)
+    raise(kExitCheckpoint, "checkpoint '%s' of model %s stores no graph (it was written before checkpoints stored "
+          "an imported model's graph), and that ONNX file cannot be read here (%s): run where the file is, at the "
+          "path it was trained from, or resume the run once and use its next checkpoint", checkpoint.c_str(),
+          meta.model.c_str(), std::strerror(errno));
+  return read_onnx(meta.model);
 }
 
 void upload_weights(const std::string& checkpoint, const std::map<std::string, std::vector<float>>& values,
@@ -81,26 +121,17 @@ void upload_weights(const std::string& checkpoint, const std::map<std::string, s
 
 }  // namespace
 
-CheckpointModel load_checkpoint_model(const std::string& checkpoint, ExportWeights which, int max_batch) {
+CheckpointModel load_checkpoint_model(const std::string& checkpoint, const CheckpointLoad& how) {
   CheckpointModel m;
-  const auto values = read_checkpoint_weights(checkpoint, which, m.meta);
-  const CheckpointGraph g = input_of(checkpoint, m.meta);
-  m.be = make_cpu_backend(1);
+  const auto values = read_checkpoint_weights(checkpoint, how.which, m.meta, how.retry);
+  const CheckpointGraph g = input_of(checkpoint, m.meta, how);
+  if (!how.be) m.own_be = make_cpu_backend(1);
+  m.be = how.be ? how.be : m.own_be.get();
   m.net = std::make_unique<Net>(*m.be, Dims{g.input_h, g.input_w, g.input_c}, g.classes);
-  ModelOptions mo;
-  if (!ini_value(m.meta.config, "bn", "eps").empty()) mo.bn.eps = std::stof(ini_value(m.meta.config, "bn", "eps"));
-  if (!ini_value(m.meta.config, "bn", "momentum").empty())
-    mo.bn.momentum = std::stof(ini_value(m.meta.config, "bn", "momentum"));
-  if (!is_onnx_model(m.meta.model)) {
-    build_model(m.meta.model, *m.net, mo);
-  } else if (g.onnx.empty()) {
-    raise(kExitCheckpoint, "checkpoint '%s' of model %s stores no graph (it was written before checkpoints stored "
-          "an imported model's graph); resume the run once and use its next checkpoint", checkpoint.c_str(),
-          m.meta.model.c_str());
-  } else {
-    import_onnx(restore_onnx_graph(g.onnx, checkpoint + " (stored graph)"), *m.net, mo.bn);
-  }
-  m.net->build(max_batch, m.meta.seed);
+  const ModelOptions mo = model_options(m.meta);
+  if (is_onnx_model(m.meta.model)) import_onnx(graph_of(checkpoint, m.meta), *m.net, mo.bn);
+  else build_model(m.meta.model, *m.net, mo);
+  m.net->build(how.max_batch, m.meta.seed);
   upload_weights(checkpoint, values, m);
   return m;
 }
@@ -130,7 +161,9 @@ std::map<std::string, std::string> export_metadata(const CheckpointModel& m, Exp
 }
 
 OnnxModel export_checkpoint_onnx(const std::string& checkpoint, const std::string& out, ExportWeights which) {
-  const CheckpointModel m = load_checkpoint_model(checkpoint, which);
+  CheckpointLoad how;
+  how.which = which;
+  const CheckpointModel m = load_checkpoint_model(checkpoint, how);
   OnnxModel onnx = export_onnx(*m.net, m.params.data(), m.buffers.data());
   onnx.producer_name = "cnntrain";
   onnx.producer_version = version_string();

@@ -2,7 +2,7 @@
 # cnntrain-data predict on an ONNX file (docs/models.md, "Prediction"): a residual CNN exported by PyTorch's
 # default exporter (batch norm folded, external data) gives ONNX Runtime's logits on the Fashion-MNIST test
 # set within 1e-4 relative, inputs normalised with the data's mean/std (the file records none); and a
-# checkpoint of a run that trained it predicts through the ONNX file it recorded.
+# checkpoint of a run that trained it predicts through the graph the checkpoint stores.
 source "$(dirname "$0")/lib.bash"
 T=$E2E_TMP
 VPY=$(bash tests/onnx/py_venv.sh "$BUILD/pyvenv")

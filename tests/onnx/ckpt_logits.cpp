@@ -20,12 +20,10 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    const std::string w = argv[2];
-    const ExportWeights which = w == "ema"   ? ExportWeights::kEma
-                                : w == "swa" ? ExportWeights::kSwa
-                                             : ExportWeights::kRaw;
-    const int n = std::atoi(argv[4]);
-    CheckpointModel m = load_checkpoint_model(argv[1], which, n);
+    CheckpointLoad how;
+    how.which = parse_export_weights(argv[2], "ckpt_logits");
+    const int n = how.max_batch = std::atoi(argv[4]);
+    CheckpointModel m = load_checkpoint_model(argv[1], how);
     const Dims d = m.net->input_dims();
     std::vector<float> nchw(static_cast<size_t>(n) * d.size()), nhwc(nchw.size());
     std::ifstream in(argv[3], std::ios::binary);
