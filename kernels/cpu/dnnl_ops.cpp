@@ -498,12 +498,13 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
 void DnnlOps::conv_backward(DType t, const ConvDesc& d, const void* x, const void* dy, const void* w, float* dw,
                             float* db, void* dx) {
   Impl& I = *p_;
-  I.pair_dy = dx ? dy : nullptr;
-  I.pair_dy_blk = memory::desc();
+  struct Pair {  // the blocked dy is valid only within this call, even when a pass throws
+    Impl& i;
+    Pair(Impl& impl, const void* dy) : i(impl) { i.pair_dy = dy, i.pair_dy_blk = memory::desc(); }
+    ~Pair() { i.pair_dy = nullptr, i.pair_dy_blk = memory::desc(); }
+  } pair(I, dx ? dy : nullptr);
   conv_backward_filter(t, d, x, dy, dw, db);
   if (dx) conv_backward_data(t, d, dy, w, dx);
-  I.pair_dy = nullptr;
-  I.pair_dy_blk = memory::desc();
 }
 
 void DnnlOps::linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y) {
