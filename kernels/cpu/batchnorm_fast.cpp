@@ -15,6 +15,7 @@
 #include "kernels/batchnorm_finalize.h"
 #include "kernels/cpu/cpu_parallel.h"
 #include "kernels/cpu/fast_cpu.h"
+#include "kernels/dtype.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -27,13 +28,32 @@ namespace cnn {
 namespace {
 
 // Eight floats, the unit of every pass (one AVX2 register; plain loops elsewhere). The ReLU mask byte of
-// eight consecutive elements is one movemask.
+// eight consecutive elements is one movemask. Tensors are fp32 or bf16 (the backend's native bf16 path): bf16
+// values are widened on load and rounded once on store exactly as the backend's conversions do
+// (float_to_bf16_bits), so a bf16 call gives the bits that widening, the fp32 kernel and narrowing would give,
+// without the conversion passes and with half the bytes.
 #if defined(__AVX2__) && defined(__FMA__)
 struct V8 {
   __m256 v;
 };
 inline V8 load8(const float* p) { return {_mm256_loadu_ps(p)}; }
 inline void store8(float* p, V8 a) { _mm256_storeu_ps(p, a.v); }
+inline V8 load8(const Bf16* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))};
+}
+// float_to_bf16_bits on eight lanes: NaN -> its high half with the quiet bit set, else round to nearest even.
+inline void store8(Bf16* p, V8 a) {
+  const __m256i x = _mm256_castps_si256(a.v);
+  const __m256i hi = _mm256_srli_epi32(x, 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
+                                         _mm256_set1_epi32(0x7F800000));
+  const __m256i odd = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), odd), 16);
+  const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
 inline V8 zero8() { return {_mm256_setzero_ps()}; }
 inline V8 add8(V8 a, V8 b) { return {_mm256_add_ps(a.v, b.v)}; }
 inline V8 sub8(V8 a, V8 b) { return {_mm256_sub_ps(a.v, b.v)}; }
@@ -60,6 +80,14 @@ inline V8 load8(const float* p) {
 }
 inline void store8(float* p, V8 a) {
   for (int k = 0; k < 8; ++k) p[k] = a.v[k];
+}
+inline V8 load8(const Bf16* p) {
+  V8 r;
+  for (int k = 0; k < 8; ++k) r.v[k] = to_float(p[k]);
+  return r;
+}
+inline void store8(Bf16* p, V8 a) {
+  for (int k = 0; k < 8; ++k) p[k] = from_float<Bf16>(a.v[k]);
 }
 inline V8 zero8() { return V8{}; }
 #define CNN_V8_OP(name, expr)                          \
@@ -228,9 +256,9 @@ void channel_sums(int threads, const Layout& L, Term8 term8, Term1 term1, Scratc
 }
 
 // y = act(x * scale + shift + residual) (per-lane scale/shift); the ReLU's mask bytes when mask is not null.
-template <bool kResidual, bool kRelu>
-void apply_chunks(int threads, const Layout& L, const float* x, const float* residual, const float* scale,
-                  const float* shift, float* y, uint8_t* mask) {
+template <class T, bool kResidual, bool kRelu>
+void apply_chunks(int threads, const Layout& L, const T* x, const T* residual, const float* scale,
+                  const float* shift, T* y, uint8_t* mask) {
   parallel_for(threads, L.n, L.chunks, [&](long long q) {
     for_chunk(
         L, q,
@@ -245,8 +273,8 @@ void apply_chunks(int threads, const Layout& L, const float* x, const float* res
         },
         [](long) {},
         [&](size_t i, int l) {
-          float v = std::fma(x[i], scale[l], shift[l]);
-          if (kResidual) v += residual[i];
+          float v = std::fma(to_float(x[i]), scale[l], shift[l]);
+          if (kResidual) v += to_float(residual[i]);
           if (kRelu) {
             if (mask) {
               const uint8_t bit = static_cast<uint8_t>(1u << (i % 8));
@@ -254,25 +282,26 @@ void apply_chunks(int threads, const Layout& L, const float* x, const float* res
             }
             v = v > 0.f ? v : 0.f;
           }
-          y[i] = v;
+          y[i] = from_float<T>(v);
         });
   });
 }
 
-void apply(int threads, const Layout& L, const float* x, const float* residual, bool relu, const float* scale,
-           const float* shift, float* y, uint8_t* mask) {
+template <class T>
+void apply(int threads, const Layout& L, const T* x, const T* residual, bool relu, const float* scale,
+           const float* shift, T* y, uint8_t* mask) {
   if (residual)
-    relu ? apply_chunks<true, true>(threads, L, x, residual, scale, shift, y, mask)
-         : apply_chunks<true, false>(threads, L, x, residual, scale, shift, y, mask);
+    relu ? apply_chunks<T, true, true>(threads, L, x, residual, scale, shift, y, mask)
+         : apply_chunks<T, true, false>(threads, L, x, residual, scale, shift, y, mask);
   else
-    relu ? apply_chunks<false, true>(threads, L, x, residual, scale, shift, y, mask)
-         : apply_chunks<false, false>(threads, L, x, residual, scale, shift, y, mask);
+    relu ? apply_chunks<T, false, true>(threads, L, x, residual, scale, shift, y, mask)
+         : apply_chunks<T, false, false>(threads, L, x, residual, scale, shift, y, mask);
 }
 
 // dx = A*g + C*(x - mean) + B with g = dy masked by the ReLU (per-lane constants); dresidual = g.
-template <bool kRelu, bool kDx, bool kDres>
-void backward_chunks(int threads, const Layout& L, const float* x, const uint8_t* mask, const float* dy,
-                     const float* mean, const float* ka, const float* kb, const float* kc, float* dx, float* dres) {
+template <class T, bool kRelu, bool kDx, bool kDres>
+void backward_chunks(int threads, const Layout& L, const T* x, const uint8_t* mask, const T* dy,
+                     const float* mean, const float* ka, const float* kb, const float* kc, T* dx, T* dres) {
   parallel_for(threads, L.n, L.chunks, [&](long long q) {
     for_chunk(
         L, q,
@@ -285,27 +314,25 @@ void backward_chunks(int threads, const Layout& L, const float* x, const uint8_t
         },
         [](long) {},
         [&](size_t i, int l) {
-          const float g = kRelu && !mask_bit(mask, i) ? 0.f : dy[i];
-          if (kDx) dx[i] = std::fma(ka[l], g, std::fma(kc[l], x[i] - mean[l], kb[l]));
-          if (kDres) dres[i] = g;
+          const float g = kRelu && !mask_bit(mask, i) ? 0.f : to_float(dy[i]);
+          if (kDx) dx[i] = from_float<T>(std::fma(ka[l], g, std::fma(kc[l], to_float(x[i]) - mean[l], kb[l])));
+          if (kDres) dres[i] = from_float<T>(g);
         });
   });
 }
 
-template <bool kRelu>
-void backward_data(int threads, const Layout& L, const float* x, const uint8_t* mask, const float* dy,
-                   const float* mean, const float* ka, const float* kb, const float* kc, float* dx, float* dres) {
-  if (dx && dres) backward_chunks<kRelu, true, true>(threads, L, x, mask, dy, mean, ka, kb, kc, dx, dres);
-  else if (dx) backward_chunks<kRelu, true, false>(threads, L, x, mask, dy, mean, ka, kb, kc, dx, dres);
-  else if (dres) backward_chunks<kRelu, false, true>(threads, L, x, mask, dy, mean, ka, kb, kc, dx, dres);
+template <bool kRelu, class T>
+void backward_data(int threads, const Layout& L, const T* x, const uint8_t* mask, const T* dy,
+                   const float* mean, const float* ka, const float* kb, const float* kc, T* dx, T* dres) {
+  if (dx && dres) backward_chunks<T, kRelu, true, true>(threads, L, x, mask, dy, mean, ka, kb, kc, dx, dres);
+  else if (dx) backward_chunks<T, kRelu, true, false>(threads, L, x, mask, dy, mean, ka, kb, kc, dx, dres);
+  else if (dres) backward_chunks<T, kRelu, false, true>(threads, L, x, mask, dy, mean, ka, kb, kc, dx, dres);
 }
 
-}  // namespace
-
-void batchnorm_forward_train_fast(int threads, int rows, int c, const float* x, const float* residual,
-                                  const float* gamma, const float* beta, float eps, float momentum, bool relu,
-                                  float* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
-                                  float* running_mean, float* running_var) {
+template <class T>
+void forward_train(int threads, int rows, int c, const T* x, const T* residual, const float* gamma,
+                   const float* beta, float eps, float momentum, bool relu, T* y, uint32_t* relu_mask,
+                   float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
   if (rows <= 0 || c <= 0) return;
   const Layout L = layout_of(rows, c);
   Scratch& s = main_scratch();
@@ -315,7 +342,7 @@ void batchnorm_forward_train_fast(int threads, int rows, int c, const float* x, 
   shift.assign(c, 0.0);
   const int head = std::min(rows, 8);
   for (int r = 0; r < head; ++r)
-    for (int j = 0; j < c; ++j) shift[j] += x[static_cast<size_t>(r) * c + j];
+    for (int j = 0; j < c; ++j) shift[j] += to_float(x[static_cast<size_t>(r) * c + j]);
   for (int j = 0; j < c; ++j) shift[j] = static_cast<float>(shift[j] / head);
   const float* k = widen(L, shift, s.w0);
   channel_sums(
@@ -326,7 +353,7 @@ void batchnorm_forward_train_fast(int threads, int rows, int c, const float* x, 
         b = fma8(d, d, zero8());
       },
       [=](size_t i, int l, float& a, float& b) {
-        const float d = x[i] - k[l];
+        const float d = to_float(x[i]) - k[l];
         a = d;
         b = std::fma(d, d, 0.f);
       },
@@ -347,9 +374,10 @@ void batchnorm_forward_train_fast(int threads, int rows, int c, const float* x, 
         relu ? reinterpret_cast<uint8_t*>(relu_mask) : nullptr);
 }
 
-void batchnorm_forward_infer_fast(int threads, int rows, int c, const float* x, const float* residual,
-                                  const float* gamma, const float* beta, const float* running_mean,
-                                  const float* running_var, float eps, bool relu, float* y) {
+template <class T>
+void forward_infer(int threads, int rows, int c, const T* x, const T* residual, const float* gamma,
+                   const float* beta, const float* running_mean, const float* running_var, float eps, bool relu,
+                   T* y) {
   if (rows <= 0 || c <= 0) return;
   const Layout L = layout_of(rows, c);
   Scratch& s = main_scratch();
@@ -365,9 +393,9 @@ void batchnorm_forward_infer_fast(int threads, int rows, int c, const float* x, 
   apply(threads, L, x, residual, relu, widen(L, scale, s.w1), widen(L, sh, s.w2), y, nullptr);
 }
 
-void batchnorm_backward_fast(int threads, int rows, int c, const float* x, const uint32_t* relu_mask,
-                             const float* dy, const float* gamma, const float* save_mean, const float* save_invstd,
-                             float* dx, float* dresidual, float* dgamma, float* dbeta) {
+template <class T>
+void backward(int threads, int rows, int c, const T* x, const uint32_t* relu_mask, const T* dy, const float* gamma,
+              const float* save_mean, const float* save_invstd, T* dx, T* dresidual, float* dgamma, float* dbeta) {
   if (rows <= 0 || c <= 0) return;
   const Layout L = layout_of(rows, c);
   Scratch& s = main_scratch();
@@ -383,8 +411,8 @@ void batchnorm_backward_fast(int threads, int rows, int c, const float* x, const
           b = fma8(a, sub8(load8(x + i), load8(m + l)), zero8());
         },
         [=](size_t i, int l, float& a, float& b) {
-          a = mask_bit(mask, i) ? dy[i] : 0.f;
-          b = std::fma(a, x[i] - m[l], 0.f);
+          a = mask_bit(mask, i) ? to_float(dy[i]) : 0.f;
+          b = std::fma(a, to_float(x[i]) - m[l], 0.f);
         },
         s);
   else
@@ -395,8 +423,8 @@ void batchnorm_backward_fast(int threads, int rows, int c, const float* x, const
           b = fma8(a, sub8(load8(x + i), load8(m + l)), zero8());
         },
         [=](size_t i, int l, float& a, float& b) {
-          a = dy[i];
-          b = std::fma(a, x[i] - m[l], 0.f);
+          a = to_float(dy[i]);
+          b = std::fma(a, to_float(x[i]) - m[l], 0.f);
         },
         s);
   std::vector<double>& ka = s.v0;  // the mean is in w0 already
@@ -422,5 +450,29 @@ void batchnorm_backward_fast(int threads, int rows, int c, const float* x, const
   else
     backward_data<false>(threads, L, x, mask, dy, m, wa, wb, wc, dx, dresidual);
 }
+
+}  // namespace
+
+#define CNN_BATCHNORM_FAST(T)                                                                                    \
+  void batchnorm_forward_train_fast(int threads, int rows, int c, const T* x, const T* residual,                 \
+                                    const float* gamma, const float* beta, float eps, float momentum, bool relu, \
+                                    T* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,             \
+                                    float* running_mean, float* running_var) {                                   \
+    forward_train(threads, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask, save_mean,      \
+                  save_invstd, running_mean, running_var);                                                       \
+  }                                                                                                              \
+  void batchnorm_forward_infer_fast(int threads, int rows, int c, const T* x, const T* residual,                 \
+                                    const float* gamma, const float* beta, const float* running_mean,            \
+                                    const float* running_var, float eps, bool relu, T* y) {                      \
+    forward_infer(threads, rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);          \
+  }                                                                                                              \
+  void batchnorm_backward_fast(int threads, int rows, int c, const T* x, const uint32_t* relu_mask, const T* dy, \
+                               const float* gamma, const float* save_mean, const float* save_invstd, T* dx,      \
+                               T* dresidual, float* dgamma, float* dbeta) {                                      \
+    backward(threads, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual, dgamma, dbeta);   \
+  }
+CNN_BATCHNORM_FAST(float)
+CNN_BATCHNORM_FAST(Bf16)
+#undef CNN_BATCHNORM_FAST
 
 }  // namespace cnn

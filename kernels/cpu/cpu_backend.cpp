@@ -181,6 +181,10 @@ class CpuBackend : public HostMixedBackend {
                                const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
+    if (dnnl_ && t == DType::kBF16)
+      return batchnorm_forward_train_fast(threads_, rows, c, bf16(x), bf16(residual), gamma, beta, eps, momentum,
+                                          relu, bf16(y), relu_mask, save_mean, save_invstd, running_mean,
+                                          running_var);
     as_fp32(t, [&](const float* x32, const float* residual32, float* y32) {
       if (dnnl_)
         return batchnorm_forward_train_fast(threads_, rows, c, x32, residual32, gamma, beta, eps, momentum, relu,
@@ -192,6 +196,9 @@ class CpuBackend : public HostMixedBackend {
   void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
                                bool relu, void* y) override {
+    if (dnnl_ && t == DType::kBF16)
+      return batchnorm_forward_infer_fast(threads_, rows, c, bf16(x), bf16(residual), gamma, beta, running_mean,
+                                          running_var, eps, relu, bf16(y));
     as_fp32(t, [&](const float* x32, const float* residual32, float* y32) {
       if (dnnl_)
         return batchnorm_forward_infer_fast(threads_, rows, c, x32, residual32, gamma, beta, running_mean,
@@ -202,6 +209,9 @@ class CpuBackend : public HostMixedBackend {
   void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
                           const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
                           void* dresidual, float* dgamma, float* dbeta) override {
+    if (dnnl_ && t == DType::kBF16)
+      return batchnorm_backward_fast(threads_, rows, c, bf16(x), relu_mask, bf16(dy), gamma, save_mean, save_invstd,
+                                     bf16(dx), bf16(dresidual), dgamma, dbeta);
     as_fp32(t, [&](const float* x32, const float* dy32, float* dx32, float* dresidual32) {
       if (dnnl_)
         return batchnorm_backward_fast(threads_, rows, c, x32, relu_mask, dy32, gamma, save_mean, save_invstd, dx32,
@@ -397,6 +407,9 @@ class CpuBackend : public HostMixedBackend {
 
  private:
   bool native(DType t) const { return native_bf16_ && t == DType::kBF16; }
+  // Batch norm runs on bf16 tensors directly (kernels/cpu/batchnorm_fast.cpp: no conversion passes).
+  static const Bf16* bf16(const void* p) { return static_cast<const Bf16*>(p); }
+  static Bf16* bf16(void* p) { return static_cast<Bf16*>(p); }
   bool gated() const { return gate_ && *gate_ != 0; }
   void track_alloc(void* p, size_t bytes) {
     sizes_[p] = bytes;

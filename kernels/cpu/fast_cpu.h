@@ -28,6 +28,18 @@ void batchnorm_forward_infer_fast(int threads, int rows, int c, const float* x, 
 void batchnorm_backward_fast(int threads, int rows, int c, const float* x, const uint32_t* relu_mask,
                              const float* dy, const float* gamma, const float* save_mean, const float* save_invstd,
                              float* dx, float* dresidual, float* dgamma, float* dbeta);
+// The same on bf16 tensors (statistics, parameters and their gradients fp32): the bits of widening, the fp32
+// kernel and rounding once, without the conversion passes.
+void batchnorm_forward_train_fast(int threads, int rows, int c, const Bf16* x, const Bf16* residual,
+                                  const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                  Bf16* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
+                                  float* running_mean, float* running_var);
+void batchnorm_forward_infer_fast(int threads, int rows, int c, const Bf16* x, const Bf16* residual,
+                                  const float* gamma, const float* beta, const float* running_mean,
+                                  const float* running_var, float eps, bool relu, Bf16* y);
+void batchnorm_backward_fast(int threads, int rows, int c, const Bf16* x, const uint32_t* relu_mask,
+                             const Bf16* dy, const float* gamma, const float* save_mean, const float* save_invstd,
+                             Bf16* dx, Bf16* dresidual, float* dgamma, float* dbeta);
 void sgd_update_fast(int threads, size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                      bool nesterov);
 
