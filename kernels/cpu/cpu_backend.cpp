@@ -246,6 +246,7 @@ class CpuBackend : public HostMixedBackend {
     }, In{dy, pool_out(d)}, Out{dx, pool_in(d)});
   }
   void axpy(DType t, size_t n, float alpha, const void* x, void* y) override {
+    if (dnnl_ && t == DType::kBF16) return axpy_fast(threads_, n, alpha, bf16(x), bf16(y));
     as_fp32(t, [&](const float* x32, float* y32) {
       if (dnnl_) return axpy_fast(threads_, n, alpha, x32, y32);
       axpy_cpu(n, alpha, x32, y32);
@@ -407,7 +408,8 @@ class CpuBackend : public HostMixedBackend {
 
  private:
   bool native(DType t) const { return native_bf16_ && t == DType::kBF16; }
-  // Batch norm runs on bf16 tensors directly (kernels/cpu/batchnorm_fast.cpp: no conversion passes).
+  // Batch norm and axpy run on bf16 tensors directly (kernels/cpu/batchnorm_fast.cpp, fast_cpu.cpp: no
+  // conversion passes).
   static const Bf16* bf16(const void* p) { return static_cast<const Bf16*>(p); }
   static Bf16* bf16(void* p) { return static_cast<Bf16*>(p); }
   bool gated() const { return gate_ && *gate_ != 0; }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_parallel.h"
+#include "kernels/dtype.h"
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/pooling.h"
@@ -145,9 +146,20 @@ void adamw_update_fast(int threads, size_t n, float* w, const float* g, float* m
   });
 }
 
-void axpy_fast(int threads, size_t n, float alpha, const float* x, float* y) {
-  parallel_for(threads, n, static_cast<long long>(n), [=](long long i) { y[i] += alpha * x[i]; });
+namespace {
+
+// y += alpha x in fp32 on the values as stored (bf16: widened, the sum rounded once); one expression for both
+// types, so the bf16 result is the fp32 kernel's on the widened values, rounded.
+template <class T>
+void axpy_typed(int threads, size_t n, float alpha, const T* x, T* y) {
+  parallel_for(threads, n, static_cast<long long>(n),
+               [=](long long i) { y[i] = from_float<T>(to_float(y[i]) + alpha * to_float(x[i])); });
 }
+
+}  // namespace
+
+void axpy_fast(int threads, size_t n, float alpha, const float* x, float* y) { axpy_typed(threads, n, alpha, x, y); }
+void axpy_fast(int threads, size_t n, float alpha, const Bf16* x, Bf16* y) { axpy_typed(threads, n, alpha, x, y); }
 
 void scale_fast(int threads, size_t n, float alpha, float* x) {
   parallel_for(threads, n, static_cast<long long>(n), [=](long long i) { x[i] *= alpha; });

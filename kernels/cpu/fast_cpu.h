@@ -46,6 +46,7 @@ void sgd_update_fast(int threads, size_t n, float* w, const float* g, float* v, 
 void adamw_update_fast(int threads, size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1,
                        float beta2, float eps, float wd, float bc1, float bc2);
 void axpy_fast(int threads, size_t n, float alpha, const float* x, float* y);
+void axpy_fast(int threads, size_t n, float alpha, const Bf16* x, Bf16* y);  // no conversion passes
 void scale_fast(int threads, size_t n, float alpha, float* x);
 // Deterministic for any thread count (fixed chunks, summed in order), not the reference's summation order.
 double sum_squares_fast(int threads, size_t n, const float* x);

@@ -1,7 +1,7 @@
-// The fast CPU backend's batch norm on bf16 tensors (kernels/cpu/batchnorm_fast.cpp, no conversion passes) gives
-// the bits of the mixed-precision rule it replaces: widen the inputs, run the fp32 kernels, round each 16-bit
-// output once (docs/mixed_precision.md). Every output, the ReLU mask and the fp32 statistics and gradients, bit
-// for bit, on ragged shapes (the kernels' scalar tails), with NaNs (one signalling) among the inputs.
+// The fast CPU backend's batch norm and axpy on bf16 tensors (kernels/cpu/batchnorm_fast.cpp, fast_cpu.cpp: no
+// conversion passes) give the bits of the mixed-precision rule they replace: widen the inputs, run the fp32 kernels, round each 16-bit
+// output once (docs/mixed_precision.md). Batch norm: every output, the ReLU mask and the fp32 statistics and
+// gradients, bit for bit, on ragged shapes (the kernels' scalar tails), with NaNs (one signalling) among the inputs.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -76,7 +76,7 @@ Out run(Backend& be, bool native, int rows, int c, bool residual, bool relu, uin
   return o;
 }
 
-TEST(FastBatchNormBf16, SameBitsAsWideningTheFp32Kernels) {
+TEST(FastBf16, BatchNormSameBitsAsWideningTheFp32Kernels) {
   auto be = make_cpu_backend(2, CpuKernels::kFast);
   const int shapes[][2] = {{7, 3}, {37, 16}, {1100, 45}, {2048, 17}, {9000, 64}, {65, 2048}};
   uint64_t seed = 40;
@@ -105,7 +105,7 @@ TEST(FastBatchNormBf16, SameBitsAsWideningTheFp32Kernels) {
 // (all ones: rounding it as a number would carry into the sign).
 // Inference with unit statistics (variance 1, eps 0, mean 0, beta 0) on inputs of 1 makes y = gamma exactly,
 // so each channel's gamma is what the kernel rounds; two rows of 16 channels run the 8-lane path.
-TEST(FastBatchNormBf16, StoresRoundAsTheScalarConversion) {
+TEST(FastBf16, BatchNormStoresRoundAsTheScalarConversion) {
   const uint32_t bits[16] = {0x3F808000u, 0x3F818000u, 0x3F80FFFFu, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u,
                              0xFF800000u, 0x00000001u, 0x80008000u, 0x7FC00001u, 0x7F800001u, 0xFFFFFFFFu,
                              0x00000000u, 0x80000000u, 0x3F7FFF80u, 0x477F8000u};
@@ -123,6 +123,26 @@ TEST(FastBatchNormBf16, StoresRoundAsTheScalarConversion) {
   const std::vector<Bf16> want = to_bf16(y);
   for (int i = 0; i < rows * c; ++i)
     EXPECT_EQ(yb[i].bits, want[i].bits) << "gamma bits 0x" << std::hex << bits[i % c];
+}
+
+// y += alpha x on bf16: the fp32 kernel on the widened values, rounded once; odd lengths (the parallel split's
+// tails), a NaN and sums that overflow to infinity.
+TEST(FastBf16, AxpySameBitsAsWideningTheFp32Kernel) {
+  auto be = make_cpu_backend(2, CpuKernels::kFast);
+  for (size_t n : {size_t{1}, size_t{37}, size_t{100003}}) {
+    auto xs = random_vec(n, n, -2.f, 2.f), ys = random_vec(n, n + 1, -2.f, 2.f);
+    xs[0] = n > 1 ? std::numeric_limits<float>::quiet_NaN() : 3e38f;
+    ys[n - 1] = 3.3e38f;
+    const std::vector<Bf16> x = to_bf16(xs), y0 = to_bf16(ys);
+    for (float alpha : {1.f, -0.37f, 3.f}) {
+      std::vector<Bf16> y = y0;
+      be->axpy(DType::kBF16, n, alpha, x.data(), y.data());
+      const std::vector<float> xw = widen(x);
+      std::vector<float> yw = widen(y0);
+      be->axpy(DType::kF32, n, alpha, xw.data(), yw.data());
+      EXPECT_TRUE(same_bits(y, to_bf16(yw))) << "n " << n << " alpha " << alpha;
+    }
+  }
 }
 
 }  // namespace
