@@ -106,6 +106,19 @@ class HostMirror {
   virtual const void* wait() = 0;
 };
 
+// Memory layout of an activation tensor. Everything is NHWC except where a backend offers oneDNN's blocked
+// nChw16c ([n][c/16][h][w][16], c a multiple of 16; Backend::blocked_conv_ok) and a residual block keeps its
+// inner tensors in it, so that the Winograd convolutions need no layout conversion (docs/perf.md).
+enum class ActLayout : uint8_t { kNHWC, kNChw16c };
+
+// Shape and layouts of a batch norm over activations [n, hw, c] (Backend::batchnorm_*_layout): x (and dx),
+// y (and dy) and the residual (and its gradient) each in its own layout.
+struct BnShape {
+  int n = 0, hw = 0, c = 0;
+  ActLayout x = ActLayout::kNHWC, y = ActLayout::kNHWC, residual = ActLayout::kNHWC;
+  size_t rows() const { return static_cast<size_t>(n) * hw; }
+};
+
 // 32-bit words of a ReLU mask over n elements (Backend::batchnorm_forward_train).
 inline size_t relu_mask_words(size_t n) { return (n + 31) / 32; }
 
