@@ -11,8 +11,14 @@
 #include <string>
 
 #include "kernels/dtype.h"
+#include "src/base/error.h"
 
 namespace cnn {
+
+// Memory layout of an activation tensor. Everything is NHWC except where a backend offers oneDNN's blocked
+// nChw16c ([n][c/16][h][w][16], c a multiple of 16; Backend::blocked_conv_ok) and a residual block keeps its
+// inner tensors in it, so that the Winograd convolutions need no layout conversion (docs/perf.md).
+enum class ActLayout : uint8_t { kNHWC, kNChw16c };
 
 // x: [n,h,w,c], w: [k,r,s,c], y: [n,p,q,k]
 struct ConvDesc {
@@ -27,6 +33,8 @@ struct ConvDesc {
   // extra_pad_h/w more zero rows/columns after the input than pad_h/w before it (ONNX pads
   // [pad_h, pad_w, pad_h + extra_pad_h, pad_w + extra_pad_w]), as PoolDesc.
   int extra_pad_h = 0, extra_pad_w = 0;
+  // Layouts of x (and dx) and of y (and dy): NHWC everywhere unless Backend::blocked_conv_ok says otherwise.
+  ActLayout x_layout = ActLayout::kNHWC, y_layout = ActLayout::kNHWC;
   int p() const { return (h + 2 * pad_h + extra_pad_h - dilation_h * (r - 1) - 1) / stride_h + 1; }
   int q() const { return (w + 2 * pad_w + extra_pad_w - dilation_w * (s - 1) - 1) / stride_w + 1; }
   // The convolution every backend had before groups, dilation and asymmetric padding.
@@ -105,11 +113,6 @@ class HostMirror {
   // The host copy of the last refresh(), waiting for it.
   virtual const void* wait() = 0;
 };
-
-// Memory layout of an activation tensor. Everything is NHWC except where a backend offers oneDNN's blocked
-// nChw16c ([n][c/16][h][w][16], c a multiple of 16; Backend::blocked_conv_ok) and a residual block keeps its
-// inner tensors in it, so that the Winograd convolutions need no layout conversion (docs/perf.md).
-enum class ActLayout : uint8_t { kNHWC, kNChw16c };
 
 // Shape and layouts of a batch norm over activations [n, hw, c] (Backend::batchnorm_*_layout): x (and dx),
 // y (and dy) and the residual (and its gradient) each in its own layout.
@@ -196,6 +199,11 @@ class Backend {
     if (dx) conv2d_backward_data(t, d, dy, w, dx);
   }
 
+  // Whether conv2d_forward and the backward passes take x and y of this convolution (n included) in nChw16c
+  // (d.x_layout, d.y_layout; the shape is read from d, its layouts ignored). No backend but the fast CPU one
+  // does: its Winograd convolutions, which work in that layout (docs/perf.md).
+  virtual bool blocked_conv_ok(DType t, const ConvDesc& d) { return false; }
+
   // Fully connected: x: [m,k], w: [n,k], b: [n] (nullable), y: [m,n] = x w^T + b.
   virtual void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                               void* y) = 0;
@@ -257,6 +265,27 @@ class Backend {
                                   const void* dy, const float* gamma, const float* save_mean,
                                   const float* save_invstd, void* dx, void* dresidual, float* dgamma,
                                   float* dbeta) = 0;
+  // The same three with each operand in its own layout (BnShape: x and dx, y and dy, residual and dresidual),
+  // rows = s.n * s.hw; the ReLU mask has the same size, its bit order is the backend's. Only where
+  // blocked_batchnorm_ok(t) (the fast CPU backend, fp32); elsewhere they fail.
+  virtual bool blocked_batchnorm_ok(DType t) { return false; }
+  virtual void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
+                                              const float* gamma, const float* beta, float eps, float momentum,
+                                              bool relu, void* y, uint32_t* relu_mask, float* save_mean,
+                                              float* save_invstd, float* running_mean, float* running_var) {
+    no_blocked_batchnorm();
+  }
+  virtual void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
+                                              const float* gamma, const float* beta, const float* running_mean,
+                                              const float* running_var, float eps, bool relu, void* y) {
+    no_blocked_batchnorm();
+  }
+  virtual void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask,
+                                         const void* dy, const float* gamma, const float* save_mean,
+                                         const float* save_invstd, void* dx, void* dresidual, float* dgamma,
+                                         float* dbeta) {
+    no_blocked_batchnorm();
+  }
 
   // Inverted dropout over x: [n, per_sample]; the keep bit of element j of a sample is a function of
   // (key, ids[sample], j) only (ids: device [n] global sample ids). mask: [n, per_sample] bytes.
@@ -381,6 +410,12 @@ class Backend {
   // The split: dx[i] (+)= dy's channels of input i; null entries of dx are skipped.
   virtual void concat_backward(DType t, int rows, int k, const int* channels, const void* dy, void* const* dx,
                                bool accumulate) = 0;
+
+ private:
+  [[noreturn]] void no_blocked_batchnorm() const {
+    raise(kExitFailure, "backend %s has no batch norm over nChw16c activations (blocked_batchnorm_ok is false)",
+          name().c_str());
+  }
 };
 
 // The CPU backend; `threads` bounds the threads its kernels use.

@@ -117,6 +117,9 @@ class CpuBackend : public HostMixedBackend {
     if (dnnl_ && (t == DType::kF32 || native(t))) return dnnl_->conv_backward(t, d, x, dy, w, dw, db, dx);
     Backend::conv2d_backward(t, d, x, dy, w, dw, db, dx);
   }
+  bool blocked_conv_ok(DType t, const ConvDesc& d) override {
+    return dnnl_ && t == DType::kF32 && dnnl_->blocked_ok(d);
+  }
   void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                       void* y) override {
     if (native(t)) return dnnl_->linear_forward(t, m, k, n, x, w, b, y);
@@ -219,6 +222,36 @@ class CpuBackend : public HostMixedBackend {
       batchnorm_backward_cpu(rows, c, x32, relu_mask, dy32, gamma, save_mean, save_invstd, dx32, dresidual32, dgamma,
                              dbeta);
     }, In{x, area(rows, c)}, In{dy, area(rows, c)}, Out{dx, area(rows, c)}, Out{dresidual, area(rows, c)});
+  }
+  // Batch norm over operands in their own layouts: the fast fp32 kernels (kernels/cpu/batchnorm_blocked.cpp).
+  bool blocked_batchnorm_ok(DType t) override { return dnnl_ && t == DType::kF32; }
+  void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
+                                      const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                      void* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
+                                      float* running_mean, float* running_var) override {
+    if (!blocked_batchnorm_ok(t))
+      return Backend::batchnorm_forward_train_layout(t, s, x, residual, gamma, beta, eps, momentum, relu, y,
+                                                     relu_mask, save_mean, save_invstd, running_mean, running_var);
+    cnn::batchnorm_forward_train_layout(threads_, s, f32(x), f32(residual), gamma, beta, eps, momentum, relu, f32(y),
+                                        relu_mask, save_mean, save_invstd, running_mean, running_var);
+  }
+  void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
+                                      const float* gamma, const float* beta, const float* running_mean,
+                                      const float* running_var, float eps, bool relu, void* y) override {
+    if (!blocked_batchnorm_ok(t))
+      return Backend::batchnorm_forward_infer_layout(t, s, x, residual, gamma, beta, running_mean, running_var, eps,
+                                                     relu, y);
+    cnn::batchnorm_forward_infer_layout(threads_, s, f32(x), f32(residual), gamma, beta, running_mean, running_var,
+                                        eps, relu, f32(y));
+  }
+  void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask, const void* dy,
+                                 const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                                 void* dresidual, float* dgamma, float* dbeta) override {
+    if (!blocked_batchnorm_ok(t))
+      return Backend::batchnorm_backward_layout(t, s, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
+                                                dgamma, dbeta);
+    cnn::batchnorm_backward_layout(threads_, s, f32(x), relu_mask, f32(dy), gamma, save_mean, save_invstd, f32(dx),
+                                   f32(dresidual), dgamma, dbeta);
   }
   void dropout_forward(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key, const int64_t* ids,
                        void* y, uint8_t* mask) override {
@@ -412,6 +445,8 @@ class CpuBackend : public HostMixedBackend {
   // conversion passes).
   static const Bf16* bf16(const void* p) { return static_cast<const Bf16*>(p); }
   static Bf16* bf16(void* p) { return static_cast<Bf16*>(p); }
+  static const float* f32(const void* p) { return static_cast<const float*>(p); }
+  static float* f32(void* p) { return static_cast<float*>(p); }
   bool gated() const { return gate_ && *gate_ != 0; }
   void track_alloc(void* p, size_t bytes) {
     sizes_[p] = bytes;

@@ -1,404 +1,13 @@
 #include "kernels/cpu/dnnl_ops.h"
 
-#include <omp.h>
-
-#include <cstdlib>
-#include <cstring>
-#include <dnnl.h>
-#include <dnnl.hpp>
-#include <initializer_list>
-#include <array>
-#include <map>
-#include <tuple>
-#include <vector>
-
-#include "kernels/cpu/dnnl_conv_shape.h"
-#include "kernels/cpu/host_memory.h"
-#include "kernels/dtype.h"
-#include "src/base/error.h"
+#include "kernels/cpu/dnnl_impl.h"
 
 namespace cnn {
 
-namespace {
-
-using dnnl::memory;
-using tag = memory::format_tag;
-using dt = memory::data_type;
-
-// Steady-state calls go through the C API with arguments on the stack: the C++ execute() builds a
-// std::unordered_map per call, i.e. allocates.
-struct Arg {
-  int kind;
-  const memory* mem;
-};
-
-// oneDNN's type for activations and 16-bit weight copies of `t`; f16 only where oneDNN has CPU kernels for it.
-dt dnnl_type(DType t) {
-  switch (t) {
-    case DType::kF32: return dt::f32;
-    case DType::kBF16: return dt::bf16;
-    case DType::kF16: return dt::f16;
-  }
-  return dt::undef;
-}
-
-}  // namespace
-
-struct DnnlOps::Impl {
-  explicit Impl(int threads) : threads(threads), eng(dnnl::engine::kind::cpu, 0), strm(eng) {
-    if (const char* e = std::getenv("CNNTRAIN_MIN_PARALLEL_MFLOP")) min_parallel_flops = std::atof(e) * 1e6;
-  }
-  ~Impl() {
-    std::free(scratch);
-    for (void* b : blk) std::free(b);
-  }
-
-  int threads;
-  // Ops below this many FLOPs run on one thread: a parallel region costs a wake-up and a barrier, and on a
-  // loaded machine a descheduled team-mate stalls the whole op (measured in docs/perf.md).
-  double min_parallel_flops = 40e6;
-  dnnl::engine eng;
-  dnnl::stream strm;
-  void* scratch = nullptr;
-  size_t scratch_bytes = 0;  // one scratch buffer for all primitives (ops run one at a time)
-  // The blocked activations of the Winograd path: input side [0] and output side [1], shared by all shapes.
-  void* blk[2] = {nullptr, nullptr};
-  size_t blk_bytes[2] = {0, 0};
-  uint64_t wino_runs = 0;  // DnnlOps::winograd_runs
-  // DnnlOps::conv_backward: the dy whose blocked copy the Winograd backward-weights left in blk[1] (and its
-  // layout), which the flipped-forward backward-data then reads instead of converting dy again. Set only
-  // inside conv_backward, where nothing can change dy between the two passes.
-  const void* pair_dy = nullptr;
-  memory::desc pair_dy_blk;
-  uint64_t blk_reuses = 0;  // DnnlOps::blocked_reuses
-
-  // A primitive with its scratchpad memory (rebound to the shared scratch buffer at every call).
-  struct Prim {
-    dnnl::primitive p;
-    memory scratch;
-    int nthr = 1;  // OpenMP threads it was created for and runs with
-    bool ok() const { return static_cast<bool>(p); }
-  };
-
-  struct Conv {
-    dnnl::convolution_forward::primitive_desc fwd_pd;
-    Prim fwd, bwd_d, bwd_w, w_to_fwd, w_to_bwd, dw_from_bwd;
-    memory x, y, dx, dy, w_user, dw_user, b, db;  // bound to caller pointers per call
-    memory dw_blk, db_tmp;                        // owned, oneDNN's layouts
-    memory::desc w_bwd_desc;                      // the backward-data primitive's filter layout
-    memory::desc w_fwd_desc;                      // the forward primitive's filter layout (direct or Winograd)
-    bool fwd_reorder = false, bwd_reorder = false;
-    int nthr = 1, nthr_w = 1;  // threads of forward/backward-data, of backward-weights
-    // Winograd F(4x4, 3x3) (see wino_eligible): the primitive works on blocked nChw16c activations, reordered
-    // from and to the caller's NHWC around each call, in the shared buffers blk[0] (x_blk, xw_blk) and blk[1]
-    // (y_blk, dyw_blk).
-    bool wino_fwd = false, wino_bwd_w = false;
-    Prim x_to_blk, y_from_blk;  // forward: x in, y out
-    Prim xw_to_blk, dyw_to_blk;  // backward-weights: x and dy in
-    memory x_blk, y_blk, xw_blk, dyw_blk;
-  };
-  struct Matmul {
-    Prim p;
-    memory a, b, bias, c;
-    int nthr = 1;
-  };
-
-  // Shape (groups, dilation and extra padding in an array of their own), bias, dtype of activations and filters.
-  using ConvKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, std::array<int, 5>, bool, DType>;
-  using MmKey = std::tuple<int, int, int, int, bool, DType>;  // m, k, n, which, bias, dtype
-  std::map<ConvKey, Conv> convs;
-  std::map<MmKey, Matmul> mms;
-
-  // One parameter's filters in the layout of one primitive, re-laid out only when the parameter version
-  // changes (Backend::set_param_version); version 0 (unknown) re-lays them out at every call.
-  enum class Use { kForward, kBackwardData, kFlippedForward };
-  struct Filter {
-    memory blocked;
-    uint64_t version = 0;
-  };
-  using FilterKey = std::tuple<const void*, ConvKey, Use>;
-  std::map<FilterKey, Filter> filters;
-  uint64_t param_version = 0;
-  std::vector<char> w_flip;  // scratch for the flipped filters of a backward-data run as a forward
-
-  static ConvKey key_of(const ConvDesc& d, bool bias, DType t) {
-    const std::array<int, 5> general{d.groups, d.dilation_h, d.dilation_w, d.extra_pad_h, d.extra_pad_w};
-    return {d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h, d.stride_w, d.pad_h, d.pad_w, general, bias, t};
-  }
-
-  // The cached filters of `w` for `use`; `fill` writes them (into the entry's memory) when they are stale.
-  template <class Fill>
-  const memory& filters_for(const void* w, const ConvKey& key, Use use, const memory::desc& md, Fill fill) {
-    Filter& f = filters[{w, key, use}];
-    if (!f.blocked) f.blocked = memory(md, eng);
-    if (param_version == 0 || f.version != param_version) {
-      fill(f.blocked);
-      f.version = param_version;
-    }
-    return f.blocked;
-  }
-
-  // Threads of an op of `flops`; fixed per shape, so results stay deterministic for a given --threads.
-  int threads_for(double flops) const { return flops >= min_parallel_flops ? threads : 1; }
-  static void set_threads(int n) {
-    if (omp_get_max_threads() != n) omp_set_num_threads(n);
-  }
-
-  dnnl::primitive_attr attr() {
-    dnnl::primitive_attr a;
-    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return a;
-  }
-
-  void reserve_scratch(const memory::desc& md) {
-    const size_t need = md.get_size();
-    if (need <= scratch_bytes) return;
-    std::free(scratch);
-    scratch_bytes = (need + 4095) / 4096 * 4096;
-    scratch = host_alloc(scratch_bytes, 4096);
-    if (!scratch) raise(kExitFailure, "out of host memory allocating %.1f MiB of oneDNN scratch", need / 1048576.0);
-  }
-
-  // Call with the primitive's thread count already set (set_threads) when it was created.
-  Prim prim(dnnl::primitive p, const memory::desc& scratch_desc) {
-    reserve_scratch(scratch_desc);
-    return {std::move(p), memory(scratch_desc, eng, DNNL_MEMORY_NONE), omp_get_max_threads()};
-  }
-
-  // Filter reorders are small (<= a few hundred KiB): one thread. In parallel they cost more in wake-ups and
-  // barriers than they save (measured: 0.7 ms per reorder at 2 threads on a loaded machine).
-  Prim reorder(const memory& from, const memory& to, bool accumulate) {
-    const int keep = omp_get_max_threads();
-    set_threads(1);
-    dnnl::primitive_attr a = attr();
-    if (accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.f);
-      a.set_post_ops(po);
-    }
-    dnnl::reorder::primitive_desc pd(eng, from.get_desc(), eng, to.get_desc(), a);
-    Prim r = prim(dnnl::reorder(pd), pd.scratchpad_desc());
-    set_threads(keep);
-    return r;
-  }
-
-  // A memory of layout `md` that lives in the shared blocked-activation buffer `i` (grown to fit; bound
-  // again at each call with bind_blk).
-  memory blk_memory(const memory::desc& md, int i) {
-    const size_t need = md.get_size();
-    if (need > blk_bytes[i]) {
-      if (i == 1) pair_dy_blk = memory::desc();  // the blocked dy it held is gone
-      std::free(blk[i]);
-      blk_bytes[i] = (need + 4095) / 4096 * 4096;
-      blk[i] = host_alloc(blk_bytes[i], 4096);
-      if (!blk[i])
-        raise(kExitFailure, "out of host memory allocating %.1f MiB for Winograd activations", need / 1048576.0);
-    }
-    return memory(md, eng, DNNL_MEMORY_NONE);
-  }
-
-  // An activation reorder (NHWC <-> nChw16c) of `from` into `to` on the op's threads.
-  Prim act_reorder(const memory::desc& from, const memory::desc& to, int nthr) {
-    const int keep = omp_get_max_threads();
-    set_threads(nthr);
-    dnnl::reorder::primitive_desc pd(eng, from, eng, to, attr());
-    Prim r = prim(dnnl::reorder(pd), pd.scratchpad_desc());
-    set_threads(keep);
-    return r;
-  }
-
-  // Winograd F(4x4, 3x3) convolution (oneDNN 2.6's jit_wino_4x3, AVX-512, fp32 only) for 3x3 stride-1 "same"
-  // convolutions without bias whose channel counts are multiples of 16, from 32 up: 2.25x fewer
-  // multiplications, results within ~1e-6 of the direct convolution's largest output and deterministic for a
-  // thread count (docs/perf.md has the per-shape measurements). Used for the forward pass (and with it the
-  // stride-1 backward-data pass, which runs as a forward convolution) and backward-weights. At 16 channels
-  // the direct kernels are faster (ResNet-20's stage 1: 55% of the FMA peak on Winograd against 88% direct);
-  // from 32 the Winograd step is faster with the layout conversions counted (ResNet-20: 4.5% per training
-  // step, docs/perf.md). CNNTRAIN_WINOGRAD=0 turns it off (docs/environment.md).
-  bool wino_allowed = [] {
-    const char* e = std::getenv("CNNTRAIN_WINOGRAD");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  bool wino_eligible(const ConvDesc& d, bool bias, DType t) const {
-    return wino_allowed && t == DType::kF32 && !bias && d.plain() && d.r == 3 && d.s == 3 && d.stride_h == 1 &&
-           d.stride_w == 1 && d.pad_h == 1 && d.pad_w == 1 && d.c % 16 == 0 && d.k % 16 == 0 && d.c >= 32 &&
-           d.k >= 32;
-  }
-
-  static void bind(const memory& m, const void* ptr) {
-    CNN_CHECK(dnnl_memory_set_data_handle_v2(m.get(), const_cast<void*>(ptr), nullptr) == dnnl_success,
-              "oneDNN set_data_handle");
-  }
-
-  void run(const Prim& p, std::initializer_list<Arg> args) {
-    set_threads(p.nthr);
-    dnnl_exec_arg_t a[8];
-    int n = 0;
-    for (const Arg& x : args) a[n++] = {x.kind, x.mem->get()};
-    if (p.scratch) {
-      bind(p.scratch, scratch);
-      a[n++] = {DNNL_ARG_SCRATCHPAD, p.scratch.get()};
-    }
-    dnnl_status_t s = dnnl_primitive_execute(p.p.get(), strm.get(), n, a);
-    CNN_CHECK(s == dnnl_success, "oneDNN execute failed (status %d)", static_cast<int>(s));
-  }
-
-  Conv& conv(const ConvDesc& d, bool bias, DType t) {
-    const ConvKey key = key_of(d, bias, t);
-    auto it = convs.find(key);
-    if (it != convs.end()) return it->second;
-    Conv& c = convs[key];
-    const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * (d.c / d.groups);
-    c.nthr = threads_for(flops);
-    // oneDNN 2.6's backward-weights kernel partitions small problems badly: LeNet's 5x5 6->16 conv takes 12 ms
-    // on 2 threads and 0.6 ms on one (docs/perf.md). Below 5x the threshold it runs on one thread.
-    c.nthr_w = flops >= 5 * min_parallel_flops ? threads : 1;
-    set_threads(c.nthr);
-    // Grouped convolutions (depthwise included) take oneDNN's grouped kernels (jit depthwise where groups
-    // == c == k), dilated ones its dilated kernels; none of them is a Winograd shape (wino_eligible).
-    const DnnlConvShape sh = dnnl_conv_shape(d);
-    const memory::dims &src = sh.src, &wei = sh.wei, &dst = sh.dst, &strides = sh.strides, &pad_l = sh.pad_l,
-                       &pad_r = sh.pad_r;
-    const dt at = dnnl_type(t);
-    memory::desc x_md(src, at, tag::nhwc), y_md(dst, at, tag::nhwc);
-    memory::desc w_any(wei, at, tag::any), w_md(wei, at, sh.w_tag);
-    memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
-    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_md,
-                                       w_any, b_md, y_md, strides, sh.dilates, pad_l, pad_r);
-    c.fwd_pd = dnnl::convolution_forward::primitive_desc(fd, attr(), eng);
-    c.fwd = prim(dnnl::convolution_forward(c.fwd_pd), c.fwd_pd.scratchpad_desc());
-    c.x = memory(x_md, eng, DNNL_MEMORY_NONE);
-    c.y = memory(y_md, eng, DNNL_MEMORY_NONE);
-    c.dx = memory(x_md, eng, DNNL_MEMORY_NONE);
-    c.dy = memory(y_md, eng, DNNL_MEMORY_NONE);
-    c.w_user = memory(w_md, eng, DNNL_MEMORY_NONE);
-    // Weight gradients are fp32 whatever the activations are: they accumulate into the fp32 gradient buffer.
-    c.dw_user = memory(memory::desc(wei, dt::f32, sh.w_tag), eng, DNNL_MEMORY_NONE);
-    if (bias) c.b = memory(b_md, eng, DNNL_MEMORY_NONE);
-    c.w_fwd_desc = c.fwd_pd.weights_desc();
-    if (wino_eligible(d, bias, t)) {
-      try {
-        const memory::desc a_src(src, at, tag::any), a_dst(dst, at, tag::any);
-        dnnl::convolution_forward::desc wd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
-                                           a_src, w_any, a_dst, strides, pad_l, pad_r);
-        dnnl::convolution_forward::primitive_desc wpd(wd, attr(), eng);
-        c.fwd = prim(dnnl::convolution_forward(wpd), wpd.scratchpad_desc());
-        c.w_fwd_desc = wpd.weights_desc();
-        c.x_blk = blk_memory(wpd.src_desc(), 0);
-        c.y_blk = blk_memory(wpd.dst_desc(), 1);
-        c.x_to_blk = act_reorder(x_md, wpd.src_desc(), c.nthr);
-        c.y_from_blk = act_reorder(wpd.dst_desc(), y_md, c.nthr);
-        c.wino_fwd = true;
-      } catch (const dnnl::error&) {
-        // No Winograd kernel for this CPU or shape: the direct convolution stays.
-      }
-    }
-    c.fwd_reorder = c.w_fwd_desc != w_md;
-    if (c.fwd_reorder) c.w_to_fwd = reorder(c.w_user, memory(c.w_fwd_desc, eng, DNNL_MEMORY_NONE), false);
-    return c;
-  }
-
-  void run_forward(Conv& c, const void* x, const memory& wm, const float* b, void* y) {
-    bind(c.x, x);
-    bind(c.y, y);
-    if (c.wino_fwd) {  // never with a bias (wino_eligible)
-      // In conv_backward, dy (this flipped forward's x) may already be blocked in blk[1]: read it there and
-      // write y to blk[0] instead.
-      const bool reuse = pair_dy && x == pair_dy && c.x_blk.get_desc() == pair_dy_blk &&
-                         c.y_blk.get_desc().get_size() <= blk_bytes[0];
-      bind(c.x_blk, blk[reuse ? 1 : 0]);
-      bind(c.y_blk, blk[reuse ? 0 : 1]);
-      if (reuse)
-        ++blk_reuses;
-      else
-        run(c.x_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.x_blk}});
-      run(c.fwd, {{DNNL_ARG_SRC, &c.x_blk}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y_blk}});
-      run(c.y_from_blk, {{DNNL_ARG_FROM, &c.y_blk}, {DNNL_ARG_TO, &c.y}});
-      ++wino_runs;
-      return;
-    }
-    if (b) {
-      bind(c.b, b);
-      run(c.fwd, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_BIAS, &c.b}, {DNNL_ARG_DST, &c.y}});
-    } else {
-      run(c.fwd, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DST, &c.y}});
-    }
-  }
-
-  void conv_backward_prims(const ConvDesc& d, Conv& c, bool bias) {
-    if (c.bwd_w.ok()) return;
-    set_threads(c.nthr);
-    const DnnlConvShape sh = dnnl_conv_shape(d);
-    const memory::dims &strides = sh.strides, &pad_l = sh.pad_l, &pad_r = sh.pad_r;
-    const memory::desc w_md = c.w_user.get_desc();
-    const memory::desc w_any(sh.wei, w_md.data_type(), tag::any);
-    const memory::desc x_md = c.x.get_desc(), y_md = c.y.get_desc();
-    dnnl::convolution_backward_data::desc bdd(dnnl::algorithm::convolution_direct, x_md, w_any, y_md, strides,
-                                              sh.dilates, pad_l, pad_r);
-    dnnl::convolution_backward_data::primitive_desc bd_pd(bdd, attr(), eng, c.fwd_pd);
-    c.bwd_d = prim(dnnl::convolution_backward_data(bd_pd), bd_pd.scratchpad_desc());
-    c.w_bwd_desc = bd_pd.weights_desc();
-    c.bwd_reorder = c.w_bwd_desc != w_md;
-    if (c.bwd_reorder) c.w_to_bwd = reorder(c.w_user, memory(bd_pd.weights_desc(), eng, DNNL_MEMORY_NONE), false);
-    const memory::desc b_md = bias ? memory::desc({d.k}, dt::f32, tag::x) : memory::desc();
-    const memory::desc dw_any(sh.wei, dt::f32, tag::any);
-    dnnl::convolution_backward_weights::desc bwd(dnnl::algorithm::convolution_direct, x_md, dw_any, b_md, y_md,
-                                                 strides, sh.dilates, pad_l, pad_r);
-    set_threads(c.nthr_w);
-    dnnl::convolution_backward_weights::primitive_desc bw_pd(bwd, attr(), eng, c.fwd_pd);
-    if (w_md.data_type() == dt::f32 && wino_eligible(d, bias, DType::kF32)) {
-      try {
-        const memory::desc a_src(x_md.dims(), dt::f32, tag::any), a_dst(y_md.dims(), dt::f32, tag::any);
-        dnnl::convolution_forward::desc hd(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_winograd,
-                                           a_src, w_any, a_dst, strides, pad_l, pad_r);
-        dnnl::convolution_forward::primitive_desc hint(hd, attr(), eng);
-        dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_winograd, a_src, dw_any, a_dst,
-                                                    strides, pad_l, pad_r);
-        dnnl::convolution_backward_weights::primitive_desc wpd(wd, attr(), eng, hint);
-        c.xw_blk = blk_memory(wpd.src_desc(), 0);
-        c.dyw_blk = blk_memory(wpd.diff_dst_desc(), 1);
-        c.xw_to_blk = act_reorder(x_md, wpd.src_desc(), c.nthr_w);
-        c.dyw_to_blk = act_reorder(y_md, wpd.diff_dst_desc(), c.nthr_w);
-        bw_pd = wpd;
-        c.wino_bwd_w = true;
-      } catch (const dnnl::error&) {
-        // No Winograd kernel for this CPU or shape: the direct convolution stays.
-      }
-    }
-    c.bwd_w = prim(dnnl::convolution_backward_weights(bw_pd), bw_pd.scratchpad_desc());
-    set_threads(c.nthr);
-    // oneDNN overwrites diff_weights; the interface accumulates, so it lands in dw_blk and a reorder with a
-    // sum post-op adds it to dw (same cost as the layout conversion alone).
-    c.dw_blk = memory(bw_pd.diff_weights_desc(), eng);
-    c.dw_from_bwd = reorder(c.dw_blk, c.dw_user, true);
-    if (bias) c.db_tmp = memory(b_md, eng);
-  }
-
-  Matmul& matmul(int which, int m, int k, int n, bool bias, DType t, const memory::desc& a_md,
-                 const memory::desc& b_md, const memory::desc& c_md, bool accumulate) {
-    MmKey key{m, k, n, which, bias, t};
-    auto it = mms.find(key);
-    if (it != mms.end()) return it->second;
-    Matmul& mm = mms[key];
-    mm.nthr = threads_for(2.0 * m * k * n);
-    set_threads(mm.nthr);
-    memory::desc bias_md = bias ? memory::desc({1, c_md.dims()[1]}, dt::f32, tag::ab) : memory::desc();
-    dnnl::primitive_attr a = attr();
-    if (accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.f);
-      a.set_post_ops(po);
-    }
-    dnnl::matmul::desc md(a_md, b_md, bias_md, c_md);
-    dnnl::matmul::primitive_desc pd(md, a, eng);
-    mm.p = prim(dnnl::matmul(pd), pd.scratchpad_desc());
-    mm.a = memory(a_md, eng, DNNL_MEMORY_NONE);
-    mm.b = memory(b_md, eng, DNNL_MEMORY_NONE);
-    mm.c = memory(c_md, eng, DNNL_MEMORY_NONE);
-    if (bias) mm.bias = memory(bias_md, eng, DNNL_MEMORY_NONE);
-    return mm;
-  }
-};
+using dnnl_detail::memory;
+using dnnl_detail::tag;
+using dnnl_detail::dt;
+using dnnl_detail::dnnl_type;
 
 DnnlOps::DnnlOps(int threads) : p_(std::make_unique<Impl>(threads)) {}
 DnnlOps::~DnnlOps() = default;
@@ -409,12 +18,11 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
   Impl& I = *p_;
   Impl::Conv& c = I.conv(d, b != nullptr, t);
   Impl::bind(c.w_user, w);
+  auto relayout = [&](const memory& to) { I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}}); };
   const memory& wm = !c.fwd_reorder ? c.w_user
                                     : I.filters_for(w, Impl::key_of(d, b != nullptr, t), Impl::Use::kForward,
-                                                    c.w_fwd_desc, [&](const memory& to) {
-                                                      I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}});
-                                                    });
-  I.run_forward(c, x, wm, b, y);
+                                                    c.w_fwd_desc, relayout);
+  I.run_forward(c, d, x, wm, b, y);
 }
 
 void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
@@ -425,9 +33,7 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     // is up to 2x faster on NHWC than its backward-data kernel, and the flip is filter-sized. Unpadded convs
     // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive, as
     // do grouped, dilated and asymmetrically padded convs (whose transposes this flip does not build).
-    ConvDesc tr;
-    tr.n = d.n, tr.h = d.p(), tr.w = d.q(), tr.c = d.k, tr.k = d.c, tr.r = d.r, tr.s = d.s;
-    tr.pad_h = d.r - 1 - d.pad_h, tr.pad_w = d.s - 1 - d.pad_w;
+    const ConvDesc tr = Impl::flipped(d);
     Impl::Conv& ct = I.conv(tr, false, t);
     auto flip = [&](const memory& to) {
       I.w_flip.resize(static_cast<size_t>(d.k) * d.r * d.s * d.c * dtype_size(t));
@@ -443,9 +49,10 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     };
     const memory& wm = I.filters_for(w, Impl::key_of(tr, false, t), Impl::Use::kFlippedForward,
                                      ct.w_fwd_desc, flip);
-    I.run_forward(ct, dy, wm, nullptr, dx);
+    I.run_forward(ct, tr, dy, wm, nullptr, dx);
     return;
   }
+  Impl::nhwc_only(d);
   // The cache key includes the bias flag; backward-data does not use it, so look up the forward's entry.
   const bool bias = I.convs.count(Impl::key_of(d, true, t)) > 0;
   Impl::Conv& c = I.conv(d, bias, t);
@@ -468,6 +75,7 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
     // A 1x1 stride-1 convolution over NHWC is a matrix product over the n*h*w pixels: dw[K,C] += dy^T x.
     // oneDNN's matmul (brgemm) runs it up to 1.8x faster than its backward-weights convolution (ResNet-50's
     // 64->256 expansions: 42 vs 76 GFLOP/s at one thread, docs/perf.md) and accumulates in place.
+    Impl::nhwc_only(d);
     linear_backward_weight(t, d.n * d.h * d.w, d.c, d.k, x, dy, dw, db);
     return;
   }
@@ -476,20 +84,23 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
   Impl::bind(c.x, x);
   Impl::bind(c.dy, dy);
   Impl::bind(c.dw_user, dw);
+  const bool xb = Impl::blocked(d.x_layout), yb = Impl::blocked(d.y_layout);
   if (c.wino_bwd_w) {  // never with a bias (wino_eligible)
-    Impl::bind(c.xw_blk, I.blk[0]);
-    Impl::bind(c.dyw_blk, I.blk[1]);
-    I.run(c.xw_to_blk, {{DNNL_ARG_FROM, &c.x}, {DNNL_ARG_TO, &c.xw_blk}});
-    I.run(c.dyw_to_blk, {{DNNL_ARG_FROM, &c.dy}, {DNNL_ARG_TO, &c.dyw_blk}});
+    Impl::bind(c.xw_blk, xb ? x : I.blk[0]);
+    Impl::bind(c.dyw_blk, yb ? dy : I.blk[1]);
+    if (!xb) I.convert(c.xw_to_blk, c.x, c.xw_blk);
+    if (!yb) I.convert(c.dyw_to_blk, c.dy, c.dyw_blk);
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.xw_blk}, {DNNL_ARG_DIFF_DST, &c.dyw_blk}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
     ++I.wino_runs;
-    if (I.pair_dy == dy) I.pair_dy_blk = c.dyw_blk.get_desc();
+    if (I.pair_dy == dy && !yb) I.pair_dy_blk = c.dyw_blk.get_desc();
   } else if (db) {
+    Impl::nhwc_only(d);
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk},
                     {DNNL_ARG_DIFF_BIAS, &c.db_tmp}});
     const float* sums = static_cast<const float*>(c.db_tmp.get_data_handle());
     for (int k = 0; k < d.k; ++k) db[k] += sums[k];
   } else {
+    Impl::nhwc_only(d);
     I.run(c.bwd_w, {{DNNL_ARG_SRC, &c.x}, {DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_DIFF_WEIGHTS, &c.dw_blk}});
   }
   I.run(c.dw_from_bwd, {{DNNL_ARG_FROM, &c.dw_blk}, {DNNL_ARG_TO, &c.dw_user}});
@@ -569,8 +180,26 @@ void DnnlOps::linear_backward_weight(DType t, int m, int k, int n, const void* x
   }
 }
 
+bool DnnlOps::blocked_ok(const ConvDesc& d) {
+  Impl& I = *p_;
+  if (!I.blocked_allowed || !I.wino_eligible(d, false, DType::kF32)) return false;
+  ConvDesc plain = d;
+  plain.x_layout = plain.y_layout = ActLayout::kNHWC;
+  Impl::Conv& c = I.conv(plain, false, DType::kF32);
+  I.conv_backward_prims(plain, c, false);
+  const ConvDesc tr = Impl::flipped(plain);
+  Impl::Conv& ct = I.conv(tr, false, DType::kF32);
+  if (!c.wino_fwd || !c.wino_bwd_w || !ct.wino_fwd) return false;
+  // The Winograd kernels' activations must be exactly nChw16c (no padded blocks) to be the callers' tensors.
+  const memory::desc xs({d.n, d.c, d.h, d.w}, dt::f32, tag::nChw16c), ys({d.n, d.k, d.p(), d.q()}, dt::f32,
+                                                                          tag::nChw16c);
+  return c.x_blk.get_desc() == xs && c.y_blk.get_desc() == ys && c.xw_blk.get_desc() == xs &&
+         c.dyw_blk.get_desc() == ys && ct.x_blk.get_desc() == ys && ct.y_blk.get_desc() == xs;
+}
+
 uint64_t DnnlOps::winograd_runs() const { return p_->wino_runs; }
 uint64_t DnnlOps::blocked_reuses() const { return p_->blk_reuses; }
+uint64_t DnnlOps::layout_conversions() const { return p_->conversions; }
 
 std::string DnnlOps::conv_impl(const ConvDesc& d, DType t) {
   Impl& I = *p_;

@@ -6,7 +6,8 @@
 // Primitives are created once per shape and cached; activations are used in place (no layout conversion),
 // except around the Winograd kernels that fp32 3x3 stride-1 convolutions of 32+ channels use (blocked
 // nChw16c activations, converted from and to NHWC at each call, dy once for both backward passes in
-// conv_backward: see wino_eligible in dnnl_ops.cpp).
+// conv_backward: see wino_eligible in dnnl_impl.h), unless the caller's tensors are in nChw16c already
+// (blocked_ok).
 // oneDNN's fast kernels want blocked filter layouts, and each direction a different one (forward Acdb64a,
 // backward-data ABcd16a16b, backward-weights ABcd16b16a on AVX-512), so the filters stay KRSC in the flat
 // parameter buffer and each parameter keeps copies in the layouts it is used in, re-laid out when the
@@ -58,10 +59,18 @@ class DnnlOps {
   void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
   void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw, float* db);
 
+  // Whether the conv_* calls of `d` (fp32, no bias) take x and y in nChw16c (ConvDesc::x_layout, y_layout)
+  // instead of NHWC: where its forward, its stride-1 backward-data (a flipped forward) and its backward-weights
+  // all run on the Winograd kernels, which work in that layout, so that the caller's blocked tensors are
+  // used in place and no conversion is needed (Backend::blocked_conv_ok). CNNTRAIN_BLOCKED_LAYOUT=0: never.
+  bool blocked_ok(const ConvDesc& d);
+
   // Convolutions that ran on the Winograd kernels so far (forward, stride-1 backward-data as a flipped forward,
   // backward-weights): tests check that the shapes wino_eligible admits take them, and only those.
   uint64_t winograd_runs() const;
   uint64_t blocked_reuses() const;
+  // Activation layout conversions (NHWC <-> nChw16c around the Winograd kernels) so far.
+  uint64_t layout_conversions() const;
 
   // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
   // the bench.

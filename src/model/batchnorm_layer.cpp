@@ -103,6 +103,17 @@ class BatchNorm : public BatchNormJoin {
     run_backward(be, x, y, dy, true, dx, dz, n);
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
+  // nChw16c input and/or output where the backend has batch norm over it; not synchronised (its statistics
+  // ops are NHWC). A join's residual and its gradient stay NHWC (the block's input side).
+  bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
+    if (in == ActLayout::kNHWC && out == ActLayout::kNHWC) return true;
+    return !o_.sync && c_ % 16 == 0 && be.blocked_batchnorm_ok(dt_);
+  }
+  void set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) override {
+    Layer::set_layouts(be, max_n, in, out);
+    shape_.x = in;
+    shape_.y = out;
+  }
   // Inference with the running statistics (training_mode 0), the fused ReLU as its own node. A join's add and
   // ReLU are the residual block's (blocks.cpp).
   OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
@@ -142,7 +153,10 @@ class BatchNorm : public BatchNormJoin {
   void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, Pass pass) {
     be.set_label(name_.c_str());
     if (pass == kInfer) {
-      be.batchnorm_forward_infer(dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+      if (nhwc())
+        be.batchnorm_forward_infer(dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+      else
+        be.batchnorm_forward_infer_layout(dt_, shape(n), x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
       return;
     }
     float* rmean = pass == kAgain ? sink_ : rmean_;
@@ -164,11 +178,27 @@ class BatchNorm : public BatchNormJoin {
     }
     const int g = group_of(n);
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
-    for (int i = 0; i < n / g; ++i)
-      be.batchnorm_forward_train(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), z ? at(z, i * bytes) : nullptr,
-                                 gamma_, beta_, o_.eps, momentum(pass), relu, at(y, i * bytes),
-                                 relu ? mask_ + i * mask_words_ : nullptr, save_mean_ + i * c_, save_invstd_ + i * c_,
-                                 rmean, rvar);
+    for (int i = 0; i < n / g; ++i) {
+      const void* zi = z ? at(z, i * bytes) : nullptr;
+      uint32_t* mask = relu ? mask_ + i * mask_words_ : nullptr;
+      if (nhwc())
+        be.batchnorm_forward_train(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), zi, gamma_, beta_, o_.eps,
+                                   momentum(pass), relu, at(y, i * bytes), mask, save_mean_ + i * c_,
+                                   save_invstd_ + i * c_, rmean, rvar);
+      else
+        be.batchnorm_forward_train_layout(dt_, shape(g), at(x, i * bytes), zi, gamma_, beta_, o_.eps, momentum(pass),
+                                          relu, at(y, i * bytes), mask, save_mean_ + i * c_, save_invstd_ + i * c_,
+                                          rmean, rvar);
+    }
+  }
+  // Samples are outermost in both layouts, so a ghost group is a contiguous run of samples in either.
+  bool nhwc() const { return shape_.x == ActLayout::kNHWC && shape_.y == ActLayout::kNHWC; }
+  BnShape shape(int n) const {
+    BnShape s = shape_;
+    s.n = n;
+    s.hw = in_.h * in_.w;
+    s.c = c_;
+    return s;
   }
   void run_backward(Backend& be, const void* x, const void* y, const void* dy, bool relu, void* dx, void* dz,
                     int n) {
@@ -180,10 +210,17 @@ class BatchNorm : public BatchNormJoin {
     }
     const int g = group_of(n);
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();
-    for (int i = 0; i < n / g; ++i)
-      be.batchnorm_backward(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), relu ? mask_ + i * mask_words_ : nullptr,
-                            at(dy, i * bytes), gamma_, save_mean_ + i * c_, save_invstd_ + i * c_,
-                            dx ? at(dx, i * bytes) : nullptr, dz ? at(dz, i * bytes) : nullptr, dgamma_, dbeta_);
+    for (int i = 0; i < n / g; ++i) {
+      const uint32_t* mask = relu ? mask_ + i * mask_words_ : nullptr;
+      void* dxi = dx ? at(dx, i * bytes) : nullptr;
+      void* dzi = dz ? at(dz, i * bytes) : nullptr;
+      if (nhwc())
+        be.batchnorm_backward(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), mask, at(dy, i * bytes), gamma_,
+                              save_mean_ + i * c_, save_invstd_ + i * c_, dxi, dzi, dgamma_, dbeta_);
+      else
+        be.batchnorm_backward_layout(dt_, shape(g), at(x, i * bytes), mask, at(dy, i * bytes), gamma_,
+                                     save_mean_ + i * c_, save_invstd_ + i * c_, dxi, dzi, dgamma_, dbeta_);
+    }
   }
 
   // Synchronised: the statistics and the backward sums are summed over the ranks. This rank's sums give its
@@ -211,6 +248,7 @@ class BatchNorm : public BatchNormJoin {
 
   BnOptions o_;
   bool relu_, join_;
+  BnShape shape_;  // the layouts of x and y (set_layouts); the residual's stays NHWC
   Dims in_;
   int c_ = 0;
   Backend* be_ = nullptr;

@@ -149,16 +149,53 @@ class Chain : public Composite {
       flip ^= 1;
     }
   }
+  // The layouts of the tensors between the parts: of the 2^(k-1) choices for k parts, the one with the most
+  // nChw16c tensors that every part can run with (each saves the layout conversions around a Winograd
+  // convolution). Chains of more than kMaxPick parts keep NHWC inside.
+  bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
+    return pick_layouts(be, max_n, in, out) >= 0;
+  }
+  void set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) override {
+    const long m = pick_layouts(be, max_n, in, out);
+    CNN_CHECK(m >= 0, "chain %s: asked for activation layouts it cannot use", name_.c_str());
+    blocked_inside_ = m > 0;
+    for (size_t i = 0; i < subs_.size(); ++i)
+      subs_[i]->set_layouts(be, max_n, layout_of(m, i, in, out), layout_of(m, i + 1, in, out));
+  }
   OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
     OnnxBuilder::Scope scope(b, name_.empty() ? "" : name_ + ".");  // node names follow the parameter names
     OnnxValue v = in[0];
     for (const auto& l : subs_) v = export_part(b, l.get(), v, w);
     return v;
   }
+  bool blocked_inside() const { return blocked_inside_; }
 
  private:
   std::string prefix(const Layer& part) const override {
     return (name_.empty() ? "" : name_ + ".") + part.name() + ".";
+  }
+  static constexpr size_t kMaxPick = 8;
+  // Tensor t of the chain (0: its input, subs_.size(): its output, else the output of part t-1) under choice m.
+  ActLayout layout_of(unsigned long m, size_t t, ActLayout in, ActLayout out) const {
+    if (t == 0) return in;
+    if (t == subs_.size()) return out;
+    return (m >> (t - 1) & 1u) ? ActLayout::kNChw16c : ActLayout::kNHWC;
+  }
+  long pick_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const {
+    const size_t inner = subs_.size() - 1;
+    const unsigned long choices = inner <= kMaxPick ? 1ul << inner : 1;
+    long best = -1;
+    int most = -1;
+    for (unsigned long m = 0; m < choices; ++m) {
+      bool ok = true;
+      for (size_t i = 0; ok && i < subs_.size(); ++i)
+        ok = subs_[i]->can_use_layouts(be, max_n, layout_of(m, i, in, out), layout_of(m, i + 1, in, out));
+      if (ok && __builtin_popcountl(m) > most) {
+        best = static_cast<long>(m);
+        most = __builtin_popcountl(m);
+      }
+    }
+    return best;
   }
   void run(Backend& be, const void* x, void* y, int n, bool train, bool again) {
     const void* cur = x;
@@ -174,6 +211,7 @@ class Chain : public Composite {
   }
 
   std::vector<std::unique_ptr<Layer>> subs_;
+  bool blocked_inside_ = false;  // set_layouts chose nChw16c for a tensor between two parts
   Dims in_;
   std::vector<Dims> dims_;
   std::vector<void*> acts_;
@@ -201,8 +239,8 @@ class Residual : public Composite {
   }
   std::string describe() const override {
     const char* sc = mode_ == kIdentity ? "identity" : mode_ == kProject ? "projection" : "pad";
-    return strprintf("%s %d->%d stride %d, %s shortcut%s", kind_.c_str(), in_.c, out_, stride_, sc,
-                     recompute_ ? ", recomputed" : "");
+    return strprintf("%s %d->%d stride %d, %s shortcut%s%s", kind_.c_str(), in_.c, out_, stride_, sc,
+                     recompute_ ? ", recomputed" : "", blocked_ ? ", nChw16c" : "");
   }
   Dims setup(const Dims& in) override {
     in_ = in;
@@ -250,6 +288,14 @@ class Residual : public Composite {
     if (proj_) proj_->set_scratch(region, recomputed);
   }
   void allocate(Backend& be, int max_n) override {
+    // main's output in nChw16c for the join's batch norm where both can (the block's input, output and
+    // shortcut stay NHWC); main picks the layouts inside itself.
+    const ActLayout nhwc = ActLayout::kNHWC, blk = ActLayout::kNChw16c;
+    const bool b = bn_->can_use_layouts(be, max_n, blk, nhwc) && main_->can_use_layouts(be, max_n, nhwc, blk);
+    main_->set_layouts(be, max_n, nhwc, b ? blk : nhwc);
+    bn_->set_layouts(be, max_n, b ? blk : nhwc, nhwc);
+    const auto* chain = dynamic_cast<const Chain*>(main_.get());
+    blocked_ = b || (chain && chain->blocked_inside());
     if (recompute_) scratch()->begin_block();
     for (Layer* l : parts()) l->allocate(be, max_n);
     const size_t out = act_size() * out_dims_.size();
@@ -327,6 +373,7 @@ class Residual : public Composite {
   Shortcut sc_;
   BnOptions bn_opt_;
   Mode mode_ = kIdentity;
+  bool blocked_ = false;  // tensors inside in nChw16c (allocate)
   Dims in_, out_dims_;
   bool recompute_ = false;
   void *m_ = nullptr, *dm_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;

@@ -15,6 +15,8 @@ class Conv2d : public Layer {
     if (o_.groups != 1) extra += strprintf(" groups %d", o_.groups);
     if (o_.dilation != 1) extra += strprintf(" dilation %d", o_.dilation);
     if (o_.extra_pad_h || o_.extra_pad_w) extra += strprintf(" pad-end +%d,+%d", o_.extra_pad_h, o_.extra_pad_w);
+    const bool xb = d_.x_layout == ActLayout::kNChw16c, yb = d_.y_layout == ActLayout::kNChw16c;
+    if (xb || yb) extra += strprintf(" (nChw16c %s)", xb && yb ? "in and out" : xb ? "in" : "out");
     return strprintf("conv %dx%d %d->%d stride %d pad %d%s%s", o_.kernel, o_.kernel, d_.c, k_, o_.stride, o_.pad,
                      extra.c_str(), o_.bias ? "" : " no-bias");
   }
@@ -64,6 +66,18 @@ class Conv2d : public Layer {
   }
   double flops_per_sample() const override {
     return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * (d_.c / d_.groups);
+  }
+  // nChw16c where the backend's kernels for this shape work in it (Backend::blocked_conv_ok).
+  bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
+    if (in == ActLayout::kNHWC && out == ActLayout::kNHWC) return true;
+    ConvDesc d = d_;
+    d.n = max_n;
+    return be.blocked_conv_ok(dt_, d);
+  }
+  void set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) override {
+    Layer::set_layouts(be, max_n, in, out);
+    d_.x_layout = in;
+    d_.y_layout = out;
   }
   // Filters KRSC -> OIHW; ONNX pads are [top, left, bottom, right].
   OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {

@@ -94,6 +94,16 @@ class Layer {
   virtual void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) = 0;
   virtual double flops_per_sample() const { return 0; }  // forward multiply-adds * 2
 
+  // Activation layouts of input and output (kernels/backend.h ActLayout): NHWC, unless a residual block keeps
+  // the tensors inside it in oneDNN's nChw16c where the backend's convolutions work in it (src/model/blocks.cpp;
+  // no conversion around the Winograd kernels, docs/perf.md). can_use_layouts: whether this layer can run with
+  // them on `be` for up to max_n samples (after setup(), the type set); set_layouts: from now on it does (before
+  // allocate(); a composite picks the layouts inside it). Plain layers take NHWC only.
+  virtual bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const {
+    return in == ActLayout::kNHWC && out == ActLayout::kNHWC;
+  }
+  virtual void set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out);
+
   // Activation recomputation (docs/perf.md): a residual block that keeps only its input and output and reruns
   // the rest in backward. The net asks a top-level layer with make_recomputing(); false: it cannot (plain
   // layers). Call after setup(), before allocate().

@@ -42,6 +42,11 @@ Layer::~Layer() {
   for (void* p : owned_) owner_->release(p);
 }
 
+void Layer::set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) {
+  CNN_CHECK(can_use_layouts(be, max_n, in, out), "layer %s: asked for activation layouts it cannot use",
+            name_.c_str());
+}
+
 void Layer::place(Backend& be, size_t per_sample, int count, bool shareable, std::function<void(void*)> bind) {
   const size_t bytes = per_sample * static_cast<size_t>(count);
   if (scratch_ && shareable) {

@@ -147,5 +147,65 @@ TEST(Winograd, BackwardPairConvertsDyOnce) {
   }
 }
 
+// NHWC <-> nChw16c of an [n, h*w, c] tensor (c a multiple of 16).
+std::vector<float> relayout(const std::vector<float>& v, int n, int hw, int c, bool to_blocked) {
+  std::vector<float> r(v.size());
+  for (int i = 0; i < n; ++i)
+    for (int p = 0; p < hw; ++p)
+      for (int ch = 0; ch < c; ++ch) {
+        const size_t nhwc = (static_cast<size_t>(i) * hw + p) * c + ch;
+        const size_t blk = ((static_cast<size_t>(i) * (c / 16) + ch / 16) * hw + p) * 16 + ch % 16;
+        if (to_blocked)
+          r[blk] = v[nhwc];
+        else
+          r[nhwc] = v[blk];
+      }
+  return r;
+}
+
+// blocked_ok admits the shapes whose three passes all run on Winograd, and there the caller's nChw16c tensors
+// are used in place: the same bits as the NHWC calls (whose own conversions oneDNN does), with no layout
+// conversion for a tensor given blocked. Every combination of the two layouts.
+TEST(Winograd, BlockedActivationsInPlace) {
+  if (!cpu_has_winograd())
+    GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
+  DnnlOps ops(2), ref(2);
+  EXPECT_FALSE(ops.blocked_ok(conv(16, 16, 3, 1, 1))) << "16 channels run direct";
+  EXPECT_FALSE(ops.blocked_ok(conv(64, 64, 3, 2, 1))) << "stride 2 runs direct";
+  EXPECT_FALSE(ops.blocked_ok(conv(64, 64, 1, 1, 0))) << "1x1 runs direct";
+  EXPECT_FALSE(ops.blocked_ok(conv(48, 40, 3, 1, 1))) << "40 is no multiple of 16";
+  const ConvDesc d0 = conv(32, 64, 3, 1, 1);
+  ASSERT_TRUE(ops.blocked_ok(d0));
+  const int hw = d0.h * d0.w;
+  const size_t nx = static_cast<size_t>(d0.n) * hw * d0.c, ny = static_cast<size_t>(d0.n) * hw * d0.k;
+  const size_t nw = static_cast<size_t>(d0.k) * 9 * d0.c;
+  const auto x = random_vec(nx, 11), w = random_vec(nw, 12), dy = random_vec(ny, 13);
+  std::vector<float> y_ref(ny), dx_ref(nx), dw_ref(nw, 0.f);
+  ref.conv_forward(d0, x.data(), w.data(), nullptr, y_ref.data());
+  ref.conv_backward(DType::kF32, d0, x.data(), dy.data(), w.data(), dw_ref.data(), nullptr, dx_ref.data());
+  for (int xb = 0; xb < 2; ++xb)
+    for (int yb = 0; yb < 2; ++yb) {
+      ConvDesc d = d0;
+      d.x_layout = xb ? ActLayout::kNChw16c : ActLayout::kNHWC;
+      d.y_layout = yb ? ActLayout::kNChw16c : ActLayout::kNHWC;
+      const auto xin = xb ? relayout(x, d.n, hw, d.c, true) : x;
+      const auto dyin = yb ? relayout(dy, d.n, hw, d.k, true) : dy;
+      std::vector<float> y(ny), dx(nx), dw(nw, 0.f);
+      const uint64_t before = ops.layout_conversions();
+      ops.conv_forward(d, xin.data(), w.data(), nullptr, y.data());
+      ops.conv_backward(DType::kF32, d, xin.data(), dyin.data(), w.data(), dw.data(), nullptr, dx.data());
+      // NHWC costs: forward x in and y out; backward-weights x and dy in; backward-data dx out (dy reused).
+      EXPECT_EQ(ops.layout_conversions() - before, static_cast<uint64_t>(xb ? 0 : 3) + (yb ? 0 : 2))
+          << "x blocked " << xb << ", y blocked " << yb;
+      EXPECT_EQ(yb ? relayout(y, d.n, hw, d.k, false) : y, y_ref) << "forward, x " << xb << " y " << yb;
+      EXPECT_EQ(xb ? relayout(dx, d.n, hw, d.c, false) : dx, dx_ref) << "backward-data, x " << xb << " y " << yb;
+      EXPECT_EQ(dw, dw_ref) << "backward-weights, x " << xb << " y " << yb;
+    }
+  setenv("CNNTRAIN_BLOCKED_LAYOUT", "0", 1);
+  DnnlOps off(1);  // reads the switch when created
+  unsetenv("CNNTRAIN_BLOCKED_LAYOUT");
+  EXPECT_FALSE(off.blocked_ok(d0)) << "CNNTRAIN_BLOCKED_LAYOUT=0";
+}
+
 }  // namespace
 }  // namespace cnn
