@@ -104,7 +104,7 @@ class BatchNorm : public BatchNormJoin {
   }
   double flops_per_sample() const override { return 2.0 * in_.size(); }
   // nChw16c input and/or output where the backend has batch norm over it; not synchronised (its statistics
-  // ops are NHWC). A join's residual and its gradient stay NHWC (the block's input side).
+  // ops are NHWC). A join's residual and its gradient: set_residual_layout.
   bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
     if (in == ActLayout::kNHWC && out == ActLayout::kNHWC) return true;
     return !o_.sync && c_ % 16 == 0 && be.blocked_batchnorm_ok(dt_);
@@ -113,6 +113,11 @@ class BatchNorm : public BatchNormJoin {
     Layer::set_layouts(be, max_n, in, out);
     shape_.x = in;
     shape_.y = out;
+  }
+  void set_residual_layout(ActLayout l) override {
+    CNN_CHECK(l == ActLayout::kNHWC || join_, "layer %s: a residual layout for a batch norm without a join",
+              name_.c_str());
+    shape_.residual = l;
   }
   // Inference with the running statistics (training_mode 0), the fused ReLU as its own node. A join's add and
   // ReLU are the residual block's (blocks.cpp).
@@ -192,7 +197,9 @@ class BatchNorm : public BatchNormJoin {
     }
   }
   // Samples are outermost in both layouts, so a ghost group is a contiguous run of samples in either.
-  bool nhwc() const { return shape_.x == ActLayout::kNHWC && shape_.y == ActLayout::kNHWC; }
+  bool nhwc() const {
+    return shape_.x == ActLayout::kNHWC && shape_.y == ActLayout::kNHWC && shape_.residual == ActLayout::kNHWC;
+  }
   BnShape shape(int n) const {
     BnShape s = shape_;
     s.n = n;
@@ -248,7 +255,7 @@ class BatchNorm : public BatchNormJoin {
 
   BnOptions o_;
   bool relu_, join_;
-  BnShape shape_;  // the layouts of x and y (set_layouts); the residual's stays NHWC
+  BnShape shape_;  // the layouts of x, y (set_layouts) and the join's residual (set_residual_layout)
   Dims in_;
   int c_ = 0;
   Backend* be_ = nullptr;

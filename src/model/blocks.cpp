@@ -287,15 +287,26 @@ class Residual : public Composite {
     bn_->set_scratch(region, false);
     if (proj_) proj_->set_scratch(region, recomputed);
   }
-  void allocate(Backend& be, int max_n) override {
-    // main's output in nChw16c for the join's batch norm where both can (the block's input, output and
-    // shortcut stay NHWC); main picks the layouts inside itself.
-    const ActLayout nhwc = ActLayout::kNHWC, blk = ActLayout::kNChw16c;
-    const bool b = bn_->can_use_layouts(be, max_n, blk, nhwc) && main_->can_use_layouts(be, max_n, nhwc, blk);
-    main_->set_layouts(be, max_n, nhwc, b ? blk : nhwc);
-    bn_->set_layouts(be, max_n, b ? blk : nhwc, nhwc);
+  // The block's input and output in nChw16c where its parts can take them: the shortcut's output is the
+  // join's residual (the input itself for an identity shortcut; the padding and projection shortcuts read
+  // NHWC). Inside, main's output in nChw16c for the join's batch norm where both can, and main picks the
+  // layouts inside itself. A net picks the layouts between its layers (Net::pick_layouts); NHWC otherwise.
+  bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
+    return main_layout(be, max_n, in, out) >= 0;
+  }
+  void set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) override {
+    const int b = main_layout(be, max_n, in, out);
+    CNN_CHECK(b >= 0, "block %s: asked for activation layouts it cannot use", name_.c_str());
+    const ActLayout nhwc = ActLayout::kNHWC, m = b ? ActLayout::kNChw16c : nhwc;
+    main_->set_layouts(be, max_n, in, m);
+    bn_->set_layouts(be, max_n, m, out);
+    bn_->set_residual_layout(mode_ == kIdentity ? in : nhwc);
     const auto* chain = dynamic_cast<const Chain*>(main_.get());
-    blocked_ = b || (chain && chain->blocked_inside());
+    blocked_ = in != nhwc || out != nhwc || b || (chain && chain->blocked_inside());
+    layouts_set_ = true;
+  }
+  void allocate(Backend& be, int max_n) override {
+    if (!layouts_set_) set_layouts(be, max_n, ActLayout::kNHWC, ActLayout::kNHWC);
     if (recompute_) scratch()->begin_block();
     for (Layer* l : parts()) l->allocate(be, max_n);
     const size_t out = act_size() * out_dims_.size();
@@ -361,6 +372,18 @@ class Residual : public Composite {
 
  private:
   enum Mode { kIdentity, kProject, kPad };
+  // The layout of main's output that set_layouts(in, out) takes (1: nChw16c, 0: NHWC), -1 when none works.
+  int main_layout(Backend& be, int max_n, ActLayout in, ActLayout out) const {
+    const ActLayout nhwc = ActLayout::kNHWC, blk = ActLayout::kNChw16c;
+    if (in != nhwc && mode_ != kIdentity) return -1;
+    // A blocked residual needs the batch norm's blocked kernels, whatever x and y are.
+    if (in != nhwc && !bn_->can_use_layouts(be, max_n, blk, blk)) return -1;
+    for (int b = 1; b >= 0; --b) {
+      const ActLayout m = b ? blk : nhwc;
+      if (bn_->can_use_layouts(be, max_n, m, out) && main_->can_use_layouts(be, max_n, in, m)) return b;
+    }
+    return -1;
+  }
   // main's names as they are (its sub-layers are named by the unnamed chain), the batch norm's prefixed with
   // its name (as the chain would), the projection's as they are (a named chain: "downsample.").
   std::string prefix(const Layer& part) const override { return &part == bn_.get() ? bn_->name() + "." : ""; }
@@ -373,7 +396,8 @@ class Residual : public Composite {
   Shortcut sc_;
   BnOptions bn_opt_;
   Mode mode_ = kIdentity;
-  bool blocked_ = false;  // tensors inside in nChw16c (allocate)
+  bool blocked_ = false;      // tensors in nChw16c (set_layouts)
+  bool layouts_set_ = false;  // by the net; allocate takes NHWC in and out otherwise
   Dims in_, out_dims_;
   bool recompute_ = false;
   void *m_ = nullptr, *dm_ = nullptr, *s_ = nullptr, *dz_ = nullptr, *tmp_ = nullptr;

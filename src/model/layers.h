@@ -240,6 +240,8 @@ class BatchNormJoin : public Layer {
   // dx, dz: gradients of x and z, overwritten (dx may be null).
   virtual void backward_join(Backend& be, const void* x, const void* y, const void* dy, void* dx, void* dz,
                              int n) = 0;
+  // Layout of z and dz (NHWC unless set; nChw16c only where can_use_layouts admits nChw16c at all).
+  virtual void set_residual_layout(ActLayout l) = 0;
 };
 std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt = {});
 // What the graph rewrites (src/model/graph_rewrite.h) recognise: a plain ReLU (make_relu), an add (make_add),

@@ -126,6 +126,9 @@ class Net {
   void backward_graph(const void* dlogits, int n, const std::function<void(size_t)>& on_ready);
   void mark_recomputing();
   void bind_and_allocate(int max_n);
+  // A sequential net: the activation layouts between its layers (Layer::set_layouts), the most nChw16c tensors
+  // the layers can all run with; NHWC at the input and the output.
+  void pick_layouts(int max_n);
 
   Backend& be_;
   Dims input_;

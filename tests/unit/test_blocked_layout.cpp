@@ -1,6 +1,7 @@
-// Residual blocks keep the tensors inside them in oneDNN's nChw16c where the fast CPU backend's convolutions
-// work in it (Backend::blocked_conv_ok, the Winograd shapes; src/model/blocks.cpp), so that no layout
-// conversion runs around those convolutions: training and evaluation give what the NHWC path gives
+// Residual blocks keep the tensors inside them, and a sequential net those between such blocks, in oneDNN's
+// nChw16c where the fast CPU backend's convolutions work in it (Backend::blocked_conv_ok, the Winograd shapes;
+// src/model/blocks.cpp, Net::pick_layouts), so that no layout conversion runs around those convolutions:
+// training and evaluation give what the NHWC path gives
 // (CNNTRAIN_BLOCKED_LAYOUT=0), up to the batch norm's summation order, for basic blocks (identity and
 // zero-padding shortcuts) and bottleneck blocks, plain and ghost batch norm, recomputed or not; the model
 // summary says which blocks do it; fp32 only, and no other backend is asked to.
