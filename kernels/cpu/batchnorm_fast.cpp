@@ -151,13 +151,7 @@ void channel_sums(int threads, const Layout& L, Term8 term8, Term1 term1, Scratc
         out[c + j] += db[g + j];
       }
   });
-  s.sum_a.assign(c, 0.0);
-  s.sum_b.assign(c, 0.0);
-  for (long long q = 0; q < L.chunks; ++q)
-    for (size_t j = 0; j < c; ++j) {
-      s.sum_a[j] += partial[q * 2 * c + j];
-      s.sum_b[j] += partial[q * 2 * c + c + j];
-    }
+  add_chunk_slots(s.partial, L.chunks, c, s.sum_a, s.sum_b);
 }
 
 // y = act(x * scale + shift + residual) (per-lane scale/shift); the ReLU's mask bytes when mask is not null.
