@@ -40,6 +40,19 @@ void batchnorm_forward_infer_fast(int threads, int rows, int c, const Bf16* x, c
 void batchnorm_backward_fast(int threads, int rows, int c, const Bf16* x, const uint32_t* relu_mask,
                              const Bf16* dy, const float* gamma, const float* save_mean, const float* save_invstd,
                              Bf16* dx, Bf16* dresidual, float* dgamma, float* dbeta);
+// kernels/cpu/batchnorm_blocked.cpp: the same (fp32) over [n, hw, c] activations with x and dx in layout s.x,
+// y and dy in s.y, the residual and its gradient in s.residual; c a multiple of 16 unless all are NHWC (else
+// throws). The ReLU mask's bit order is its own (see the file); a backward takes its forward's mask.
+void batchnorm_forward_train_layout(int threads, const BnShape& s, const float* x, const float* residual,
+                                    const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                    float* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
+                                    float* running_mean, float* running_var);
+void batchnorm_forward_infer_layout(int threads, const BnShape& s, const float* x, const float* residual,
+                                    const float* gamma, const float* beta, const float* running_mean,
+                                    const float* running_var, float eps, bool relu, float* y);
+void batchnorm_backward_layout(int threads, const BnShape& s, const float* x, const uint32_t* relu_mask,
+                               const float* dy, const float* gamma, const float* save_mean, const float* save_invstd,
+                               float* dx, float* dresidual, float* dgamma, float* dbeta);
 void sgd_update_fast(int threads, size_t n, float* w, const float* g, float* v, float lr, float momentum, float wd,
                      bool nesterov);
 
