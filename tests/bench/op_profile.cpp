@@ -111,6 +111,29 @@ class ProfilingBackend : public Backend {
     CNN_TIMED("batchnorm_backward", batchnorm_backward(t, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd,
                                                        dx, dresidual, dgamma, dbeta));
   }
+  // Blocked activations as the wrapped backend has them (the net picks its layouts through these), timed
+  // under the NHWC ops' names.
+  bool blocked_conv_ok(DType t, const ConvDesc& d) override { return be_.blocked_conv_ok(t, d); }
+  bool blocked_batchnorm_ok(DType t) override { return be_.blocked_batchnorm_ok(t); }
+  void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
+                                      const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                      void* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
+                                      float* running_mean, float* running_var) override {
+    CNN_TIMED("batchnorm_forward_train", batchnorm_forward_train_layout(t, s, x, residual, gamma, beta, eps, momentum,
+        relu, y, relu_mask, save_mean, save_invstd, running_mean, running_var));
+  }
+  void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
+                                      const float* gamma, const float* beta, const float* running_mean,
+                                      const float* running_var, float eps, bool relu, void* y) override {
+    CNN_TIMED("batchnorm_forward_infer", batchnorm_forward_infer_layout(t, s, x, residual, gamma, beta, running_mean,
+        running_var, eps, relu, y));
+  }
+  void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask, const void* dy,
+                                 const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
+                                 void* dresidual, float* dgamma, float* dbeta) override {
+    CNN_TIMED("batchnorm_backward", batchnorm_backward_layout(t, s, x, relu_mask, dy, gamma, save_mean, save_invstd,
+        dx, dresidual, dgamma, dbeta));
+  }
   void dropout_forward(DType t, int n, size_t per_sample, const void* x, float p, uint64_t key, const int64_t* ids,
                        void* y, uint8_t* mask) override {
     CNN_TIMED("dropout_forward", dropout_forward(t, n, per_sample, x, p, key, ids, y, mask));
