@@ -119,7 +119,7 @@ void expect_close(const BnRun& a, const BnRun& b, const std::string& what) {
 }
 
 // 3 x 27x27 x 32: three chunks, whose boundaries fall inside planes; 5 x 3x3 x 20: NHWC only.
-const BnShape kShapes[] = {{4, 8 * 8, 64}, {3, 7 * 7, 32}, {1, 16 * 16, 16}, {2, 5 * 5, 48}, {5, 3 * 3, 20},
+const BnShape kShapes[] = {{4, 8 * 8, 64}, {16, 1, 512}, {3, 2 * 2, 32}, {3, 7 * 7, 32}, {1, 16 * 16, 16}, {2, 5 * 5, 48}, {5, 3 * 3, 20},
                            {3, 27 * 27, 32}};
 
 std::string describe(const BnShape& s) {

@@ -25,11 +25,17 @@ namespace {
 
 constexpr int kBatch = 4, kSteps = 3, kClasses = 10, kSide = 8;
 
-enum class Model { kResnet20, kBottleneck };
+enum class Model { kResnet20, kBottleneck, kProjection };
 
 void add_model(Net& net, Model m, const BnOptions& bn) {
   if (m == Model::kResnet20) return build_resnet_cifar(net, 20, ModelOptions{bn});
   add_conv_bn_relu(net, 1, 32, {3, 1, 1, false}, bn);
+  if (m == Model::kProjection) {  // ResNet-18's blocks: a projection shortcut, then identity ones
+    net.add(make_basic_block("layer1.0", 48, 1, Shortcut::kProjection, bn));
+    net.add(make_basic_block("layer1.1", 48, 1, Shortcut::kProjection, bn));
+    net.add(make_basic_block("layer2.0", 64, 2, Shortcut::kProjection, bn));
+    return add_pool_fc_head(net);
+  }
   net.add(make_bottleneck_block("layer1.0", 32, 1, bn));  // projection 32 -> 128; its 3x3 32 -> 32 blocked
   net.add(make_bottleneck_block("layer1.1", 32, 1, bn));  // identity
   add_pool_fc_head(net);
@@ -169,12 +175,14 @@ BnOptions ghost() {
 }
 
 // ResNet-20: stages 2 and 3 (32 and 64 channels; their first blocks' stride-2 convolutions run direct, their
-// second convolutions blocked). The bottleneck net: the 3x3 convolutions of both blocks.
+// second convolutions blocked). The bottleneck net: the 3x3 convolutions of both blocks. The projection net:
+// the first block's output and the second block whole, the third block's second convolution.
 INSTANTIATE_TEST_SUITE_P(Models, BlockedLayout,
                          ::testing::Values(Case{"resnet20", Model::kResnet20, {}, false, 6},
                                            Case{"resnet20_ghost", Model::kResnet20, ghost(), false, 6},
                                            Case{"resnet20_recompute", Model::kResnet20, {}, true, 6},
-                                           Case{"bottleneck", Model::kBottleneck, {}, false, 2}),
+                                           Case{"bottleneck", Model::kBottleneck, {}, false, 2},
+                                           Case{"projection", Model::kProjection, {}, false, 3}),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.what); });
 
 // 16-bit nets and synchronised batch norm stay NHWC (no Winograd kernels in bf16; no blocked statistics ops).
