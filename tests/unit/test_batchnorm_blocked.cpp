@@ -118,9 +118,10 @@ void expect_close(const BnRun& a, const BnRun& b, const std::string& what) {
   near(a.dbeta, b.dbeta, "dbeta");
 }
 
-// 3 x 27x27 x 32: three chunks, whose boundaries fall inside planes; 5 x 3x3 x 20: NHWC only.
-const BnShape kShapes[] = {{4, 8 * 8, 64}, {16, 1, 512}, {3, 2 * 2, 32}, {3, 7 * 7, 32}, {1, 16 * 16, 16}, {2, 5 * 5, 48}, {5, 3 * 3, 20},
-                           {3, 27 * 27, 32}};
+// 3 x 27x27 x 32: three chunks, whose boundaries fall inside planes; 5 x 3x3 x 20: NHWC only; 16 x 1x1 x 512
+// and 3 x 2x2 x 32: the last stage of a ResNet-18/34 on 32x32 images.
+const BnShape kShapes[] = {{4, 8 * 8, 64}, {16, 1, 512}, {3, 2 * 2, 32}, {3, 7 * 7, 32},
+                           {1, 16 * 16, 16}, {2, 5 * 5, 48}, {5, 3 * 3, 20}, {3, 27 * 27, 32}};
 
 std::string describe(const BnShape& s) {
   auto name = [](ActLayout l) { return l == kN ? "nhwc" : "16c"; };
