@@ -1,6 +1,7 @@
 // The compute interface. Every op the trainer runs goes through a Backend so the same layer code drives the
 // CPU (kernels/*_cpu.cpp) and CUDA (kernels/cuda/*.cu, real GPU or the SIMT emulator) implementations.
-// Layouts: activations NHWC, conv filters KRSC (out-ch, kh, kw, in-ch), linear weights [out, in].
+// Layouts: activations NHWC (nChw16c only where a caller asks a backend that offers it: ActLayout), conv
+// filters KRSC (out-ch, kh, kw, in-ch), linear weights [out, in].
 // All pointers are device pointers of the backend (host memory for the CPU backend) unless named host_*.
 // Parameter-gradient ops accumulate (+=) so gradient accumulation and shared buffers need no extra pass;
 // input-gradient ops overwrite.

@@ -1,7 +1,9 @@
 // Layers. A layer owns views into the net's flat parameter and gradient buffers (declared through
 // param_specs(), bound by bind()) and runs its ops through a Backend. Activations are NHWC, stored as the net's
 // activation type (fp32, bf16 or fp16: set_dtype; the Backend's ops take it as their DType), hence void*;
-// parameters and their gradients are always fp32 (docs/mixed_precision.md).
+// parameters and their gradients are always fp32 (docs/mixed_precision.md). Where the fast CPU backend's
+// convolutions work in oneDNN's blocked nChw16c, residual blocks and the net keep the tensors inside and
+// between such blocks in it instead (can_use_layouts/set_layouts; the net's input and logits stay NHWC).
 // Non-trained state (batch-norm running statistics) lives in a third flat array, the net's "buffers"
 // (declared through buffer_specs(), bound by bind_buffers()): never in the gradient, the allreduce or the
 // optimizer; the trainer averages it across ranks before evaluation.
