@@ -1,7 +1,8 @@
 // A checkpoint's network for inference (src/train/checkpoint_model.h), as `cnntrain-data export --format onnx`
 // (load_checkpoint_model) and `cnntrain-data predict` (load_predict_model) rebuild it: with the batch-norm
 // epsilon of the run (--bn.eps; predict used the default before both went through one loader); the moving
-// average for --weights ema (and the way out for a checkpoint without one); an imported model's checkpoint
+// average for --weights ema and the SWA average for --weights swa (and the ways out for a checkpoint without
+// one, or whose SWA statistics are not recomputed yet); an imported model's checkpoint
 // without a stored graph from its ONNX file while that is there, refused (exit 4, naming the way out) when it
 // is not; an older checkpoint without its input shape from the caller's stand-in when its training set is
 // gone, refused otherwise. Checkpoints are written collectively, as training writes them; rank 0 loads them.
@@ -57,10 +58,15 @@ std::vector<float> logits(Net& net) {
 }
 
 // `r`'s weights as a checkpoint of `model` trained with `cfg`; `with_input`: the input shape stored (older
-// checkpoints lack it); `ema`: the moving average of the weights and statistics (/ema, a --train.ema run's).
-// Collective.
+// checkpoints lack it); `ema`: the moving average of the weights and statistics (/ema, a --train.ema run's);
+// `swa`: the SWA average and its recomputed statistics (/swa, a --train.swa_start_epoch run's) over `swa_models`
+// models, the statistics recomputed for `swa_bn_models` of them (the final checkpoint: all). Collective.
+struct Swa {
+  Reference* average = nullptr;
+  int64_t models = 0, bn_models = 0;
+};
 void write(const std::string& path, const std::string& model, Reference& r, const Config& cfg, bool with_input,
-           Reference* ema = nullptr) {
+           Reference* ema = nullptr, const Swa& swa = {}) {
   std::vector<CheckpointArray> arrays;
   for (const ParamInfo& p : r.net->param_table()) arrays.push_back({"params/" + p.name, p.shape, &r.params[p.offset]});
   for (const ParamInfo& b : r.net->buffer_table())
@@ -69,7 +75,13 @@ void write(const std::string& path, const std::string& model, Reference& r, cons
     arrays.push_back({"ema/" + p.name, p.shape, &ema->params[p.offset]});
   for (const ParamInfo& b : ema ? r.net->buffer_table() : std::vector<ParamInfo>())
     arrays.push_back({"ema/" + b.name, b.shape, &ema->buffers[b.offset]});
+  for (const ParamInfo& p : swa.average ? r.net->param_table() : std::vector<ParamInfo>())
+    arrays.push_back({"swa/params/" + p.name, p.shape, &swa.average->params[p.offset]});
+  for (const ParamInfo& b : swa.average ? r.net->buffer_table() : std::vector<ParamInfo>())
+    arrays.push_back({"swa/buffers/" + b.name, b.shape, &swa.average->buffers[b.offset]});
   CheckpointMeta m;
+  m.swa_models = swa.models;
+  m.swa_bn_models = swa.bn_models;
   m.step = 3;
   m.global_batch = kBatch;
   m.world_size = world_size();
@@ -141,6 +153,31 @@ TEST(CheckpointModel, BothLoadersTakeTheMovingAverageForWeightsEma) {
                         "without --train.ema; export it with --weights raw");
     test::expect_throws([&] { predicted(plain, *be, {}, ExportWeights::kEma); }, kExitCheckpoint,
                         "without --train.ema; predict from it with --weights raw");
+  }
+  barrier();
+}
+
+// --weights swa: the SWA average with its recomputed statistics; refused for a checkpoint without one and for
+// one written before the statistics were recomputed (mid-run), naming the way out.
+TEST(CheckpointModel, BothLoadersTakeTheSwaAverageForWeightsSwa) {
+  std::unique_ptr<test::TempDir> dir;
+  const std::string path = shared_path(dir, "ckpt-0000000003.h5"), plain = path + ".plain.h5",
+                    mid = path + ".mid.h5";
+  auto be = make_cpu_backend(1);
+  Reference r = reference(*be, BnOptions().eps), swa = reference(*be, BnOptions().eps, 9);
+  write(path, "fmnist_cnn", r, Config(), true, nullptr, {&swa, 4, 4});
+  write(plain, "fmnist_cnn", r, Config(), true);
+  write(mid, "fmnist_cnn", r, Config(), true, nullptr, {&swa, 4, 0});
+  if (world_rank() == 0) {
+    const std::vector<float> want = logits(*swa.net), raw = logits(*r.net);
+    ASSERT_FALSE(test::all_close(raw, want, 1e-4, 1e-4, "raw")) << "the same logits: this test could not fail";
+    EXPECT_TRUE(test::all_close(exported(path, {}, ExportWeights::kSwa), want, 1e-6, 1e-6, "load_checkpoint_model"));
+    EXPECT_TRUE(test::all_close(predicted(path, *be, {}, ExportWeights::kSwa), want, 1e-6, 1e-6, "predict"));
+    EXPECT_TRUE(test::all_close(predicted(path, *be), raw, 1e-6, 1e-6, "predict --weights raw"));
+    test::expect_throws([&] { predicted(plain, *be, {}, ExportWeights::kSwa); }, kExitCheckpoint,
+                        "without --train.swa_start_epoch; predict from it with --weights raw");
+    test::expect_throws([&] { exported(mid, {}, ExportWeights::kSwa); }, kExitCheckpoint,
+                        "has no batch-norm statistics yet");
   }
   barrier();
 }
