@@ -267,25 +267,28 @@ class Backend {
                                   const float* save_invstd, void* dx, void* dresidual, float* dgamma,
                                   float* dbeta) = 0;
   // The same three with each operand in its own layout (BnShape: x and dx, y and dy, residual and dresidual),
-  // rows = s.n * s.hw; the ReLU mask has the same size, its bit order is the backend's. Only where
-  // blocked_batchnorm_ok(t) (the fast CPU backend, fp32); elsewhere they fail.
+  // rows = s.n * s.hw; the ReLU mask has the same size, bit k for the element at index k of nChw16c when any
+  // operand is nChw16c (of NHWC otherwise, as above). nChw16c operands only
+  // where blocked_batchnorm_ok(t) (the fast CPU backend, fp32); elsewhere all three NHWC (the ops above) or fail.
   virtual bool blocked_batchnorm_ok(DType t) { return false; }
   virtual void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
                                               const float* gamma, const float* beta, float eps, float momentum,
                                               bool relu, void* y, uint32_t* relu_mask, float* save_mean,
                                               float* save_invstd, float* running_mean, float* running_var) {
-    no_blocked_batchnorm();
+    batchnorm_forward_train(t, nhwc_rows(s), s.c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
+                            save_mean, save_invstd, running_mean, running_var);
   }
   virtual void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
                                               const float* gamma, const float* beta, const float* running_mean,
                                               const float* running_var, float eps, bool relu, void* y) {
-    no_blocked_batchnorm();
+    batchnorm_forward_infer(t, nhwc_rows(s), s.c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);
   }
   virtual void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask,
                                          const void* dy, const float* gamma, const float* save_mean,
                                          const float* save_invstd, void* dx, void* dresidual, float* dgamma,
                                          float* dbeta) {
-    no_blocked_batchnorm();
+    batchnorm_backward(t, nhwc_rows(s), s.c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
+                       dgamma, dbeta);
   }
 
   // Inverted dropout over x: [n, per_sample]; the keep bit of element j of a sample is a function of
@@ -413,9 +416,12 @@ class Backend {
                                bool accumulate) = 0;
 
  private:
-  [[noreturn]] void no_blocked_batchnorm() const {
-    raise(kExitFailure, "backend %s has no batch norm over nChw16c activations (blocked_batchnorm_ok is false)",
-          name().c_str());
+  // The rows of an all-NHWC BnShape; fails for nChw16c operands (a backend without blocked_batchnorm_ok).
+  int nhwc_rows(const BnShape& s) const {
+    if (s.x != ActLayout::kNHWC || s.y != ActLayout::kNHWC || s.residual != ActLayout::kNHWC)
+      raise(kExitFailure, "backend %s has no batch norm over nChw16c activations (blocked_batchnorm_ok is false)",
+            name().c_str());
+    return static_cast<int>(s.rows());
   }
 };
 

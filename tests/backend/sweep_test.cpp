@@ -19,6 +19,10 @@ using test::TargetBackend;
 const std::map<std::string, std::string> kNotOps = {
     {"name", "identifies the backend in messages; no result to compare"},
     {"caps", "what the backend is, for callers that choose a path (tests/unit/test_device_input.cpp)"},
+    {"blocked_conv_ok", "which layouts a convolution may take: a capability (tests/unit/test_winograd_choice.cpp, "
+                        "test_blocked_layout.cpp); the convolution ops have their cases"},
+    {"blocked_batchnorm_ok", "whether batch norm takes nChw16c operands: a capability, which the layout cases "
+                             "(cases_layout.cpp) use to pick what each backend is given"},
 };
 
 // Ops that the fast CPU backend runs on their reference kernel (kernels/cpu/cpu_backend.cpp calls the *_cpu
