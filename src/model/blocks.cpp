@@ -149,18 +149,15 @@ class Chain : public Composite {
       flip ^= 1;
     }
   }
-  // The layouts of the tensors between the parts: of the 2^(k-1) choices for k parts, the one with the most
-  // nChw16c tensors that every part can run with (each saves the layout conversions around a Winograd
-  // convolution). Chains of more than kMaxPick parts keep NHWC inside.
+  // The layouts of the tensors between the parts: pick_layouts (layers.h).
   bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
-    return pick_layouts(be, max_n, in, out) >= 0;
+    return !pick_layouts(be, max_n, parts(), in, out).empty();
   }
   void set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) override {
-    const long m = pick_layouts(be, max_n, in, out);
-    CNN_CHECK(m >= 0, "chain %s: asked for activation layouts it cannot use", name_.c_str());
-    blocked_inside_ = m > 0;
-    for (size_t i = 0; i < subs_.size(); ++i)
-      subs_[i]->set_layouts(be, max_n, layout_of(m, i, in, out), layout_of(m, i + 1, in, out));
+    const std::vector<ActLayout> t = pick_layouts(be, max_n, parts(), in, out);
+    CNN_CHECK(!t.empty(), "chain %s: asked for activation layouts it cannot use", name_.c_str());
+    blocked_inside_ = std::find(t.begin() + 1, t.end() - 1, ActLayout::kNChw16c) != t.end() - 1;
+    for (size_t i = 0; i < subs_.size(); ++i) subs_[i]->set_layouts(be, max_n, t[i], t[i + 1]);
   }
   OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
     OnnxBuilder::Scope scope(b, name_.empty() ? "" : name_ + ".");  // node names follow the parameter names
@@ -173,29 +170,6 @@ class Chain : public Composite {
  private:
   std::string prefix(const Layer& part) const override {
     return (name_.empty() ? "" : name_ + ".") + part.name() + ".";
-  }
-  static constexpr size_t kMaxPick = 8;
-  // Tensor t of the chain (0: its input, subs_.size(): its output, else the output of part t-1) under choice m.
-  ActLayout layout_of(unsigned long m, size_t t, ActLayout in, ActLayout out) const {
-    if (t == 0) return in;
-    if (t == subs_.size()) return out;
-    return (m >> (t - 1) & 1u) ? ActLayout::kNChw16c : ActLayout::kNHWC;
-  }
-  long pick_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const {
-    const size_t inner = subs_.size() - 1;
-    const unsigned long choices = inner <= kMaxPick ? 1ul << inner : 1;
-    long best = -1;
-    int most = -1;
-    for (unsigned long m = 0; m < choices; ++m) {
-      bool ok = true;
-      for (size_t i = 0; ok && i < subs_.size(); ++i)
-        ok = subs_[i]->can_use_layouts(be, max_n, layout_of(m, i, in, out), layout_of(m, i + 1, in, out));
-      if (ok && __builtin_popcountl(m) > most) {
-        best = static_cast<long>(m);
-        most = __builtin_popcountl(m);
-      }
-    }
-    return best;
   }
   void run(Backend& be, const void* x, void* y, int n, bool train, bool again) {
     const void* cur = x;

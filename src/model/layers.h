@@ -164,6 +164,12 @@ class Layer {
   std::vector<void*> owned_;
 };
 
+// The layouts of the tensors of a sequence of layers (layers[i] reads tensor i and writes tensor i+1; tensor 0
+// in `in`, the last in `out`) with the most nChw16c tensors between them that every layer can run with (ties:
+// NHWC); empty when there are none. A chain's parts, a sequential net's layers (Layer::set_layouts).
+std::vector<ActLayout> pick_layouts(Backend& be, int max_n, const std::vector<Layer*>& layers, ActLayout in,
+                                    ActLayout out);
+
 // A layer of several inputs (a graph's joins: Add, ...), added to a Net with Net::add(layer, inputs). The
 // single-input entry points are not used: the net calls the *_inputs ones.
 class MultiInputLayer : public Layer {

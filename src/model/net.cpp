@@ -1,7 +1,5 @@
 #include "src/model/net.h"
 
-#include <array>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -179,29 +177,12 @@ void Net::build(int max_n, uint64_t seed) {
   bind_and_allocate(max_n);
 }
 
-// Best over the tensors 0..L (the input, each layer's output) of the number of nChw16c tensors, each tensor in
-// either layout, layer i admitting (tensor i, tensor i+1); the ends NHWC. Ties keep NHWC.
 void Net::pick_layouts(int max_n) {
-  const size_t L = layers_.size();
-  const ActLayout lay[2] = {ActLayout::kNHWC, ActLayout::kNChw16c};
-  std::vector<std::array<int, 2>> best(L + 1, {-1, -1}), from(L + 1, {0, 0});
-  best[0] = {0, -1};
-  for (size_t i = 0; i < L; ++i)
-    for (int b = 0; b < 2; ++b) {
-      if (i + 1 == L && b) break;  // the logits are NHWC
-      for (int a = 0; a < 2; ++a)
-        if (best[i][a] >= 0 && best[i][a] + b > best[i + 1][b] &&
-            layers_[i]->can_use_layouts(be_, max_n, lay[a], lay[b])) {
-          best[i + 1][b] = best[i][a] + b;
-          from[i + 1][b] = a;
-        }
-    }
-  CNN_CHECK(best[L][0] >= 0, "no activation layouts that every layer can use");
-  for (size_t i = L, b = 0; i > 0; --i) {
-    const int a = from[i][b];
-    layers_[i - 1]->set_layouts(be_, max_n, lay[a], lay[b]);
-    b = static_cast<size_t>(a);
-  }
+  std::vector<Layer*> layers;
+  for (const auto& l : layers_) layers.push_back(l.get());
+  const std::vector<ActLayout> t = cnn::pick_layouts(be_, max_n, layers, ActLayout::kNHWC, ActLayout::kNHWC);
+  CNN_CHECK(!t.empty(), "no activation layouts that every layer can use");
+  for (size_t i = 0; i < layers.size(); ++i) layers[i]->set_layouts(be_, max_n, t[i], t[i + 1]);
 }
 
 // Points the layers at their slices of the flat buffers and allocates the activations.

@@ -126,8 +126,8 @@ class Net {
   void backward_graph(const void* dlogits, int n, const std::function<void(size_t)>& on_ready);
   void mark_recomputing();
   void bind_and_allocate(int max_n);
-  // A sequential net: the activation layouts between its layers (Layer::set_layouts), the most nChw16c tensors
-  // the layers can all run with; NHWC at the input and the output.
+  // A sequential net: the activation layouts between its layers (pick_layouts, Layer::set_layouts); NHWC at the
+  // input and the logits.
   void pick_layouts(int max_n);
 
   Backend& be_;

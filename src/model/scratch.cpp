@@ -1,6 +1,7 @@
 #include "src/model/scratch.h"
 
 #include <algorithm>
+#include <array>
 
 #include "src/base/error.h"
 #include "src/model/layers.h"
@@ -45,6 +46,35 @@ Layer::~Layer() {
 void Layer::set_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) {
   CNN_CHECK(can_use_layouts(be, max_n, in, out), "layer %s: asked for activation layouts it cannot use",
             name_.c_str());
+}
+
+// best[t][s]: the most nChw16c tensors among 1..t with tensor t in layout s (the ends not counted), -1 when
+// no layouts reach it; from[t][s]: tensor t-1's layout on that way.
+std::vector<ActLayout> pick_layouts(Backend& be, int max_n, const std::vector<Layer*>& layers, ActLayout in,
+                                    ActLayout out) {
+  const size_t L = layers.size();
+  const ActLayout lay[2] = {ActLayout::kNHWC, ActLayout::kNChw16c};
+  const int first = in == ActLayout::kNChw16c, last = out == ActLayout::kNChw16c;
+  std::vector<std::array<int, 2>> best(L + 1, {-1, -1}), from(L + 1, {0, 0});
+  best[0][first] = 0;
+  for (size_t i = 0; i < L; ++i)
+    for (int b = 0; b < 2; ++b) {
+      if (i + 1 == L && b != last) continue;
+      const int gain = i + 1 < L ? b : 0;
+      for (int a = 0; a < 2; ++a)
+        if (best[i][a] >= 0 && best[i][a] + gain > best[i + 1][b] &&
+            layers[i]->can_use_layouts(be, max_n, lay[a], lay[b])) {
+          best[i + 1][b] = best[i][a] + gain;
+          from[i + 1][b] = a;
+        }
+    }
+  if (best[L][last] < 0) return {};
+  std::vector<ActLayout> t(L + 1);
+  for (size_t i = L, b = last;; b = from[i--][b]) {
+    t[i] = lay[b];
+    if (i == 0) break;
+  }
+  return t;
 }
 
 void Layer::place(Backend& be, size_t per_sample, int count, bool shareable, std::function<void(void*)> bind) {
