@@ -1,6 +1,7 @@
 #include "kernels/cpu/dnnl_ops.h"
 
 #include "kernels/cpu/dnnl_impl.h"
+#include "kernels/cpu/single_channel_conv.h"
 
 namespace cnn {
 
@@ -16,6 +17,16 @@ void DnnlOps::set_param_version(uint64_t version) { p_->param_version = version;
 
 void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) {
   Impl& I = *p_;
+  if (t == DType::kF32 && I.small_allowed && single_channel_forward_ok(d)) {
+    ++I.small_runs;
+    return single_channel_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
+                                       static_cast<float*>(y));
+  }
+  if (I.few_channels(t, d)) {
+    ++I.small_runs;
+    return small_channel_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
+                                      static_cast<float*>(y));
+  }
   Impl::Conv& c = I.conv(d, b != nullptr, t);
   Impl::bind(c.w_user, w);
   auto relayout = [&](const memory& to) { I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}}); };
@@ -27,6 +38,11 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
 
 void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
   Impl& I = *p_;
+  if (I.few_channels(t, d)) {
+    ++I.small_runs;
+    return small_channel_conv_backward_data(I.threads, d, static_cast<const float*>(dy),
+                                            static_cast<const float*>(w), static_cast<float*>(dx));
+  }
   if (d.plain() && d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
     // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and
     // in/out channels swapped, padded by r-1-pad ("same" padding stays "same"). oneDNN's forward (brgconv)
@@ -71,6 +87,16 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
 
 void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db) {
   Impl& I = *p_;
+  if (t == DType::kF32 && I.small_allowed && single_channel_filter_ok(d)) {
+    ++I.small_runs;
+    return single_channel_conv_backward_filter(I.threads, d, static_cast<const float*>(x),
+                                               static_cast<const float*>(dy), dw, db);
+  }
+  if (I.few_channels(t, d)) {
+    ++I.small_runs;
+    return small_channel_conv_backward_filter(I.threads, d, static_cast<const float*>(x),
+                                              static_cast<const float*>(dy), dw, db);
+  }
   if (d.plain() && d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0) {
     // A 1x1 stride-1 convolution over NHWC is a matrix product over the n*h*w pixels: dw[K,C] += dy^T x.
     // oneDNN's matmul (brgemm) runs it up to 1.8x faster than its backward-weights convolution (ResNet-50's
@@ -200,6 +226,7 @@ bool DnnlOps::blocked_ok(const ConvDesc& d) {
 uint64_t DnnlOps::winograd_runs() const { return p_->wino_runs; }
 uint64_t DnnlOps::blocked_reuses() const { return p_->blk_reuses; }
 uint64_t DnnlOps::layout_conversions() const { return p_->conversions; }
+uint64_t DnnlOps::small_conv_runs() const { return p_->small_runs; }
 
 std::string DnnlOps::conv_impl(const ConvDesc& d, DType t) {
   Impl& I = *p_;

@@ -1,0 +1,306 @@
+// Few-channel convolutions on AVX2 (kernels/cpu/small_channel_conv.h).
+// The loops over a register block's accumulators carry `#pragma GCC unroll`: left to -O3's late unrolling, g++
+// keeps such __m256 arrays in memory and stores every accumulator at every FMA (half speed, LeNet-5's conv2).
+#include "kernels/cpu/small_channel_conv.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu/cpu_parallel.h"
+#include "src/base/error.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define CNN_SMALL_CHANNEL_AVX2 1
+#endif
+
+namespace cnn {
+
+#ifndef CNN_SMALL_CHANNEL_AVX2
+
+bool small_channel_ok(const ConvDesc&) { return false; }
+void small_channel_conv_backward_filter(int, const ConvDesc&, const float*, const float*, float*, float*) {
+  raise(kExitFailure, "internal: few-channel convolution kernels need an AVX2/FMA build");
+}
+void small_channel_conv_backward_data(int, const ConvDesc&, const float*, const float*, float*) {
+  raise(kExitFailure, "internal: few-channel convolution kernels need an AVX2/FMA build");
+}
+
+#else
+
+namespace {
+
+constexpr int kChunk = 8;  // images per partial sum of backward-weights
+
+// Input channels per register block for KV = K/8 output vectors: block*KV accumulators, KV dy vectors and one
+// broadcast within the 16 ymm registers.
+constexpr int block_of(int kv) { return kv == 1 ? 8 : kv == 2 ? 6 : kv == 3 ? 3 : 2; }
+
+struct Geo {
+  int C, K, KV, R, S, P, Q, Hp, Wp;
+  explicit Geo(const ConvDesc& d)
+      : C(d.c), K(d.k), KV(d.k / 8), R(d.r), S(d.s), P(d.p()), Q(d.q()), Hp(d.h + 2 * d.pad_h),
+        Wp(d.w + 2 * d.pad_w) {}
+};
+
+// The filters KRSC -> [R][S][C][K]: a tap's K-vector per input channel.
+const float* rsck_filters(const Geo& g, const float* w, std::vector<float>& buf) {
+  const size_t rsc = static_cast<size_t>(g.R) * g.S * g.C;
+  buf.resize(rsc * g.K);
+  for (int k = 0; k < g.K; ++k)
+    for (size_t i = 0; i < rsc; ++i) buf[i * g.K + k] = w[k * rsc + i];
+  return buf.data();
+}
+
+// The image zero-padded (NHWC, Hp x Wp x C), or x itself when there is no padding.
+const float* padded_image(const ConvDesc& d, const Geo& g, const float* x, std::vector<float>& buf) {
+  if (d.pad_h == 0 && d.pad_w == 0) return x;
+  buf.assign(static_cast<size_t>(g.Hp) * g.Wp * g.C, 0.f);
+  const size_t row = static_cast<size_t>(d.w) * g.C;
+  for (int h = 0; h < d.h; ++h)
+    std::memcpy(buf.data() + ((static_cast<size_t>(h) + d.pad_h) * g.Wp + d.pad_w) * g.C, x + h * row,
+                sizeof(float) * row);
+  return buf.data();
+}
+
+// part [R][S][C][K] += one image's dw for input channels c0..c0+CB-1: per tap, CB*KV sums over its pixels.
+template <int CB, int KV>
+void filter_block(const Geo& g, const float* xp, const float* dy, int c0, float* part) {
+  for (int r = 0; r < g.R; ++r)
+    for (int s = 0; s < g.S; ++s) {
+      float* pt = part + ((static_cast<size_t>(r) * g.S + s) * g.C + c0) * g.K;
+      __m256 acc[CB][KV];
+#pragma GCC unroll 16
+      for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < KV; ++v) acc[i][v] = _mm256_loadu_ps(pt + i * g.K + 8 * v);
+      const int P = g.P, Q = g.Q, C = g.C;
+      const size_t x_row = static_cast<size_t>(g.Wp) * C;
+      const float* __restrict xr = xp + ((static_cast<size_t>(r)) * g.Wp + s) * C + c0;
+      const float* __restrict dr = dy;
+      for (int p = 0; p < P; ++p, xr += x_row)
+        for (int q = 0; q < Q; ++q, dr += 8 * KV) {
+          __m256 dv[KV];
+#pragma GCC unroll 16
+          for (int v = 0; v < KV; ++v) dv[v] = _mm256_loadu_ps(dr + 8 * v);
+          const float* xq = xr + q * C;
+#pragma GCC unroll 16
+          for (int i = 0; i < CB; ++i) {
+            const __m256 b = _mm256_broadcast_ss(xq + i);
+#pragma GCC unroll 16
+            for (int v = 0; v < KV; ++v) acc[i][v] = _mm256_fmadd_ps(b, dv[v], acc[i][v]);
+          }
+        }
+#pragma GCC unroll 16
+      for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < KV; ++v) _mm256_storeu_ps(pt + i * g.K + 8 * v, acc[i][v]);
+    }
+}
+
+// y for output pixels (p, q0..q0+PB-1): PB*KV sums over the taps and input channels, a tap's row of S*C inputs
+// contiguous in the padded image and its filters as wf [R][S*C][K].
+template <int PB, int KV>
+void forward_block(const Geo& g, const float* xp, const float* wf, const float* bias, int p, int q0, float* y) {
+  constexpr int K = 8 * KV;
+  __m256 acc[PB * KV];
+#pragma GCC unroll 16
+  for (int a = 0; a < PB * KV; ++a) acc[a] = _mm256_loadu_ps(bias + 8 * (a % KV));
+  const int C = g.C, SC = g.S * g.C, R = g.R;
+  const size_t x_row = static_cast<size_t>(g.Wp) * C;
+  const float* __restrict xr = xp + (static_cast<size_t>(p) * g.Wp + q0) * C;
+  const float* __restrict wr = wf;
+  for (int r = 0; r < R; ++r, xr += x_row, wr += SC * K) {
+    for (int j = 0; j < SC; ++j) {
+      __m256 wv[KV];
+#pragma GCC unroll 4
+      for (int v = 0; v < KV; ++v) wv[v] = _mm256_loadu_ps(wr + j * K + 8 * v);
+#pragma GCC unroll 16
+      for (int a = 0; a < PB * KV; ++a)
+        acc[a] = _mm256_fmadd_ps(_mm256_broadcast_ss(xr + j + (a / KV) * C), wv[a % KV], acc[a]);
+    }
+  }
+  float* out = y + (static_cast<size_t>(p) * g.Q + q0) * K;
+#pragma GCC unroll 16
+  for (int a = 0; a < PB * KV; ++a) _mm256_storeu_ps(out + 8 * a, acc[a]);
+}
+
+// Sums of up to 8 vectors, one per lane (a fixed order of additions).
+__m256 lane_sums(const __m256* a, int n) {
+  __m256 v[8];
+  for (int i = 0; i < 8; ++i) v[i] = i < n ? a[i] : _mm256_setzero_ps();
+  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// dx of input pixel (ih, iw), channels c0..c0+CB-1: its taps' dy vectors times the filters' K-vectors
+// (wt [R][S][C][K]), summed over the lanes at the end.
+template <int CB, int KV>
+void data_block(const ConvDesc& d, const Geo& g, const float* dy, const float* wt, int ih, int iw, int c0,
+                float* out) {
+  constexpr int K = 8 * KV;
+  __m256 acc[CB][KV];
+#pragma GCC unroll 16
+  for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 16
+    for (int v = 0; v < KV; ++v) acc[i][v] = _mm256_setzero_ps();
+  const int S = g.S, Q = g.Q, C = g.C;
+  const int r_lo = std::max(0, ih + d.pad_h - g.P + 1), r_hi = std::min(g.R, ih + d.pad_h + 1);
+  const int s_lo = std::max(0, iw + d.pad_w - Q + 1), s_hi = std::min(S, iw + d.pad_w + 1);
+  for (int r = r_lo; r < r_hi; ++r) {
+    // Tap (r, s) reads dy pixel (ih + pad_h - r, iw + pad_w - s): one pixel left per s.
+    const float* __restrict dv = dy + (static_cast<size_t>(ih + d.pad_h - r) * Q + (iw + d.pad_w - s_lo)) * K;
+    const float* __restrict wp = wt + ((static_cast<size_t>(r) * S + s_lo) * C + c0) * K;
+    for (int s = s_lo; s < s_hi; ++s, dv -= K, wp += C * K) {
+      __m256 dd[KV];
+#pragma GCC unroll 16
+      for (int v = 0; v < KV; ++v) dd[v] = _mm256_loadu_ps(dv + 8 * v);
+#pragma GCC unroll 16
+      for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < KV; ++v)
+          acc[i][v] = _mm256_fmadd_ps(dd[v], _mm256_loadu_ps(wp + i * K + 8 * v), acc[i][v]);
+    }
+  }
+  __m256 per_channel[CB];
+#pragma GCC unroll 16
+  for (int i = 0; i < CB; ++i) {
+    per_channel[i] = acc[i][0];
+    for (int v = 1; v < KV; ++v) per_channel[i] = _mm256_add_ps(per_channel[i], acc[i][v]);
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, lane_sums(per_channel, CB));
+  std::memcpy(out, sums, sizeof(float) * CB);
+}
+
+using ForwardFn = void (*)(const Geo&, const float*, const float*, const float*, int, int, float*);
+using FilterFn = void (*)(const Geo&, const float*, const float*, int, float*);
+using DataFn = void (*)(const ConvDesc&, const Geo&, const float*, const float*, int, int, int, float*);
+template <int KV, int... I>
+ForwardFn forward_pick(int pb, std::integer_sequence<int, I...>) {
+  static constexpr ForwardFn table[] = {&forward_block<I + 1, KV>...};
+  return table[pb - 1];
+}
+template <int KV, int... I>
+FilterFn filter_pick(int cb, std::integer_sequence<int, I...>) {
+  static constexpr FilterFn table[] = {&filter_block<I + 1, KV>...};
+  return table[cb - 1];
+}
+template <int KV, int... I>
+DataFn data_pick(int cb, std::integer_sequence<int, I...>) {
+  static constexpr DataFn table[] = {&data_block<I + 1, KV>...};
+  return table[cb - 1];
+}
+ForwardFn forward_fn(int kv, int pb) {
+  switch (kv) {
+    case 1: return forward_pick<1>(pb, std::make_integer_sequence<int, block_of(1)>{});
+    case 2: return forward_pick<2>(pb, std::make_integer_sequence<int, block_of(2)>{});
+    case 3: return forward_pick<3>(pb, std::make_integer_sequence<int, block_of(3)>{});
+    default: return forward_pick<4>(pb, std::make_integer_sequence<int, block_of(4)>{});
+  }
+}
+FilterFn filter_fn(int kv, int cb) {
+  switch (kv) {
+    case 1: return filter_pick<1>(cb, std::make_integer_sequence<int, block_of(1)>{});
+    case 2: return filter_pick<2>(cb, std::make_integer_sequence<int, block_of(2)>{});
+    case 3: return filter_pick<3>(cb, std::make_integer_sequence<int, block_of(3)>{});
+    default: return filter_pick<4>(cb, std::make_integer_sequence<int, block_of(4)>{});
+  }
+}
+DataFn data_fn(int kv, int cb) {
+  switch (kv) {
+    case 1: return data_pick<1>(cb, std::make_integer_sequence<int, block_of(1)>{});
+    case 2: return data_pick<2>(cb, std::make_integer_sequence<int, block_of(2)>{});
+    case 3: return data_pick<3>(cb, std::make_integer_sequence<int, block_of(3)>{});
+    default: return data_pick<4>(cb, std::make_integer_sequence<int, block_of(4)>{});
+  }
+}
+
+}  // namespace
+
+bool small_channel_ok(const ConvDesc& d) {
+  return d.c >= 2 && d.c <= 8 && d.k % 8 == 0 && d.k >= 8 && d.k <= 32 && d.plain() && d.stride_h == 1 &&
+         d.stride_w == 1 && d.x_layout == ActLayout::kNHWC && d.y_layout == ActLayout::kNHWC && d.p() >= 1 &&
+         d.q() >= 1;
+}
+
+void small_channel_conv_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b,
+                                float* y) {
+  const Geo g(d);
+  static thread_local std::vector<float> wf_buf, bias_buf;  // the caller's thread
+  bias_buf.assign(g.K, 0.f);
+  if (b) std::copy(b, b + g.K, bias_buf.begin());
+  const float *wf = rsck_filters(g, w, wf_buf), *bias = bias_buf.data();
+  const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(g.P) * g.Q * g.K;
+  const int block = block_of(g.KV);
+  parallel_for(threads, d.n * out * g.R * g.S * g.C, d.n, [&](long long n) {
+    static thread_local std::vector<float> pad_buf;
+    const float* xp = padded_image(d, g, x + n * in, pad_buf);
+    for (int p = 0; p < g.P; ++p)
+      for (int q0 = 0; q0 < g.Q; q0 += block)
+        forward_fn(g.KV, std::min(block, g.Q - q0))(g, xp, wf, bias, p, q0, y + n * out);
+  });
+}
+
+void small_channel_conv_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw,
+                                        float* db) {
+  const Geo g(d);
+  const long long chunks = (d.n + kChunk - 1) / kChunk;
+  const size_t taps = static_cast<size_t>(g.R) * g.S * g.C * g.K, slot = taps + g.K;  // dw lanes, db lanes
+  static thread_local std::vector<float> parts_buf;  // the caller's thread
+  parts_buf.assign(static_cast<size_t>(chunks) * slot, 0.f);
+  float* const parts = parts_buf.data();  // workers reach it through this pointer, not their own thread_local
+  const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(g.P) * g.Q * g.K;
+  const int block = block_of(g.KV);
+  parallel_for(threads, d.n * out * g.R * g.S * g.C, chunks, [&](long long c) {
+    static thread_local std::vector<float> pad_buf;
+    float* part = parts + c * slot;
+    for (long long n = c * kChunk; n < std::min<long long>(d.n, (c + 1) * kChunk); ++n) {
+      const float* xp = padded_image(d, g, x + n * in, pad_buf);
+      const float* dyn = dy + n * out;
+      for (int c0 = 0; c0 < g.C; c0 += block) filter_fn(g.KV, std::min(block, g.C - c0))(g, xp, dyn, c0, part);
+      if (!db) continue;
+      for (size_t i = 0; i < out; i += g.K)
+        for (int k = 0; k < g.K; ++k) part[taps + k] += dyn[i + k];
+    }
+  });
+  // [R][S][C][K] partial sums onto KRSC dw, chunk by chunk in order.
+  static thread_local std::vector<float> total;
+  total.assign(slot, 0.f);
+  for (long long c = 0; c < chunks; ++c)
+    for (size_t i = 0; i < slot; ++i) total[i] += parts[c * slot + i];
+  for (int r = 0; r < g.R; ++r)
+    for (int s = 0; s < g.S; ++s)
+      for (int ci = 0; ci < g.C; ++ci)
+        for (int k = 0; k < g.K; ++k)
+          dw[((static_cast<size_t>(k) * g.R + r) * g.S + s) * g.C + ci] +=
+              total[((static_cast<size_t>(r) * g.S + s) * g.C + ci) * g.K + k];
+  if (db)
+    for (int k = 0; k < g.K; ++k) db[k] += total[taps + k];
+}
+
+void small_channel_conv_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
+  const Geo g(d);
+  static thread_local std::vector<float> wt_buf;  // the caller's thread
+  const float* wt = rsck_filters(g, w, wt_buf);
+  const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(g.P) * g.Q * g.K;
+  const int block = block_of(g.KV);
+  parallel_for(threads, d.n * out * g.R * g.S * g.C, d.n, [&](long long n) {
+    const float* dyn = dy + n * out;
+    float* dxn = dx + n * in;
+    for (int c0 = 0; c0 < g.C; c0 += block) {
+      const DataFn fn = data_fn(g.KV, std::min(block, g.C - c0));
+      for (int ih = 0; ih < d.h; ++ih)
+        for (int iw = 0; iw < d.w; ++iw)
+          fn(d, g, dyn, wt, ih, iw, c0, dxn + (static_cast<size_t>(ih) * d.w + iw) * g.C + c0);
+    }
+  });
+}
+
+#endif
+
+}  // namespace cnn
