@@ -24,6 +24,10 @@ ConvDesc conv(int n, int h, int c, int k, int r, int stride) {
   d.pad_h = d.pad_w = r / 2;
   return d;
 }
+ConvDesc unpadded(ConvDesc d) {
+  d.pad_h = d.pad_w = 0;
+  return d;
+}
 // Depthwise 3x3 (groups == c == k), as MobileNetV2's inverted residual blocks run it.
 ConvDesc depthwise(int n, int h, int c, int stride) {
   ConvDesc d = conv(n, h, c, c, 3, stride);
@@ -38,7 +42,9 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
     const char* where;
     ConvDesc d;
   };
-  const Shape shapes[] = {{"resnet20 conv1", conv(128, 32, 3, 16, 3, 1)},
+  const Shape shapes[] = {{"lenet5 conv1", conv(256, 28, 1, 6, 5, 1)},
+                          {"lenet5 conv2", unpadded(conv(256, 14, 6, 16, 5, 1))},
+                          {"resnet20 conv1", conv(128, 32, 3, 16, 3, 1)},
                           {"resnet20 stage 1", conv(128, 32, 16, 16, 3, 1)},
                           {"resnet20 2.0 conv1", conv(128, 32, 16, 32, 3, 2)},
                           {"resnet20 stage 2", conv(128, 16, 32, 32, 3, 1)},
@@ -73,8 +79,11 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
                                      [&] { ops.conv_backward_data(d, y.data(), w.data(), dx.data()); },
                                      [&] { ops.conv_backward_filter(d, x.data(), y.data(), dw.data(), nullptr); }};
       char cell[3][80];
+      bool own[3];
       for (int k = 0; k < 3; ++k) {
+        const uint64_t before = ops.small_conv_runs();
         fn[k]();
+        own[k] = ops.small_conv_runs() != before;
         std::vector<double> ts;
         for (int rep = 0; rep < reps; ++rep) {
           auto t0 = std::chrono::steady_clock::now();
@@ -90,6 +99,9 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
       std::snprintf(shape, sizeof shape, "%d,%dx%d,%d->%d,%dx%d/%d%s", d.n, d.h, d.w, d.c, d.k, d.r, d.s, d.stride_h,
                     d.groups > 1 ? " dw" : "");
       std::printf("%-20s %-20s %3d  %-24s %-24s %-24s\n", s.where, shape, t, cell[0], cell[1], cell[2]);
+      if (own[0] || own[1] || own[2])
+        impl += std::string(" (cnntrain's few-channel kernels instead:") + (own[0] ? " forward" : "") +
+                (own[1] ? " backward-data" : "") + (own[2] ? " backward-filter" : "") + ")";
     }
     std::printf("%-20s oneDNN: %s\n", "", impl.c_str());
   }
