@@ -57,8 +57,8 @@ TEST_P(FastKernels, FilterLayoutsFollowParamVersion) {
     return d;
   };
   // Stride-1 "same" (backward-data as a flipped forward; at 64 channels on the Winograd kernels) and unpadded
-  // 5x5 (oneDNN's backward-data).
-  for (const ConvDesc& d : {conv(8, 16, 16, 3, 1), conv(8, 64, 64, 3, 1), conv(14, 6, 16, 5, 0)}) {
+  // 5x5 (oneDNN's backward-data; with fewer than 9 input channels cnntrain's own kernels, which keep no copies).
+  for (const ConvDesc& d : {conv(8, 16, 16, 3, 1), conv(8, 64, 64, 3, 1), conv(14, 16, 16, 5, 0)}) {
     const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
     const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
     auto x = random_vec(nx, 31), w = random_vec(nw, 32), dy = random_vec(ny, 33);
