@@ -180,43 +180,31 @@ void data_block(const ConvDesc& d, const Geo& g, const float* dy, const float* w
 using ForwardFn = void (*)(const Geo&, const float*, const float*, const float*, int, int, float*);
 using FilterFn = void (*)(const Geo&, const float*, const float*, int, float*);
 using DataFn = void (*)(const ConvDesc&, const Geo&, const float*, const float*, int, int, int, float*);
-template <int KV, int... I>
-ForwardFn forward_pick(int pb, std::integer_sequence<int, I...>) {
-  static constexpr ForwardFn table[] = {&forward_block<I + 1, KV>...};
-  return table[pb - 1];
+// Each kernel's instantiations by block (1..block_of(KV)) and KV (1..4), picked at run time.
+template <int B, int KV>
+struct ForwardKernel {
+  static constexpr ForwardFn fn = &forward_block<B, KV>;
+};
+template <int B, int KV>
+struct FilterKernel {
+  static constexpr FilterFn fn = &filter_block<B, KV>;
+};
+template <int B, int KV>
+struct DataKernel {
+  static constexpr DataFn fn = &data_block<B, KV>;
+};
+template <template <int, int> class Kernel, int KV, int... I>
+auto pick(int block, std::integer_sequence<int, I...>) {
+  static constexpr decltype(Kernel<1, KV>::fn) table[] = {Kernel<I + 1, KV>::fn...};
+  return table[block - 1];
 }
-template <int KV, int... I>
-FilterFn filter_pick(int cb, std::integer_sequence<int, I...>) {
-  static constexpr FilterFn table[] = {&filter_block<I + 1, KV>...};
-  return table[cb - 1];
-}
-template <int KV, int... I>
-DataFn data_pick(int cb, std::integer_sequence<int, I...>) {
-  static constexpr DataFn table[] = {&data_block<I + 1, KV>...};
-  return table[cb - 1];
-}
-ForwardFn forward_fn(int kv, int pb) {
+template <template <int, int> class Kernel>
+auto kernel_for(int kv, int block) {
   switch (kv) {
-    case 1: return forward_pick<1>(pb, std::make_integer_sequence<int, block_of(1)>{});
-    case 2: return forward_pick<2>(pb, std::make_integer_sequence<int, block_of(2)>{});
-    case 3: return forward_pick<3>(pb, std::make_integer_sequence<int, block_of(3)>{});
-    default: return forward_pick<4>(pb, std::make_integer_sequence<int, block_of(4)>{});
-  }
-}
-FilterFn filter_fn(int kv, int cb) {
-  switch (kv) {
-    case 1: return filter_pick<1>(cb, std::make_integer_sequence<int, block_of(1)>{});
-    case 2: return filter_pick<2>(cb, std::make_integer_sequence<int, block_of(2)>{});
-    case 3: return filter_pick<3>(cb, std::make_integer_sequence<int, block_of(3)>{});
-    default: return filter_pick<4>(cb, std::make_integer_sequence<int, block_of(4)>{});
-  }
-}
-DataFn data_fn(int kv, int cb) {
-  switch (kv) {
-    case 1: return data_pick<1>(cb, std::make_integer_sequence<int, block_of(1)>{});
-    case 2: return data_pick<2>(cb, std::make_integer_sequence<int, block_of(2)>{});
-    case 3: return data_pick<3>(cb, std::make_integer_sequence<int, block_of(3)>{});
-    default: return data_pick<4>(cb, std::make_integer_sequence<int, block_of(4)>{});
+    case 1: return pick<Kernel, 1>(block, std::make_integer_sequence<int, block_of(1)>{});
+    case 2: return pick<Kernel, 2>(block, std::make_integer_sequence<int, block_of(2)>{});
+    case 3: return pick<Kernel, 3>(block, std::make_integer_sequence<int, block_of(3)>{});
+    default: return pick<Kernel, 4>(block, std::make_integer_sequence<int, block_of(4)>{});
   }
 }
 
@@ -242,7 +230,7 @@ void small_channel_conv_forward(int threads, const ConvDesc& d, const float* x, 
     const float* xp = padded_image(d, g, x + n * in, pad_buf);
     for (int p = 0; p < g.P; ++p)
       for (int q0 = 0; q0 < g.Q; q0 += block)
-        forward_fn(g.KV, std::min(block, g.Q - q0))(g, xp, wf, bias, p, q0, y + n * out);
+        kernel_for<ForwardKernel>(g.KV, std::min(block, g.Q - q0))(g, xp, wf, bias, p, q0, y + n * out);
   });
 }
 
@@ -262,7 +250,7 @@ void small_channel_conv_backward_filter(int threads, const ConvDesc& d, const fl
     for (long long n = c * kChunk; n < std::min<long long>(d.n, (c + 1) * kChunk); ++n) {
       const float* xp = padded_image(d, g, x + n * in, pad_buf);
       const float* dyn = dy + n * out;
-      for (int c0 = 0; c0 < g.C; c0 += block) filter_fn(g.KV, std::min(block, g.C - c0))(g, xp, dyn, c0, part);
+      for (int c0 = 0; c0 < g.C; c0 += block) kernel_for<FilterKernel>(g.KV, std::min(block, g.C - c0))(g, xp, dyn, c0, part);
       if (!db) continue;
       for (size_t i = 0; i < out; i += g.K)
         for (int k = 0; k < g.K; ++k) part[taps + k] += dyn[i + k];
@@ -293,7 +281,7 @@ void small_channel_conv_backward_data(int threads, const ConvDesc& d, const floa
     const float* dyn = dy + n * out;
     float* dxn = dx + n * in;
     for (int c0 = 0; c0 < g.C; c0 += block) {
-      const DataFn fn = data_fn(g.KV, std::min(block, g.C - c0));
+      const DataFn fn = kernel_for<DataKernel>(g.KV, std::min(block, g.C - c0));
       for (int ih = 0; ih < d.h; ++ih)
         for (int iw = 0; iw < d.w; ++iw)
           fn(d, g, dyn, wt, ih, iw, c0, dxn + (static_cast<size_t>(ih) * d.w + iw) * g.C + c0);
