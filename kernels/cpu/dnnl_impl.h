@@ -297,7 +297,8 @@ struct DnnlOps::Impl {
     const double flops = 2.0 * d.n * d.p() * d.q() * d.k * d.r * d.s * (d.c / d.groups);
     c.nthr = threads_for(flops);
     // oneDNN 2.6's backward-weights kernel partitions small problems badly: LeNet's 5x5 6->16 conv takes 12 ms
-    // on 2 threads and 0.6 ms on one (docs/perf.md). Below 5x the threshold it runs on one thread.
+    // on 2 threads and 0.6 ms on one, ResNet-20's 3->16 conv1 4-8 ms against 1.2-1.6 (docs/perf.md). Below 5x
+    // the threshold it runs on one thread.
     c.nthr_w = flops >= 5 * min_parallel_flops ? threads : 1;
     set_threads(c.nthr);
     // Grouped convolutions (depthwise included) take oneDNN's grouped kernels (jit depthwise where groups
