@@ -250,7 +250,8 @@ void small_channel_conv_backward_filter(int threads, const ConvDesc& d, const fl
     for (long long n = c * kChunk; n < std::min<long long>(d.n, (c + 1) * kChunk); ++n) {
       const float* xp = padded_image(d, g, x + n * in, pad_buf);
       const float* dyn = dy + n * out;
-      for (int c0 = 0; c0 < g.C; c0 += block) kernel_for<FilterKernel>(g.KV, std::min(block, g.C - c0))(g, xp, dyn, c0, part);
+      for (int c0 = 0; c0 < g.C; c0 += block)
+        kernel_for<FilterKernel>(g.KV, std::min(block, g.C - c0))(g, xp, dyn, c0, part);
       if (!db) continue;
       for (size_t i = 0; i < out; i += g.K)
         for (int k = 0; k < g.K; ++k) part[taps + k] += dyn[i + k];
