@@ -232,19 +232,18 @@ struct DnnlOps::Impl {
     const char* e = std::getenv("CNNTRAIN_BLOCKED_LAYOUT");
     return !(e && std::strcmp(e, "0") == 0);
   }();
-  // cnntrain's own kernels for convolutions with few channels (kernels/cpu/single_channel_conv.h), counted in
-  // small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN (docs/environment.md).
+  // cnntrain's own fp32 kernels for convolutions with few channels (kernels/cpu/single_channel_conv.h,
+  // small_channel_conv.h), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
+  // (docs/environment.md).
   bool small_allowed = [] {
     const char* e = std::getenv("CNNTRAIN_SMALL_CONV");
     return !(e && std::strcmp(e, "0") == 0);
   }();
   uint64_t small_runs = 0;
-  // fp32 convolutions with 4-8 input channels (small_channel_conv.h). At 2-3 channels (RGB first layers)
-  // oneDNN's backward-weights is the faster one at one thread (ResNet-20's conv1, 3 -> 16: 1.56 against
-  // 2.34 ms), and first layers need no backward-data.
-  bool few_channels(DType t, const ConvDesc& d) const {
-    return t == DType::kF32 && small_allowed && d.c >= 4 && small_channel_ok(d);
-  }
+  bool own_kernels(DType t) const { return t == DType::kF32 && small_allowed; }
+  // 4-8 input channels: at 2-3 (RGB first layers) oneDNN's backward-weights is the faster one at one thread
+  // (ResNet-20's conv1, 3 -> 16: 1.56 against 2.34 ms), and first layers need no backward-data.
+  bool few_channels(DType t, const ConvDesc& d) const { return own_kernels(t) && d.c >= 4 && small_channel_ok(d); }
   // Paths other than the Winograd kernels' take NHWC only; blocked_ok never offers them another layout.
   static void nhwc_only(const ConvDesc& d) {
     CNN_CHECK(!blocked(d.x_layout) && !blocked(d.y_layout),

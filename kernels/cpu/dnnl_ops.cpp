@@ -17,7 +17,7 @@ void DnnlOps::set_param_version(uint64_t version) { p_->param_version = version;
 
 void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void* w, const float* b, void* y) {
   Impl& I = *p_;
-  if (t == DType::kF32 && I.small_allowed && single_channel_forward_ok(d)) {
+  if (I.own_kernels(t) && single_channel_forward_ok(d)) {
     ++I.small_runs;
     return single_channel_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
                                        static_cast<float*>(y));
@@ -87,7 +87,7 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
 
 void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db) {
   Impl& I = *p_;
-  if (t == DType::kF32 && I.small_allowed && single_channel_filter_ok(d)) {
+  if (I.own_kernels(t) && single_channel_filter_ok(d)) {
     ++I.small_runs;
     return single_channel_conv_backward_filter(I.threads, d, static_cast<const float*>(x),
                                                static_cast<const float*>(dy), dw, db);

@@ -204,7 +204,7 @@ FilterFn filter_fn(int ph, int s) {
   }
 }
 
-// Per-thread scratch, grown once: the staged row, the expanded image, a padded output or dy image.
+// Per-thread scratch, grown once: the staged input row, the expanded image, dy rows padded to whole vectors.
 struct Scratch {
   std::vector<float> xs, xe_buf, rows;
   // The expanded image, 64-byte aligned (fewer loads split across cache lines).
