@@ -233,7 +233,7 @@ struct DnnlOps::Impl {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   // cnntrain's own fp32 kernels for convolutions with few channels (kernels/cpu/single_channel_conv.h,
-  // small_channel_conv.h), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
+  // small_channel_conv.h) and 16 -> 16 channel 3x3 ones (winograd16_conv.h), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
   // (docs/environment.md).
   bool small_allowed = [] {
     const char* e = std::getenv("CNNTRAIN_SMALL_CONV");

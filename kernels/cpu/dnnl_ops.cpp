@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/dnnl_impl.h"
 #include "kernels/cpu/single_channel_conv.h"
+#include "kernels/cpu/winograd16_conv.h"
 
 namespace cnn {
 
@@ -27,6 +28,11 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
     return small_channel_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
                                       static_cast<float*>(y));
   }
+  if (I.own_kernels(t) && winograd16_ok(d)) {
+    ++I.small_runs;
+    return winograd16_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
+                              static_cast<float*>(y));
+  }
   Impl::Conv& c = I.conv(d, b != nullptr, t);
   Impl::bind(c.w_user, w);
   auto relayout = [&](const memory& to) { I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}}); };
@@ -42,6 +48,11 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     ++I.small_runs;
     return small_channel_conv_backward_data(I.threads, d, static_cast<const float*>(dy),
                                             static_cast<const float*>(w), static_cast<float*>(dx));
+  }
+  if (I.own_kernels(t) && winograd16_ok(d)) {
+    ++I.small_runs;
+    return winograd16_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
+                                    static_cast<float*>(dx));
   }
   if (d.plain() && d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
     // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and

@@ -71,8 +71,9 @@ class DnnlOps {
   uint64_t blocked_reuses() const;
   // Activation layout conversions (NHWC <-> nChw16c around the Winograd kernels) so far.
   uint64_t layout_conversions() const;
-  // fp32 convolution passes that ran on cnntrain's own kernels for few channels instead of oneDNN's
-  // (kernels/cpu/single_channel_conv.h; CNNTRAIN_SMALL_CONV=0: none).
+  // fp32 convolution passes that ran on cnntrain's own kernels instead of oneDNN's: few channels
+  // (kernels/cpu/single_channel_conv.h, small_channel_conv.h) and 16 -> 16 channel 3x3 on Winograd
+  // (winograd16_conv.h); CNNTRAIN_SMALL_CONV=0: none.
   uint64_t small_conv_runs() const;
 
   // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for

@@ -75,7 +75,11 @@ Trace train(bool blocked, Model m, DType dt, const BnOptions& bn, bool recompute
     int32_t* d_y = static_cast<int32_t*>(be->alloc(sizeof(int32_t) * kBatch));
     void* d_dl = be->alloc(dtype_size(dt) * kClasses * kBatch);
     for (int s = 0; s <= kSteps; ++s) {
-      std::vector<float> x = random_vec(px * kBatch, 40 + s);
+      // Images on which no decision (a ReLU's sign, a ghost group's statistics of 8 values) sits within
+      // rounding of its threshold: with seeds 40.. the ghost-group net's runs split into two families 1e-3
+      // apart in the weights (the reference backend in one of them), which side depending on the last bits of
+      // the convolutions (oneDNN's direct kernels against the Winograd ones of winograd16_conv.h).
+      std::vector<float> x = random_vec(px * kBatch, 140 + s);
       for (float& v : x) v += 0.5f;  // a mean for the batch norms to remove
       std::vector<int32_t> y(kBatch);
       for (int i = 0; i < kBatch; ++i) y[i] = (3 * i + s) % kClasses;

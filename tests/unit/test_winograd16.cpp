@@ -1,0 +1,128 @@
+// The fast CPU backend's Winograd F(2x2, 3x3) kernels for 16 -> 16 channel 3x3 "same" convolutions
+// (kernels/cpu/winograd16_conv.h): forward (with and without bias) and backward-data against the reference
+// kernels over even and odd map sizes (tiles cut by the right and bottom edges), maps smaller than a tile and
+// rows of more tiles than a register block; the same bits for any thread count; which shapes they take; and
+// DnnlOps routes exactly those to them, unless CNNTRAIN_SMALL_CONV=0.
+#include <cmath>
+#include <cstdlib>
+
+#include "kernels/conv2d.h"
+#include "kernels/cpu/dnnl_ops.h"
+#include "kernels/cpu/winograd16_conv.h"
+#include "tests/common/test_util.h"
+
+namespace cnn {
+namespace {
+
+using test::random_vec;
+
+ConvDesc same16(int n, int h, int w) {
+  ConvDesc d;
+  d.n = n, d.h = h, d.w = w, d.c = 16, d.k = 16, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
+  return d;
+}
+
+size_t map_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * 16; }
+constexpr size_t kFilters = 16 * 3 * 3 * 16;
+
+// Winograd's transforms round differently from a direct sum: compare against the sums' scale.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                  const ConvDesc& d) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5f * (4.f + std::fabs(want[i])))
+        << what << " [" << i << "] of " << d.n << "x" << d.h << "x" << d.w;
+}
+
+std::vector<ConvDesc> shapes() {
+  return {same16(2, 32, 32), same16(3, 7, 9), same16(1, 1, 1), same16(2, 2, 3), same16(2, 5, 2),
+          same16(1, 3, 30), same16(2, 16, 13), same16(1, 11, 26)};
+}
+
+TEST(Winograd16, MatchesReference) {
+  for (const ConvDesc& d : shapes()) {
+    ASSERT_TRUE(winograd16_ok(d)) << d.h << "x" << d.w;
+    const auto x = random_vec(map_size(d), 1), w = random_vec(kFilters, 2, -0.3f, 0.3f), b = random_vec(16, 3);
+    const auto dy = random_vec(map_size(d), 4);
+    for (bool bias : {false, true}) {
+      std::vector<float> y(map_size(d), 7.f), want(map_size(d));
+      winograd16_forward(2, d, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
+      conv2d_forward_cpu(d, x.data(), w.data(), bias ? b.data() : nullptr, want.data());
+      expect_close(y, want, bias ? "y (bias)" : "y", d);
+    }
+    std::vector<float> dx(map_size(d), 7.f), want_dx(map_size(d));
+    winograd16_backward_data(2, d, dy.data(), w.data(), dx.data());
+    conv2d_backward_data_cpu(d, dy.data(), w.data(), want_dx.data());
+    expect_close(dx, want_dx, "dx", d);
+  }
+}
+
+// Each output pixel is summed on its own: 1, 2 and 3 threads give the same bits (large enough a batch that the
+// kernels do use the threads).
+TEST(Winograd16, SameBitsForAnyThreadCount) {
+  const ConvDesc d = same16(40, 32, 32);
+  const auto x = random_vec(map_size(d), 5), w = random_vec(kFilters, 6, -0.3f, 0.3f), b = random_vec(16, 7);
+  std::vector<float> y1(map_size(d)), dx1(map_size(d));
+  winograd16_forward(1, d, x.data(), w.data(), b.data(), y1.data());
+  winograd16_backward_data(1, d, x.data(), w.data(), dx1.data());
+  for (int threads : {2, 3}) {
+    std::vector<float> y(map_size(d)), dx(map_size(d));
+    winograd16_forward(threads, d, x.data(), w.data(), b.data(), y.data());
+    winograd16_backward_data(threads, d, x.data(), w.data(), dx.data());
+    EXPECT_TRUE(y == y1) << threads << " threads";
+    EXPECT_TRUE(dx == dx1) << threads << " threads";
+  }
+}
+
+TEST(Winograd16, TakesOnlyItsShape) {
+  const ConvDesc d = same16(2, 8, 8);
+  EXPECT_TRUE(winograd16_ok(d));
+  ConvDesc other = d;
+  other.c = 32;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.k = 8;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.stride_h = other.stride_w = 2;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.pad_h = other.pad_w = 0;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.r = other.s = 5, other.pad_h = other.pad_w = 2;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.dilation_h = 2;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.groups = 16;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.extra_pad_w = 1;
+  EXPECT_FALSE(winograd16_ok(other));
+  other = d, other.x_layout = ActLayout::kNChw16c;
+  EXPECT_FALSE(winograd16_ok(other));
+}
+
+// DnnlOps runs the forward and backward-data passes of 16 -> 16 3x3 "same" convolutions here (backward-weights
+// stays on oneDNN), other shapes not, and none under CNNTRAIN_SMALL_CONV=0.
+TEST(Winograd16, DnnlOpsRoutesThem) {
+  const ConvDesc d = same16(2, 10, 10);
+  const auto x = random_vec(map_size(d), 8), w = random_vec(kFilters, 9, -0.3f, 0.3f), dy = random_vec(map_size(d), 10);
+  for (bool allowed : {true, false}) {
+    setenv("CNNTRAIN_SMALL_CONV", allowed ? "1" : "0", 1);
+    DnnlOps ops(2);
+    unsetenv("CNNTRAIN_SMALL_CONV");
+    std::vector<float> y(map_size(d)), dx(map_size(d)), dw(kFilters, 0.f), want(map_size(d));
+    ops.conv_forward(d, x.data(), w.data(), nullptr, y.data());
+    conv2d_forward_cpu(d, x.data(), w.data(), nullptr, want.data());
+    expect_close(y, want, "y through DnnlOps", d);
+    ops.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw.data(), nullptr, dx.data());
+    conv2d_backward_data_cpu(d, dy.data(), w.data(), want.data());
+    expect_close(dx, want, "dx through DnnlOps", d);
+    EXPECT_EQ(ops.small_conv_runs(), allowed ? 2u : 0u);
+    ConvDesc wide = d;  // 16 -> 32: oneDNN
+    wide.k = 32;
+    const auto w32 = random_vec(kFilters * 2, 11);
+    std::vector<float> y32(map_size(d) * 2);
+    ops.conv_forward(wide, x.data(), w32.data(), nullptr, y32.data());
+    EXPECT_EQ(ops.small_conv_runs(), allowed ? 2u : 0u);
+  }
+}
+
+}  // namespace
+}  // namespace cnn
