@@ -1,6 +1,7 @@
-// Winograd F(2x2, 3x3) for 16 -> 16 channel convolutions on AVX2 (kernels/cpu/winograd16_conv.h).
-// With g the 3x3 filter of one channel pair, d a 4x4 input tile and e = 4a + b its 16 elements:
-// y (2x2) = A^T [(G g G^T) .* (B^T d B)] A, summed over the input channels before the output transform.
+// Winograd F(4x4, 3x3) for 16 -> 16 channel convolutions on AVX2 (kernels/cpu/winograd16_conv.h).
+// With g the 3x3 filter of one channel pair, d a 6x6 input tile and e = 6a + b its 36 elements:
+// y (4x4) = A^T [(G g G^T) .* (B^T d B)] A, summed over the input channels before the output transform
+// (Lavin and Gray's matrices for the points 0, 1, -1, 2, -2).
 // The loops over a register block's accumulators carry `#pragma GCC unroll` (see small_channel_conv.cpp).
 #include "kernels/cpu/winograd16_conv.h"
 
@@ -34,80 +35,103 @@ void winograd16_backward_data(int, const ConvDesc&, const float*, const float*, 
 namespace {
 
 constexpr int kC = 16;     // channels, in and out
+constexpr int kE = 36;     // elements of a 6x6 input tile (4x4 outputs)
 constexpr int kBlock = 6;  // tiles whose sums stay in registers over the products (12 of 16 vector registers)
 
-// The call's filters transformed: u[(e * 16 + ci) * 16 + co] = (G g G^T)[e] for g = filter(co, ci, r, s).
+// The call's filters transformed: u[(e * 16 + ci) * 16 + co] = (G g G^T)[e] for g = filter(co, ci, r, s), in
+// double and rounded once. G's rows: (1/4, 0, 0), -(1, 1, 1)/6, -(1, -1, 1)/6, (1/24, 1/12, 1/6),
+// (1/24, -1/12, 1/6), (0, 0, 1).
 template <class Filter>
 void transform_filters(Filter filter, float* u) {
+  static const double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
   for (int co = 0; co < kC; ++co)
     for (int ci = 0; ci < kC; ++ci) {
-      float t[4][3];
-      for (int s = 0; s < 3; ++s) {  // G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2
-        const float g0 = filter(co, ci, 0, s), g1 = filter(co, ci, 1, s), g2 = filter(co, ci, 2, s);
-        t[0][s] = g0;
-        t[1][s] = 0.5f * (g0 + g1 + g2);
-        t[2][s] = 0.5f * (g0 - g1 + g2);
-        t[3][s] = g2;
-      }
-      for (int a = 0; a < 4; ++a) {  // (G g) G^T, the same on each row
-        const float row[4] = {t[a][0], 0.5f * (t[a][0] + t[a][1] + t[a][2]), 0.5f * (t[a][0] - t[a][1] + t[a][2]),
-                              t[a][2]};
-        for (int b = 0; b < 4; ++b) u[((4 * a + b) * kC + ci) * kC + co] = row[b];
-      }
+      double gg[6][3] = {};  // G g
+      for (int a = 0; a < 6; ++a)
+        for (int s = 0; s < 3; ++s)
+          for (int r = 0; r < 3; ++r) gg[a][s] += G[a][r] * filter(co, ci, r, s);
+      for (int a = 0; a < 6; ++a)
+        for (int b = 0; b < 6; ++b) {
+          const double v = G[b][0] * gg[a][0] + G[b][1] * gg[a][1] + G[b][2] * gg[a][2];
+          u[((6 * a + b) * kC + ci) * kC + co] = static_cast<float>(v);
+        }
     }
 }
 
 struct Geom {
   int n, h, w;
-  int th, tw;  // 2x2 output tiles per column and row
-  explicit Geom(const ConvDesc& d) : n(d.n), h(d.h), w(d.w), th((d.h + 1) / 2), tw((d.w + 1) / 2) {}
+  int th, tw;  // 4x4 output tiles per column and row
+  explicit Geom(const ConvDesc& d) : n(d.n), h(d.h), w(d.w), th((d.h + 3) / 4), tw((d.w + 3) / 4) {}
 };
 
-// The 4x4 input pixels of tile (i, j) of one image: rows 2i - 1 .. 2i + 2, columns 2j - 1 .. 2j + 2. Returns a
-// pointer to pixel (2i - 1, 2j - 1) in the image with *row_stride = w * 16 when the tile lies inside it, else
-// a copy with zeros outside the image in `edge` (row stride 4 * 16).
+// The 6x6 input pixels of tile (i, j) of one image: rows 4i - 1 .. 4i + 4, columns 4j - 1 .. 4j + 4. Returns a
+// pointer to pixel (4i - 1, 4j - 1) in the image with *row_stride = w * 16 when the tile lies inside it, else
+// a copy with zeros outside the image in `edge` (row stride 6 * 16).
 inline const float* tile_pixels(const Geom& g, const float* image, int i, int j, float* edge, size_t* row_stride) {
-  const int y0 = 2 * i - 1, x0 = 2 * j - 1;
-  if (y0 >= 0 && x0 >= 0 && y0 + 3 < g.h && x0 + 3 < g.w) {
+  const int y0 = 4 * i - 1, x0 = 4 * j - 1;
+  if (y0 >= 0 && x0 >= 0 && y0 + 5 < g.h && x0 + 5 < g.w) {
     *row_stride = static_cast<size_t>(g.w) * kC;
     return image + (static_cast<size_t>(y0) * g.w + x0) * kC;
   }
-  for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c) {
-      float* to = edge + (r * 4 + c) * kC;
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 6; ++c) {
+      float* to = edge + (r * 6 + c) * kC;
       const int y = y0 + r, x = x0 + c;
       const bool in = y >= 0 && y < g.h && x >= 0 && x < g.w;
       const float* from = image + (static_cast<size_t>(in ? y : 0) * g.w + (in ? x : 0)) * kC;
       _mm256_storeu_ps(to, in ? _mm256_loadu_ps(from) : _mm256_setzero_ps());
       _mm256_storeu_ps(to + 8, in ? _mm256_loadu_ps(from + 8) : _mm256_setzero_ps());
     }
-  *row_stride = 4 * kC;
+  *row_stride = 6 * kC;
   return edge;
 }
 
 inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 inline __m256 sub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+inline __m256 mul(float k, __m256 a) { return _mm256_mul_ps(_mm256_set1_ps(k), a); }
+inline __m256 fma(float k, __m256 a, __m256 b) { return _mm256_fmadd_ps(_mm256_set1_ps(k), a, b); }
+
+// B^T applied to six vectors d[0..5] (a column or a row of the tile): B^T's rows (4, 0, -5, 0, 1, 0),
+// (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1).
+inline void bt6(const __m256 d[6], __m256 t[6]) {
+  const __m256 a = fma(-4.f, d[2], d[4]), b = fma(-4.f, d[1], d[3]);
+  const __m256 c = sub(d[4], d[2]), e = mul(2.f, sub(d[3], d[1]));
+  t[0] = fma(4.f, d[0], fma(-5.f, d[2], d[4]));
+  t[1] = add(a, b);
+  t[2] = sub(a, b);
+  t[3] = add(c, e);
+  t[4] = sub(c, e);
+  t[5] = fma(4.f, d[1], fma(-5.f, d[3], d[5]));
+}
+
+// A^T applied to six vectors m[0..5]: rows (1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0),
+// (0, 1, -1, 8, -8, 1).
+inline void at6(const __m256 m[6], __m256 y[4]) {
+  const __m256 p = add(m[1], m[2]), q = sub(m[1], m[2]), r = add(m[3], m[4]), s = sub(m[3], m[4]);
+  y[0] = add(add(m[0], p), r);
+  y[1] = fma(2.f, s, q);
+  y[2] = fma(4.f, r, p);
+  y[3] = add(fma(8.f, s, q), m[5]);
+}
 
 // B^T d B of the tile at `pixels` (tile_pixels), eight channels from ch: v[e * kBlock * 16] for each e.
 inline void input_tile(const float* pixels, size_t row, int ch, float* v) {
-  __m256 t[4][4];
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const float* p = pixels + c * kC + ch;
-    const __m256 d0 = _mm256_loadu_ps(p), d1 = _mm256_loadu_ps(p + row), d2 = _mm256_loadu_ps(p + 2 * row),
-                 d3 = _mm256_loadu_ps(p + 3 * row);
-    t[0][c] = sub(d0, d2);
-    t[1][c] = add(d1, d2);
-    t[2][c] = sub(d2, d1);
-    t[3][c] = sub(d1, d3);
+  __m256 t[6][6];  // t = B^T d, column by column
+  for (int c = 0; c < 6; ++c) {
+    __m256 d[6], col[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) d[r] = _mm256_loadu_ps(pixels + r * row + c * kC + ch);
+    bt6(d, col);
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) t[a][c] = col[a];
   }
   constexpr int step = kBlock * kC;
-#pragma GCC unroll 4
-  for (int a = 0; a < 4; ++a) {
-    _mm256_storeu_ps(v + (4 * a + 0) * step, sub(t[a][0], t[a][2]));
-    _mm256_storeu_ps(v + (4 * a + 1) * step, add(t[a][1], t[a][2]));
-    _mm256_storeu_ps(v + (4 * a + 2) * step, sub(t[a][2], t[a][1]));
-    _mm256_storeu_ps(v + (4 * a + 3) * step, sub(t[a][1], t[a][3]));
+  for (int a = 0; a < 6; ++a) {  // (B^T d) B, row by row
+    __m256 out[6];
+    bt6(t[a], out);
+#pragma GCC unroll 6
+    for (int b = 0; b < 6; ++b) _mm256_storeu_ps(v + (6 * a + b) * step, out[b]);
   }
 }
 
@@ -130,33 +154,35 @@ void products(const float* u, const float* v, float* m) {
   }
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
-    _mm256_storeu_ps(m + t * 16 * kC, acc[t][0]);
-    _mm256_storeu_ps(m + t * 16 * kC + 8, acc[t][1]);
+    _mm256_storeu_ps(m + t * kE * kC, acc[t][0]);
+    _mm256_storeu_ps(m + t * kE * kC + 8, acc[t][1]);
   }
 }
 
 // A^T M A + bias for eight output channels from ch of one tile (m[e * 16]), stored where inside the output.
 inline void output_tile(const Geom& g, const float* m, int ch, const float* bias, float* y, int oy, int ox) {
-  __m256 s[2][4];
+  __m256 s[4][6];  // A^T M, column by column
+  for (int c = 0; c < 6; ++c) {
+    __m256 col[6], out[4];
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) col[a] = _mm256_loadu_ps(m + (6 * a + c) * kC + ch);
+    at6(col, out);
 #pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m256 m0 = _mm256_loadu_ps(m + (0 + c) * kC + ch), m1 = _mm256_loadu_ps(m + (4 + c) * kC + ch),
-                 m2 = _mm256_loadu_ps(m + (8 + c) * kC + ch), m3 = _mm256_loadu_ps(m + (12 + c) * kC + ch);
-    s[0][c] = add(add(m0, m1), m2);
-    s[1][c] = sub(sub(m1, m2), m3);
+    for (int r = 0; r < 4; ++r) s[r][c] = out[r];
   }
   const __m256 b = _mm256_loadu_ps(bias + ch);
-  for (int r = 0; r < 2 && oy + r < g.h; ++r) {
+  for (int r = 0; r < 4 && oy + r < g.h; ++r) {
+    __m256 out[4];
+    at6(s[r], out);
     float* row = y + (static_cast<size_t>(oy + r) * g.w + ox) * kC + ch;
-    _mm256_storeu_ps(row, add(add(add(s[r][0], s[r][1]), s[r][2]), b));
-    if (ox + 1 < g.w) _mm256_storeu_ps(row + kC, add(sub(sub(s[r][1], s[r][2]), s[r][3]), b));
+    for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm256_storeu_ps(row + k * kC, add(out[k], b));
   }
 }
 
 struct Scratch {
-  alignas(32) float v[16 * kBlock * kC];  // [e][tile][ci]
-  alignas(32) float m[kBlock * 16 * kC];  // [tile][e][co]
-  alignas(32) float edge[16 * kC];        // an edge tile's pixels
+  alignas(32) float v[kE * kBlock * kC];  // [e][tile][ci]
+  alignas(32) float m[kBlock * kE * kC];  // [tile][e][co]
+  alignas(32) float edge[kE * kC];        // an edge tile's pixels
 };
 
 // Tiles j0 .. j0 + T - 1 of tile row i of one image.
@@ -168,9 +194,9 @@ void tile_block(const Geom& g, const float* x, const float* u, const float* bias
     const float* pixels = tile_pixels(g, x, i, j0 + t, s.edge, &row);
     for (int ch = 0; ch < kC; ch += 8) input_tile(pixels, row, ch, s.v + t * kC + ch);
   }
-  for (int e = 0; e < 16; ++e) products<T>(u + e * kC * kC, s.v + e * kBlock * kC, s.m + e * kC);
+  for (int e = 0; e < kE; ++e) products<T>(u + e * kC * kC, s.v + e * kBlock * kC, s.m + e * kC);
   for (int t = 0; t < T; ++t)
-    for (int ch = 0; ch < kC; ch += 8) output_tile(g, s.m + t * 16 * kC, ch, bias, y, 2 * i, 2 * (j0 + t));
+    for (int ch = 0; ch < kC; ch += 8) output_tile(g, s.m + t * kE * kC, ch, bias, y, 4 * i, 4 * (j0 + t));
 }
 
 using BlockFn = void (*)(const Geom&, const float*, const float*, const float*, int, int, Scratch&, float*);
@@ -206,7 +232,7 @@ bool winograd16_ok(const ConvDesc& d) {
 
 void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
   static thread_local std::vector<float> u;  // the caller's thread
-  u.resize(16 * kC * kC);
+  u.resize(kE * kC * kC);
   // w is [k][r][s][c]: output channel co, input channel ci.
   transform_filters([w](int co, int ci, int r, int s) { return w[((co * 3 + r) * 3 + s) * kC + ci]; }, u.data());
   float bias[kC] = {};
@@ -216,7 +242,7 @@ void winograd16_forward(int threads, const ConvDesc& d, const float* x, const fl
 
 void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
   static thread_local std::vector<float> u;
-  u.resize(16 * kC * kC);
+  u.resize(kE * kC * kC);
   // dx is the forward convolution of dy with f(co, ci, r, s) = w[ci][2 - r][2 - s][co]: dy's channels (the
   // forward's outputs) in, the forward's inputs out, the taps mirrored.
   transform_filters([w](int co, int ci, int r, int s) { return w[((ci * 3 + 2 - r) * 3 + 2 - s) * kC + co]; },

@@ -50,7 +50,7 @@ const ConvDesc kConvCases[] = {
     conv(3, 10, 7, 16, 32, 1, 1, 2, 2, 0, 0),  // 1x1 projection shortcut
     conv(2, 9, 7, 24, 40, 1, 1, 1, 1, 0, 0),   // 1x1 stride 1 (the fast CPU backend's filter gradient: a matmul)
     conv(2, 28, 27, 1, 6, 5, 5, 1, 1, 2, 2),   // lenet5 conv1, a ragged width (the CPU's one-channel kernels)
-    conv(3, 13, 15, 16, 16, 3, 3, 1, 1, 1, 1),  // resnet20 stage 1, odd sizes (the CPU's Winograd F(2x2,3x3))
+    conv(3, 13, 15, 16, 16, 3, 3, 1, 1, 1, 1),  // resnet20 stage 1, odd sizes (the CPU's Winograd F(4x4,3x3))
 };
 
 // Grouped, depthwise, dilated and asymmetrically padded convolutions (MobileNet, EfficientNet, DeepLab, and
