@@ -1,8 +1,8 @@
 // The fast CPU backend's Winograd F(4x4, 3x3) kernels for 16 -> 16 channel 3x3 "same" convolutions
 // (kernels/cpu/winograd16_conv.h): forward (with and without bias) and backward-data against the reference
-// kernels over map sizes that are and are not multiples of 4 (tiles cut by the right and bottom edges), maps smaller than a tile and
-// rows of more tiles than a register block; the same bits for any thread count; which shapes they take; and
-// DnnlOps routes exactly those to them, unless CNNTRAIN_SMALL_CONV=0.
+// kernels over map sizes that are and are not multiples of 4 (tiles cut by the right and bottom edges), maps
+// smaller than a tile and rows of more tiles than a register block; the same bits for any thread count; which
+// shapes they take; and DnnlOps routes exactly those to them, unless CNNTRAIN_SMALL_CONV=0.
 #include <cmath>
 #include <cstdlib>
 
