@@ -29,6 +29,9 @@ void winograd16_forward(int, const ConvDesc&, const float*, const float*, const 
 void winograd16_backward_data(int, const ConvDesc&, const float*, const float*, float*) {
   raise(kExitFailure, "internal: the Winograd 16-channel kernels need an AVX2/FMA build");
 }
+void winograd16_backward_filter(int, const ConvDesc&, const float*, const float*, float*) {
+  raise(kExitFailure, "internal: the Winograd 16-channel kernels need an AVX2/FMA build");
+}
 
 #else
 
@@ -115,8 +118,8 @@ inline void at6(const __m256 m[6], __m256 y[4]) {
   y[3] = add(fma(8.f, s, q), m[5]);
 }
 
-// B^T d B of the tile at `pixels` (tile_pixels), eight channels from ch: v[e * kBlock * 16] for each e.
-inline void input_tile(const float* pixels, size_t row, int ch, float* v) {
+// B^T d B of the tile at `pixels` (tile_pixels), eight channels from ch: v[e * step] for each e.
+inline void input_tile(const float* pixels, size_t row, int ch, float* v, int step = kBlock * kC) {
   __m256 t[6][6];  // t = B^T d, column by column
   for (int c = 0; c < 6; ++c) {
     __m256 d[6], col[6];
@@ -126,7 +129,6 @@ inline void input_tile(const float* pixels, size_t row, int ch, float* v) {
 #pragma GCC unroll 6
     for (int a = 0; a < 6; ++a) t[a][c] = col[a];
   }
-  constexpr int step = kBlock * kC;
   for (int a = 0; a < 6; ++a) {  // (B^T d) B, row by row
     __m256 out[6];
     bt6(t[a], out);
@@ -222,6 +224,105 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   work(omp_get_thread_num(), omp_get_num_threads());
 }
 
+
+// --- Backward-weights: dW = G^T [sum over tiles of (B^T d B) .* (A dY A^T)] G, per channel pair ---
+
+constexpr int kRowTiles = 8;  // tiles of a tile row transformed together
+constexpr int kChunk = 4;     // images per partial sum
+
+// A applied to four vectors m[0..3] (A = (A^T)^T, 6x4): (m0, m0 + m1 + m2 + m3, m0 - m1 + m2 - m3,
+// m0 + 2 m1 + 4 m2 + 8 m3, m0 - 2 m1 + 4 m2 - 8 m3, m3).
+inline void a4(const __m256 m[4], __m256 t[6]) {
+  const __m256 p = add(m[0], m[2]), q = add(m[1], m[3]), r = fma(4.f, m[2], m[0]), s = fma(8.f, m[3], mul(2.f, m[1]));
+  t[0] = m[0];
+  t[1] = add(p, q);
+  t[2] = sub(p, q);
+  t[3] = add(r, s);
+  t[4] = sub(r, s);
+  t[5] = m[3];
+}
+
+// A dY A^T of the 4x4 gradient tile (i, j), eight channels from ch, zero outside the output: y[e * step].
+inline void gradient_tile(const Geom& g, const float* image, int i, int j, int ch, float* y, int step) {
+  __m256 t[6][4];  // A dY, column by column
+  for (int c = 0; c < 4; ++c) {
+    __m256 m[4], col[6];
+    const int x = 4 * j + c;
+    for (int r = 0; r < 4; ++r) {
+      const int yy = 4 * i + r;
+      m[r] = yy < g.h && x < g.w ? _mm256_loadu_ps(image + (static_cast<size_t>(yy) * g.w + x) * kC + ch)
+                                 : _mm256_setzero_ps();
+    }
+    a4(m, col);
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) t[a][c] = col[a];
+  }
+  for (int a = 0; a < 6; ++a) {  // (A dY) A^T, row by row
+    __m256 out[6];
+    a4(t[a], out);
+#pragma GCC unroll 6
+    for (int b = 0; b < 6; ++b) _mm256_storeu_ps(y + (6 * a + b) * step, out[b]);
+  }
+}
+
+// w[ci][co] += sum over the T tiles of v[t][ci] * y[t][co] for input channels ci0 .. ci0 + CB - 1 (one tile
+// element), the tiles in order.
+template <int CB>
+void accumulate(const float* v, const float* y, int T, int ci0, float* w) {
+  __m256 acc[CB][2];
+#pragma GCC unroll 8
+  for (int c = 0; c < CB; ++c) {
+    acc[c][0] = _mm256_loadu_ps(w + (ci0 + c) * kC);
+    acc[c][1] = _mm256_loadu_ps(w + (ci0 + c) * kC + 8);
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m256 u0 = _mm256_loadu_ps(y + t * kC), u1 = _mm256_loadu_ps(y + t * kC + 8);
+#pragma GCC unroll 8
+    for (int c = 0; c < CB; ++c) {
+      const __m256 b = _mm256_broadcast_ss(v + t * kC + ci0 + c);
+      acc[c][0] = _mm256_fmadd_ps(b, u0, acc[c][0]);
+      acc[c][1] = _mm256_fmadd_ps(b, u1, acc[c][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < CB; ++c) {
+    _mm256_storeu_ps(w + (ci0 + c) * kC, acc[c][0]);
+    _mm256_storeu_ps(w + (ci0 + c) * kC + 8, acc[c][1]);
+  }
+}
+
+struct FilterScratch {
+  alignas(32) float v[kE * kRowTiles * kC];  // [e][tile][ci]
+  alignas(32) float y[kE * kRowTiles * kC];  // [e][tile][co]
+  alignas(32) float edge[kE * kC];
+};
+
+// part[e][ci][co] = the transformed-domain filter gradient of images n0 .. n1 - 1, tiles in order.
+void filter_chunk(const Geom& g, const float* x, const float* dy, int n0, int n1, FilterScratch& s, float* part) {
+  constexpr int step = kRowTiles * kC;
+  const size_t image = static_cast<size_t>(g.h) * g.w * kC;
+  std::fill(part, part + kE * kC * kC, 0.f);
+  for (int n = n0; n < n1; ++n)
+    for (int i = 0; i < g.th; ++i)
+      for (int j0 = 0; j0 < g.tw; j0 += kRowTiles) {
+        const int T = std::min(kRowTiles, g.tw - j0);
+        for (int t = 0; t < T; ++t) {
+          size_t row;
+          const float* pixels = tile_pixels(g, x + n * image, i, j0 + t, s.edge, &row);
+          for (int ch = 0; ch < kC; ch += 8) {
+            input_tile(pixels, row, ch, s.v + t * kC + ch, step);
+            gradient_tile(g, dy + n * image, i, j0 + t, ch, s.y + t * kC + ch, step);
+          }
+        }
+        for (int e = 0; e < kE; ++e) {
+          float* w = part + e * kC * kC;
+          accumulate<6>(s.v + e * step, s.y + e * step, T, 0, w);
+          accumulate<6>(s.v + e * step, s.y + e * step, T, 6, w);
+          accumulate<4>(s.v + e * step, s.y + e * step, T, 12, w);
+        }
+      }
+}
+
 }  // namespace
 
 bool winograd16_ok(const ConvDesc& d) {
@@ -249,6 +350,38 @@ void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, c
                     u.data());
   const float bias[kC] = {};
   run(threads, Geom(d), dy, u.data(), bias, dx);
+}
+
+void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw) {
+  const Geom g(d);
+  const int chunks = (d.n + kChunk - 1) / kChunk;
+  static thread_local std::vector<float> parts_buf;  // the caller's thread
+  parts_buf.resize(static_cast<size_t>(chunks) * kE * kC * kC);
+  float* const parts = parts_buf.data();  // workers reach it through this pointer, not their own thread_local
+  const size_t work = static_cast<size_t>(d.n) * d.h * d.w * kC;
+  parallel_for(threads, work, chunks, [&](long long q) {
+    FilterScratch s;
+    const int n0 = static_cast<int>(q) * kChunk;
+    filter_chunk(g, x, dy, n0, std::min(d.n, n0 + kChunk), s, parts + q * kE * kC * kC);
+  });
+  // The chunks' sums in chunk order (the same bits for any thread count), then G^T W G into dw[co][r][s][ci].
+  static const double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  for (int q = 1; q < chunks; ++q)
+    for (int k = 0; k < kE * kC * kC; ++k) parts[k] += parts[static_cast<size_t>(q) * kE * kC * kC + k];
+  for (int co = 0; co < kC; ++co)
+    for (int ci = 0; ci < kC; ++ci) {
+      double t[6][3] = {};  // W G
+      for (int a = 0; a < 6; ++a)
+        for (int b = 0; b < 6; ++b)
+          for (int s = 0; s < 3; ++s) t[a][s] += parts[((6 * a + b) * kC + ci) * kC + co] * G[b][s];
+      for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s) {
+          double v = 0;
+          for (int a = 0; a < 6; ++a) v += G[a][r] * t[a][s];
+          dw[((co * 3 + r) * 3 + s) * kC + ci] += static_cast<float>(v);
+        }
+    }
 }
 
 #endif

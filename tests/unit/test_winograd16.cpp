@@ -1,8 +1,9 @@
 // The fast CPU backend's Winograd F(4x4, 3x3) kernels for 16 -> 16 channel 3x3 "same" convolutions
-// (kernels/cpu/winograd16_conv.h): forward (with and without bias) and backward-data against the reference
-// kernels over map sizes that are and are not multiples of 4 (tiles cut by the right and bottom edges), maps
-// smaller than a tile and rows of more tiles than a register block; the same bits for any thread count; which
-// shapes they take; and DnnlOps routes exactly those to them, unless CNNTRAIN_SMALL_CONV=0.
+// (kernels/cpu/winograd16_conv.h): forward (with and without bias), backward-data and backward-weights against
+// the reference kernels over map sizes that are and are not multiples of 4 (tiles cut by the right and bottom
+// edges), maps smaller than a tile and rows of more tiles than a register block; the same bits for any thread
+// count; which shapes they take; and DnnlOps routes exactly those to them, unless CNNTRAIN_SMALL_CONV=0.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -25,12 +26,14 @@ ConvDesc same16(int n, int h, int w) {
 size_t map_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * 16; }
 constexpr size_t kFilters = 16 * 3 * 3 * 16;
 
-// Winograd's transforms round differently from a direct sum: compare against the sums' scale.
+// Winograd's transforms round differently from a direct sum: compare against the sums' scale, which grows with
+// the square root of the terms summed (144 for an output or input pixel, n * h * w for a filter tap).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what,
-                  const ConvDesc& d) {
+                  const ConvDesc& d, double terms = 144) {
   ASSERT_EQ(got.size(), want.size());
+  const float tol = 2e-5f * static_cast<float>(std::sqrt(std::max(1.0, terms / 144)));
   for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 2e-5f * (4.f + std::fabs(want[i])))
+    ASSERT_NEAR(got[i], want[i], tol * (4.f + std::fabs(want[i])))
         << what << " [" << i << "] of " << d.n << "x" << d.h << "x" << d.w;
 }
 
@@ -54,6 +57,11 @@ TEST(Winograd16, MatchesReference) {
     winograd16_backward_data(2, d, dy.data(), w.data(), dx.data());
     conv2d_backward_data_cpu(d, dy.data(), w.data(), want_dx.data());
     expect_close(dx, want_dx, "dx", d);
+    // The filter gradient accumulates onto what is there; sums over up to n * h * w pixels.
+    std::vector<float> dw(kFilters, 0.5f), want_dw(kFilters, 0.5f);
+    winograd16_backward_filter(2, d, x.data(), dy.data(), dw.data());
+    conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), nullptr);
+    expect_close(dw, want_dw, "dw", d, static_cast<double>(d.n) * d.h * d.w);
   }
 }
 
@@ -62,15 +70,19 @@ TEST(Winograd16, MatchesReference) {
 TEST(Winograd16, SameBitsForAnyThreadCount) {
   const ConvDesc d = same16(40, 32, 32);
   const auto x = random_vec(map_size(d), 5), w = random_vec(kFilters, 6, -0.3f, 0.3f), b = random_vec(16, 7);
-  std::vector<float> y1(map_size(d)), dx1(map_size(d));
+  const auto dy = random_vec(map_size(d), 8);
+  std::vector<float> y1(map_size(d)), dx1(map_size(d)), dw1(kFilters, 0.f);
   winograd16_forward(1, d, x.data(), w.data(), b.data(), y1.data());
   winograd16_backward_data(1, d, x.data(), w.data(), dx1.data());
+  winograd16_backward_filter(1, d, x.data(), dy.data(), dw1.data());
   for (int threads : {2, 3}) {
-    std::vector<float> y(map_size(d)), dx(map_size(d));
+    std::vector<float> y(map_size(d)), dx(map_size(d)), dw(kFilters, 0.f);
     winograd16_forward(threads, d, x.data(), w.data(), b.data(), y.data());
     winograd16_backward_data(threads, d, x.data(), w.data(), dx.data());
+    winograd16_backward_filter(threads, d, x.data(), dy.data(), dw.data());
     EXPECT_TRUE(y == y1) << threads << " threads";
     EXPECT_TRUE(dx == dx1) << threads << " threads";
+    EXPECT_TRUE(dw == dw1) << threads << " threads";
   }
 }
 
@@ -98,8 +110,8 @@ TEST(Winograd16, TakesOnlyItsShape) {
   EXPECT_FALSE(winograd16_ok(other));
 }
 
-// DnnlOps runs the forward and backward-data passes of 16 -> 16 3x3 "same" convolutions here (backward-weights
-// stays on oneDNN), other shapes not, and none under CNNTRAIN_SMALL_CONV=0.
+// DnnlOps runs all three passes of 16 -> 16 3x3 "same" convolutions here (backward-weights without a bias
+// gradient), other shapes not, and none under CNNTRAIN_SMALL_CONV=0.
 TEST(Winograd16, DnnlOpsRoutesThem) {
   const ConvDesc d = same16(2, 10, 10);
   const auto x = random_vec(map_size(d), 8), w = random_vec(kFilters, 9, -0.3f, 0.3f), dy = random_vec(map_size(d), 10);
@@ -114,13 +126,19 @@ TEST(Winograd16, DnnlOpsRoutesThem) {
     ops.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw.data(), nullptr, dx.data());
     conv2d_backward_data_cpu(d, dy.data(), w.data(), want.data());
     expect_close(dx, want, "dx through DnnlOps", d);
-    EXPECT_EQ(ops.small_conv_runs(), allowed ? 2u : 0u);
+    std::vector<float> want_dw(kFilters, 0.f);
+    conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), nullptr);
+    expect_close(dw, want_dw, "dw through DnnlOps", d, static_cast<double>(d.n) * d.h * d.w);
+    EXPECT_EQ(ops.small_conv_runs(), allowed ? 3u : 0u);
+    std::vector<float> db(16, 0.f);  // with a bias gradient: oneDNN
+    ops.conv_backward_filter(d, x.data(), dy.data(), dw.data(), db.data());
+    EXPECT_EQ(ops.small_conv_runs(), allowed ? 3u : 0u);
     ConvDesc wide = d;  // 16 -> 32: oneDNN
     wide.k = 32;
     const auto w32 = random_vec(kFilters * 2, 11);
     std::vector<float> y32(map_size(d) * 2);
     ops.conv_forward(wide, x.data(), w32.data(), nullptr, y32.data());
-    EXPECT_EQ(ops.small_conv_runs(), allowed ? 2u : 0u);
+    EXPECT_EQ(ops.small_conv_runs(), allowed ? 3u : 0u);
   }
 }
 
