@@ -1,15 +1,17 @@
 // 3x3 "same" convolutions with 16 input and 16 output channels on Winograd F(4x4, 3x3), which the fast CPU
 // backend runs instead of oneDNN's direct kernels: ResNet-20's first stage (6 such convolutions, 51 of a
-// ~130 ms step at 90% of the FMA peak on oneDNN's brgconv; oneDNN's own Winograd is slower there, docs/perf.md). A 4x4 output tile needs 36 products per (input, output) channel pair instead of
-// 144, at the cost of the tile transforms; with 16 channels a pixel is two AVX2 vectors, so the transforms are
-// vector additions and FMAs by constants, and the products are a 16 x 16 matrix-vector product per tile
-// element, with six tiles' sums held in registers. Backward-data is the forward convolution of dy with the
-// filters flipped in space and their channels swapped; backward-weights sums, per tile element, the products of
-// the transformed input and gradient tiles over the tiles and transforms the 6x6 sums back to 3x3 filters.
+// ~130 ms step at 90% of the FMA peak on oneDNN's brgconv; oneDNN's own Winograd is slower there, docs/perf.md).
+// A 4x4 output tile needs 36 products per (input, output) channel pair instead of 144, at the cost of the tile
+// transforms; with 16 channels a pixel is two AVX2 vectors, so the transforms are vector additions and FMAs by
+// constants, and the products are a 16 x 16 matrix-vector product per tile element, with six tiles' sums held
+// in registers. Backward-data is the forward convolution of dy with the filters flipped in space and their
+// channels swapped; backward-weights sums, per tile element, the products of the transformed input and
+// gradient tiles over the tiles and transforms the 6x6 sums back to 3x3 filters.
 //
 // Rounding differs from a direct convolution's (the transforms scale inputs by up to 8 and cancel): differences
-// of a few 1e-6 of the sums' magnitude, as with oneDNN's F(4x4, 3x3) kernels on the later stages.
-// Every output pixel is computed on its own in a fixed order: the same bits for any thread count.
+// of a few 1e-6 of the sums' magnitude, as with oneDNN's F(4x4, 3x3) kernels on the later stages. Every output
+// pixel (forward, backward-data) is computed on its own in a fixed order, the filter gradient's sums are added
+// in a fixed order: the same bits for any thread count.
 #pragma once
 #include "kernels/backend.h"
 
