@@ -100,7 +100,7 @@ void conv_table(const std::vector<int>& threads, const Peak& peak, int reps) {
                     d.groups > 1 ? " dw" : "");
       std::printf("%-20s %-20s %3d  %-24s %-24s %-24s\n", s.where, shape, t, cell[0], cell[1], cell[2]);
       if (own[0] || own[1] || own[2])
-        impl += std::string(" (cnntrain's few-channel kernels instead:") + (own[0] ? " forward" : "") +
+        impl += std::string(" (cnntrain's own kernels instead:") + (own[0] ? " forward" : "") +
                 (own[1] ? " backward-data" : "") + (own[2] ? " backward-filter" : "") + ")";
     }
     std::printf("%-20s oneDNN: %s\n", "", impl.c_str());
