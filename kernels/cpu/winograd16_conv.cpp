@@ -41,13 +41,18 @@ constexpr int kC = 16;     // channels, in and out
 constexpr int kE = 36;     // elements of a 6x6 input tile (4x4 outputs)
 constexpr int kBlock = 6;  // tiles whose sums stay in registers over the products (12 of 16 vector registers)
 
+// The filter transform G (6x3), also the inverse transform of backward-weights' sums (G^T W G).
+constexpr double G[6][3] = {{0.25, 0, 0},
+                            {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                            {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                            {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                            {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                            {0, 0, 1}};
+
 // The call's filters transformed: u[(e * 16 + ci) * 16 + co] = (G g G^T)[e] for g = filter(co, ci, r, s), in
-// double and rounded once. G's rows: (1/4, 0, 0), -(1, 1, 1)/6, -(1, -1, 1)/6, (1/24, 1/12, 1/6),
-// (1/24, -1/12, 1/6), (0, 0, 1).
+// double and rounded once.
 template <class Filter>
 void transform_filters(Filter filter, float* u) {
-  static const double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
   for (int co = 0; co < kC; ++co)
     for (int ci = 0; ci < kC; ++ci) {
       double gg[6][3] = {};  // G g
@@ -224,7 +229,6 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   work(omp_get_thread_num(), omp_get_num_threads());
 }
 
-
 // --- Backward-weights: dW = G^T [sum over tiles of (B^T d B) .* (A dY A^T)] G, per channel pair ---
 
 constexpr int kRowTiles = 8;  // tiles of a tile row transformed together
@@ -365,8 +369,6 @@ void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, 
     filter_chunk(g, x, dy, n0, std::min(d.n, n0 + kChunk), s, parts + q * kE * kC * kC);
   });
   // The chunks' sums in chunk order (the same bits for any thread count), then G^T W G into dw[co][r][s][ci].
-  static const double G[6][3] = {{0.25, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
   for (int q = 1; q < chunks; ++q)
     for (int k = 0; k < kE * kC * kC; ++k) parts[k] += parts[static_cast<size_t>(q) * kE * kC * kC + k];
   for (int co = 0; co < kC; ++co)

@@ -56,9 +56,9 @@ TEST_P(FastKernels, FilterLayoutsFollowParamVersion) {
     d.n = 2, d.h = d.w = h, d.c = c, d.k = k, d.r = d.s = r, d.pad_h = d.pad_w = pad;
     return d;
   };
-  // Stride-1 "same" (backward-data as a flipped forward; at 64 channels on the Winograd kernels; not 16 -> 16,
-  // which runs on cnntrain's own Winograd kernels, winograd16_conv.h, and unpadded 5x5 with fewer than 9 input
-  // channels, cnntrain's own kernels: they keep no copies) and unpadded 5x5 (oneDNN's backward-data).
+  // Stride-1 "same" (backward-data as a flipped forward; at 64 channels on oneDNN's Winograd kernels) and
+  // unpadded 5x5 (oneDNN's backward-data). Not 16 -> 16 3x3 "same" nor fewer than 9 input channels: those run
+  // on cnntrain's own kernels (winograd16_conv.h, small_channel_conv.h), which keep no filter copies.
   for (const ConvDesc& d : {conv(8, 16, 32, 3, 1), conv(8, 64, 64, 3, 1), conv(14, 16, 16, 5, 0)}) {
     const size_t nx = static_cast<size_t>(d.n) * d.h * d.w * d.c, nw = static_cast<size_t>(d.k) * d.r * d.s * d.c;
     const size_t ny = static_cast<size_t>(d.n) * d.p() * d.q() * d.k;
