@@ -40,7 +40,36 @@ cnn_driver_lib_dirs() {
 if [ -z "${CNNTRAIN_NVIDIA_DIRS+set}" ]; then
   CNNTRAIN_NVIDIA_DIRS=$( { cnn_nvidia_lib_dirs; cnn_driver_lib_dirs; } | awk '!seen[$0]++' | paste -sd: -)
 fi
-CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The runtime, once: the machine's glibc (its loader at the path the x86-64 ABI fixes) when it is at least as
+# new as the bundle's, else the bundle's (lib/glibc); the machine's libstdc++ when it is at least as new as the
+# bundle's (lib/cxx) and its glibc is the one in use. The newest wins because libraries of the machine that the
+# programs load (the driver, cuDNN, NCCL, a PMIx plugin) may need the machine's newer glibc or libstdc++ (Ubuntu
+# 24.04's NCCL package needs glibc 2.38), while the bundle's programs run on any glibc or libstdc++ at least as
+# new as theirs. CNNTRAIN_RUNTIME: "host" or "bundle" glibc, then "host" or "bundle" libstdc++.
+cnn_version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
+cnn_glibcxx() { grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$1" 2>/dev/null | sort -uV | tail -n 1; }
+if [ -z "${CNNTRAIN_RUNTIME:-}" ]; then
+  cnn_host_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $NF }')
+  if [ -n "$cnn_host_glibc" ] && [ -x /lib64/ld-linux-x86-64.so.2 ] &&
+     cnn_version_ge "$cnn_host_glibc" "$(cat "$CNNTRAIN_BUNDLE/GLIBC")"; then
+    CNNTRAIN_RUNTIME=host
+    cnn_host_cxx=$(for ldconfig in ldconfig /sbin/ldconfig /usr/sbin/ldconfig; do
+        command -v "$ldconfig" >/dev/null 2>&1 && { "$ldconfig" -p 2>/dev/null; break; }
+      done | awk '$1 == "libstdc++.so.6" && /x86-64/ { print $NF; exit }')
+    cnn_bundle_cxx=$(cnn_glibcxx "$CNNTRAIN_BUNDLE/lib/cxx/libstdc++.so.6")
+    if [ -n "$cnn_host_cxx" ] && cnn_version_ge "$(cnn_glibcxx "$cnn_host_cxx")" "$cnn_bundle_cxx"; then
+      CNNTRAIN_RUNTIME="$CNNTRAIN_RUNTIME host"
+    else
+      CNNTRAIN_RUNTIME="$CNNTRAIN_RUNTIME bundle"
+    fi
+  else
+    CNNTRAIN_RUNTIME="bundle bundle"
+  fi
+fi
+CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_BUNDLE/lib"
+case $CNNTRAIN_RUNTIME in bundle*) CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_LIBRARY_PATH:$CNNTRAIN_BUNDLE/lib/glibc" ;; esac
+case $CNNTRAIN_RUNTIME in *bundle) CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_LIBRARY_PATH:$CNNTRAIN_BUNDLE/lib/cxx" ;; esac
+CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_LIBRARY_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 CNNTRAIN_LIBRARY_PATH="$CNNTRAIN_LIBRARY_PATH${CNNTRAIN_NVIDIA_DIRS:+:$CNNTRAIN_NVIDIA_DIRS}"
 # Open MPI relocated to the bundle: its prefix and every directory it would otherwise take from its build.
 OPAL_PREFIX=$CNNTRAIN_BUNDLE
@@ -54,7 +83,9 @@ OPAL_SYSCONFDIR=$CNNTRAIN_BUNDLE/etc/openmpi
 PMIX_MCA_mca_base_component_path=$CNNTRAIN_BUNDLE/lib/pmix
 PMIX_INSTALL_PREFIX=$CNNTRAIN_BUNDLE
 PATH=$CNNTRAIN_BUNDLE/bin:$PATH
-export OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
+# cnntrain finds its CUDA plugin beside /proc/self/exe, which is the loader: the machine's is elsewhere.
+CNNTRAIN_CUDA_PLUGIN=${CNNTRAIN_CUDA_PLUGIN:-$CNNTRAIN_BUNDLE/lib/libcnntrain-cuda.so}
+export CNNTRAIN_RUNTIME CNNTRAIN_CUDA_PLUGIN OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
   OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNNTRAIN_BUNDLE CNNTRAIN_NVIDIA_DIRS
 # Open MPI insists on finding ssh or rsh even for processes on this node only; a machine without either
 # (containers, minimal images) gets a stand-in that is never run for local launches.

@@ -2,8 +2,8 @@
 # Assembles the self-contained GPU bundle (`make gpu-bundle`; docs/gpu.md): build/cnntrain-gpu.tar.gz, which
 # unpacks to cnntrain-gpu/ holding the trainer, cnntrain-data, the GPU test binaries, the CUDA plugin, every
 # shared library they and Open MPI need except the NVIDIA ones (driver, cuDNN, cuBLAS, NCCL: the GPU machine's),
-# this machine's own dynamic loader and glibc (every program starts through them: the bundle runs on an older
-# glibc than the one it was built with), Open MPI's plugins and data relocated through OPAL_PREFIX, the CUDA
+# this machine's own dynamic loader, glibc and C++ runtime (programs start through them on a machine whose own
+# are older: the bundle runs on an older glibc than the one it was built with), Open MPI's plugins and data relocated through OPAL_PREFIX, the CUDA
 # toolkit version it was built with and the driver that needs, NVIDIA's compute-sanitizer of that toolkit, a
 # small Fashion-MNIST subset, and run-gpu-checks.sh.
 #   make_bundle.sh BUILD_DIR OUT.tar.gz   (NVCC: the CUDA build's compiler, default nvcc; BUNDLE_SANITIZER=0: no
@@ -15,7 +15,7 @@ repo=$(cd "$src/../.." && pwd)
 work=$build/bundle
 stage=$work/cnntrain-gpu
 rm -rf "$work"
-mkdir -p "$stage"/{bin,libexec/elf,lib/ld,etc,share,data,jobs}
+mkdir -p "$stage"/{bin,libexec/elf,lib/ld,lib/ld-host,etc,share,data,jobs}
 
 die() { echo "make_bundle.sh: $*" >&2; exit 1; }
 [[ -f $build/libcnntrain-cuda.so && -f $build/tests/cuda_tests && -f $build/tests/backend_tests ]] ||
@@ -63,10 +63,12 @@ CONF
 find "$stage/$(rel "$ompi_pkglibdir")" \( -name '*ucx*' -o -name '*ofi*' -o -name '*openib*' -o -name '*psm*' \
   -o -name '*verbs*' -o -name '*portals*' -o -name '*cuda*' \) -delete
 
-# glibc, whole: its loader, which the wrappers run explicitly (`ld-linux-x86-64.so.2 --library-path ... PROGRAM`),
-# so that the bundle's programs never meet the machine's older glibc, and all of glibc's libraries, also those
-# no bundled program needs: a library of the machine's that a program dlopens (libcuda.so.1, pip's cuDNN) may
-# need libdl or librt, and those must be the bundle's (glibc's libraries only work with their own libc).
+# glibc, whole, in lib/glibc: its loader, which the wrappers run explicitly (`ld-linux-x86-64.so.2 --library-path
+# ... PROGRAM`) on a machine whose glibc is older than this one, and all of glibc's libraries, also those no
+# bundled program needs: a library of the machine's that a program dlopens (libcuda.so.1, pip's cuDNN) may need
+# libdl or librt, and those must be the bundle's (glibc's libraries only work with their own libc). On a machine
+# with this glibc or a newer one the wrappers take the machine's loader and glibc instead (env.sh): its own
+# libraries (a system NCCL or PMIx plugin built for glibc 2.38, say) would fail on the bundle's older one.
 # Patching the programs' ELF interpreter instead (patchelf) would need an absolute path, fixed at build time or
 # rewritten after unpacking; the explicit loader works from wherever the bundle is unpacked.
 libc_dir=$(dirname "$(ldd "$build/cnntrain" | awk '$1 == "libc.so.6" { print $3 }')")
@@ -74,10 +76,11 @@ libc_dir=$(dirname "$(ldd "$build/cnntrain" | awk '$1 == "libc.so.6" { print $3 
   die "cannot find this machine's glibc (libc.so.6 and ld-linux-x86-64.so.2 beside it) through ldd $build/cnntrain"
 "$libc_dir/ld-linux-x86-64.so.2" --help 2>/dev/null | grep -q -- --argv0 ||
   die "$libc_dir/ld-linux-x86-64.so.2 has no --argv0 (glibc < 2.33): build the bundle on Debian 12 or newer"
+mkdir -p "$stage/lib/glibc" "$stage/lib/cxx"
 for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libutil.so.1 \
     libresolv.so.2 libanl.so.1 libnss_files.so.2 libnss_dns.so.2 libnss_compat.so.2 libthread_db.so.1 \
     libc_malloc_debug.so.0 libBrokenLocale.so.1; do
-  [[ -e $libc_dir/$lib ]] && cp -L "$libc_dir/$lib" "$stage/lib/$lib"
+  [[ -e $libc_dir/$lib ]] && cp -L "$libc_dir/$lib" "$stage/lib/glibc/$lib"
 done
 glibc=$(ldd --version | awk 'NR == 1 { print $NF }')
 echo "$glibc" >"$stage/GLIBC"
@@ -92,7 +95,7 @@ copy_deps() {
       while read -r dep path; do
         [[ $dep =~ $skip ]] && continue
         [[ $path == "not" ]] && die "$f needs $dep, which is not installed here"
-        [[ -e $stage/lib/$dep ]] && continue
+        [[ -e $stage/lib/$dep || -e $stage/lib/glibc/$dep || -e $stage/lib/cxx/$dep ]] && continue
         cp -L "$path" "$stage/lib/$dep"
         changed=1
       done < <(ldd "$f" 2>/dev/null | awk '/=>/ { print $1, $3 }')
@@ -100,10 +103,16 @@ copy_deps() {
   done
 }
 copy_deps
-strip --strip-debug "$stage"/libexec/elf/* "$stage"/lib/*.so* 2>/dev/null || true
+# The C++ runtime in lib/cxx, taken only where the machine's is older (env.sh): a machine library (NCCL, cuDNN)
+# may need the newer one of the machine.
+for lib in libstdc++.so.6 libgcc_s.so.1; do
+  [[ -e $stage/lib/$lib ]] && mv "$stage/lib/$lib" "$stage/lib/cxx/$lib"
+done
+[[ -e $stage/lib/cxx/libstdc++.so.6 ]] || die "libstdc++.so.6 was not among the programs' libraries"
+strip --strip-debug "$stage"/libexec/elf/* "$stage"/lib/*.so* "$stage"/lib/cxx/*.so* 2>/dev/null || true
 # A library with a DT_RPATH to the build machine's directories would take its dependencies from the machine's
 # older libraries before the loader's --library-path (DT_RUNPATH comes after it and is harmless).
-for f in "$stage"/libexec/elf/* "$stage"/lib/*.so*; do
+for f in "$stage"/libexec/elf/* "$stage"/lib/*.so* "$stage"/lib/cxx/*.so*; do
   ! readelf -d "$f" 2>/dev/null | grep -q '(RPATH)' || die "$f has a DT_RPATH, searched before the bundle's libraries"
 done
 
@@ -169,14 +178,16 @@ cp "$repo/jobs/fashion_mnist.ini" "$stage/jobs/"
 install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_perf}.sh "$stage/libexec/"
 install -m 755 "$src/run-gpu-checks.sh" "$stage/run-gpu-checks.sh"
 install -m 644 "$repo/tests/bench/torch_resnet50.py" "$stage/libexec/"
-# One wrapper per program, and one name for the loader per program (a symbolic link): the process then shows
-# as cnntrain, not ld-linux-x86-64, in ps and nvidia-smi.
+# One wrapper per program, and one name for each loader per program (a symbolic link): the process then shows
+# as cnntrain, not ld-linux-x86-64, in ps and nvidia-smi. lib/ld: the bundle's loader; lib/ld-host: the machine's
+# at the path the x86-64 ABI fixes.
 for f in "$stage"/libexec/elf/*; do
   tool=${f##*/} dir=$stage/libexec
   [[ $tool == cnntrain || $tool == cnntrain-data || $tool == mpirun ]] && dir=$stage/bin
   sed "s/@TOOL@/$tool/g" "$src/wrapper.sh" >"$dir/$tool"
   chmod 755 "$dir/$tool"
-  ln -s ../ld-linux-x86-64.so.2 "$stage/lib/ld/$tool"
+  ln -s ../glibc/ld-linux-x86-64.so.2 "$stage/lib/ld/$tool"
+  ln -s /lib64/ld-linux-x86-64.so.2 "$stage/lib/ld-host/$tool"
 done
 git -C "$repo" describe --always --dirty >"$stage/VERSION" 2>/dev/null || echo unknown >"$stage/VERSION"
 

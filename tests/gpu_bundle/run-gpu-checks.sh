@@ -17,7 +17,7 @@
 #    and fp16, beside PyTorch's on the same GPU when python3 has torch and torchvision.
 # CNNTRAIN_CHECKS_ONLY="gtest nccl fmnist sanitizer perf" (default: all) selects parts 2-6 (preflight always runs).
 # Exit status: 0 when every check passed, 1 when one failed, 3 no GPU, 4 driver too old, 130/143 interrupted.
-# Estimated 5-10 minutes on an H100 (not yet run on one). Python (PyTorch's rows) runs with the caller's
+# About 8-9 minutes on an H100 (2026-11-26). Python (PyTorch's rows) runs with the caller's
 # environment: the bundle's programs get their libraries through their wrappers, never through this shell.
 set -uo pipefail
 CNNTRAIN_BUNDLE=$(dirname "$(readlink -f "$0")")
@@ -40,6 +40,9 @@ version os "$( (. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")
 version kernel "$(uname -r)"
 # What the wrappers give the loader:
 version library_path "$(. "$CNNTRAIN_BUNDLE/libexec/env.sh"; echo "$CNNTRAIN_LIBRARY_PATH")"
+version runtime "$(. "$CNNTRAIN_BUNDLE/libexec/env.sh"; set -- $CNNTRAIN_RUNTIME
+  echo "glibc: the $( [ "$1" = host ] && echo "machine's" || echo "bundle's"), libstdc++: the $(
+  [ "$2" = host ] && echo "machine's" || echo "bundle's") (the newer of each)")"
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   record gpu fail 0 "no GPU: nvidia-smi is not installed (no NVIDIA driver on this machine)"

@@ -8,7 +8,7 @@
 #   3. inspects data with bin/cnntrain-data;
 #   4. answers --device cuda with an error naming what is missing (exit 1 or 2), not a crash; with this
 #      machine's cuDNN, cuBLASLt and NCCL put under the root's /usr/local/cuda/lib64 the plugin loads them
-#      through the bundle's glibc, and only the missing driver stops it;
+#      through the bundle's glibc (Debian 11's is older), and only the missing driver stops it;
 #   5. has run-gpu-checks.sh stop with "no GPU" (exit 3) and still write report.json;
 #   6. under a stand-in nvidia-smi (fake_nvidia_smi.sh): driver 535 stops within a minute naming 535 (exit 4);
 #      driver 580 runs every check (failing here, except the CPU run; the sanitizer checks with the bundle's
@@ -106,6 +106,12 @@ in_suite() {
     'cuda-tests*=fail' sanitizer-memcheck=fail fmnist-cpu-det=pass fmnist-cuda-vs-cpu=fail fmnist-fp16-custom \
     'vendor-speed*=fail' resnet50-cudnn-fp16-tf32true-256=fail pytorch-resnet50-fp16-256=skip 'nccl*=fail' ||
     fail "driver 580: report.json"
+  # Debian 11's glibc 2.31 is older than the bundle's: the programs ran on the bundle's glibc and libstdc++
+  # there; Debian 12's is the bundle's own version: the machine's.
+  local whose="the bundle's"
+  [[ $FRESH_SUITE == bullseye ]] || whose="the machine's"
+  grep -q "runtime: glibc: $whose, libstdc++: $whose" "$root/tmp/d580/report.txt" ||
+    fail "runtime choice in a Debian 11 root: $(grep runtime: "$root/tmp/d580/report.txt")"
   grep -q "compute_sanitizer: /opt/cnntrain-gpu/compute-sanitizer/compute-sanitizer" "$root/tmp/d580/report.txt" ||
     fail "driver 580: the bundle's compute-sanitizer was not used"
   echo "ok: run-gpu-checks.sh, driver 580: every check ran, exit 1 in $((SECONDS - t0)) s"

@@ -10,9 +10,11 @@
 #      exit 143 within seconds, the hanging case killed, report.json still written; driver 535: stop within a
 #      minute naming 535 and the ways out (exit 4), unless a forward-compatibility libcuda new enough is on
 #      LD_LIBRARY_PATH; no nvidia-smi: "no GPU" (exit 3); CNNTRAIN_CHECKS_ONLY runs the parts it names only;
+#      CNNTRAIN_CHECKS_BATCHES=256 leaves out the batch-128 rows;
 #   2. with BUNDLE.tar.gz (the CUDA build's `make gpu-bundle`), the real bundle unpacked in a scratch directory:
 #      driver 580: every check runs (and fails here, no GPU, except the CPU run), report.json lists them all,
-#      exit 1, within minutes; driver 535: exit 4 naming 535.
+#      exit 1, within minutes; driver 535: exit 4 naming 535; the programs run on the machine's glibc here (as new
+#      as the bundle's), on the bundle's when CNNTRAIN_RUNTIME forces it.
 #   test_checks.sh [BUNDLE.tar.gz]        (KEEP_TMP=1 keeps the scratch directory with every report)
 set -euo pipefail
 src=$(cd "$(dirname "$0")" && pwd)
@@ -202,6 +204,12 @@ standin_run "$tmp/out8" CNNTRAIN_CHECKS_ONLY="nccl fmnist" || rc=$?
   nccl/=fail fmnist-cuda-vs-cpu=pass >/dev/null && ! grep -q backend-sweep "$tmp/out8/report.json" ||
   fail "CNNTRAIN_CHECKS_ONLY='nccl fmnist': exit $rc or other parts ran"
 echo "ok: CNNTRAIN_CHECKS_ONLY='nccl fmnist' runs those parts only"
+rc=0
+standin_run "$tmp/out9" CNNTRAIN_CHECKS_ONLY=perf CNNTRAIN_CHECKS_BATCHES=256 || rc=$?
+((rc == 1)) && python3 "$src/check_report.py" "$tmp/out9/report.json" resnet50-cudnn-fp32-tf32true-256 \
+  resnet50-cudnn-bf16-tf32true-256=pass >/dev/null && ! grep -q -- '-128"' "$tmp/out9/report.json" ||
+  fail "CNNTRAIN_CHECKS_BATCHES=256: exit $rc or batch 128 ran"
+echo "ok: CNNTRAIN_CHECKS_BATCHES=256 runs the fp32 rows at batch 256 only"
 echo "ok: driver 535 with a forward-compatibility libcuda 580 on LD_LIBRARY_PATH: $(grep -o 'driver 535[^(]*' \
   "$tmp/out7/report.txt" | head -1)"
 
@@ -226,6 +234,17 @@ echo "ok: real bundle, driver 580: every check ran (here: failed, no GPU), exit 
 [[ -s $tmp/python.env ]] && ! grep -vxF "LD_LIBRARY_PATH=/caller/lib" "$tmp/python.env" ||
   fail "python3 ran with another library path than the caller's: $(sort -u "$tmp/python.env" 2>/dev/null)"
 grep -q "library_path: $real/lib:/caller/lib" "$tmp/out5/report.txt" || fail "the bundle's library path"
+# The newer runtime wins: here the machine's glibc is the bundle's own version, so the machine's loader and libc;
+# forced to the bundle's (what an older machine gets), the programs run on lib/glibc.
+grep -q "runtime: glibc: the machine's, libstdc++: the machine's" "$tmp/out5/report.txt" ||
+  fail "runtime choice: $(grep runtime: "$tmp/out5/report.txt")"
+for rt in host bundle; do
+  libc=$(CNNTRAIN_RUNTIME="$rt $rt" LD_DEBUG=libs "$real/bin/cnntrain" --help 2>&1 >/dev/null |
+         grep 'calling init: .*/libc\.so\.6' | tail -n 1)
+  if [[ $rt == bundle ]]; then [[ $libc == *"$real/lib/glibc/libc.so.6"* ]]; else [[ -n $libc && $libc != *"$real/"* ]]; fi ||
+    fail "CNNTRAIN_RUNTIME='$rt $rt': the program ran on '${libc##* }'"
+done
+echo "ok: the machine's glibc by default (as new as the bundle's), the bundle's when forced"
 echo "ok: python3 ran $(wc -l <"$tmp/python.env") times, each with the caller's LD_LIBRARY_PATH only"
 driver_stops "$real" "$tmp/out6"
 echo "test_checks.sh: passed"
