@@ -1,12 +1,19 @@
 # shellcheck shell=bash disable=SC2154  # cnntrain, work: set by run-gpu-checks.sh
 # fmnist_cnn training checks of run-gpu-checks.sh (sourced by it; needs checks_lib.sh, $cnntrain, $work).
 section "fmnist_cnn 200 steps: GPU-vs-GPU spread, --deterministic repeatability, --device cuda vs cpu (TF32 off)"
+# SGD amplifies a difference in the last bits ~10x per 5 steps here (measured on an H100: two default cuda runs
+# 2e-7 apart at step 20, 3e-4 at 40, 3e-2 at 60; cuda vs cpu 1e-6 at 20, 5e-3 at 40): past ~30 steps any two
+# runs that sum in another order are different trajectories, and no bound on their losses says anything. The
+# runs go 200 steps (bit-identical repeats, and the spread over 200 steps for the report); the cuda-vs-cpu
+# comparison takes the first COMPARED steps.
+COMPARED=20
 common=(--config "$CNNTRAIN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNNTRAIN_BUNDLE/data/fmnist_8k.h5"
         --data.test "" --train.batch 32 --log.every_steps 1 --checkpoint.at_end false --gpu.tf32 false --seed 7)
 losses() { sed -n 's/.*"event":"train".*"loss":\([-0-9.eE+naif]*\).*/\1/p' "$1/metrics.jsonl" 2>/dev/null; }
-# worst_rel A B: "STEPS WORST" over the per-step losses of two runs (WORST = inf when one is not finite).
+# worst_rel A B [N]: "STEPS WORST" over the per-step losses of two runs, the first N steps if given (WORST = inf
+# when one is not finite).
 worst_rel() {
-  paste <(losses "$1") <(losses "$2") | awk '
+  paste <(losses "$1" | head -n "${3:-1000000}") <(losses "$2" | head -n "${3:-1000000}") | awk '
     { n++; if ($1 == "" || $2 == "" || $1 + 0 != $1 || $2 + 0 != $2) { bad = 1; next }
       r = ($1 - $2) / ($2 == 0 ? 1 : $2); r = r < 0 ? -r : r; if (r > w) w = r }
     END { if (bad) print n, "inf"; else printf "%d %.3e\n", n, w }'
@@ -20,15 +27,16 @@ fmnist fmnist-cuda-det-b 120 --device cuda --deterministic true
 fmnist fmnist-cpu-det 300 --device cpu --deterministic true --threads 8
 
 # The spread: two default GPU runs differ only in the order of floating-point sums (atomics, split
-# reductions), the same kind of difference that separates the GPU from the CPU; how far 200 SGD steps amplify
-# it is what any cuda-vs-cpu bound must allow. The bound: 1e-3 relative (the documented CPU-vs-GPU figure),
-# widened to 5x the measured spread when the GPU's own noise would otherwise decide the verdict.
-read -r n spread <<<"$(worst_rel "$work/fmnist-cuda-a" "$work/fmnist-cuda-b")"
-if [[ $n == 200 && $spread != inf ]]; then
-  record fmnist-gpu-spread pass 0 "two default cuda runs, same seed: worst relative loss difference $spread\
- over 200 steps"
+# reductions), the same kind of difference that separates the GPU from the CPU; how far SGD amplifies it over the
+# compared steps is what any cuda-vs-cpu bound must allow. The bound: 1e-4 relative over the first $COMPARED steps,
+# widened to 5x the spread over those steps when the GPU's own noise would otherwise decide the verdict.
+read -r n spread <<<"$(worst_rel "$work/fmnist-cuda-a" "$work/fmnist-cuda-b" "$COMPARED")"
+read -r n200 spread200 <<<"$(worst_rel "$work/fmnist-cuda-a" "$work/fmnist-cuda-b")"
+if [[ $n200 == 200 && $spread200 != inf ]]; then
+  record fmnist-gpu-spread pass 0 "two default cuda runs, same seed: worst relative loss difference $spread over\
+ the first $COMPARED steps, $spread200 over 200 (SGD's amplification)"
 else
-  record fmnist-gpu-spread fail 0 "needs two complete 200-step cuda runs (lines compared: ${n:-0}; a run missing\
+  record fmnist-gpu-spread fail 0 "needs two complete 200-step cuda runs (lines compared: ${n200:-0}; a run missing\
  or not finite)"
 fi
 if [[ -n $(losses "$work/fmnist-cuda-det-a") ]] &&
@@ -39,16 +47,16 @@ else
     worst_rel "$work/fmnist-cuda-det-a" "$work/fmnist-cuda-det-b" |
     awk '{ printf "%s lines, worst relative difference %s (inf: a run missing or not finite)", $1, $2 }')"
 fi
-tol=$(awk -v s="${spread:-inf}" 'BEGIN { t = 1e-3; if (s != "inf" && 5 * s > t) t = 5 * s; printf "%.3e", t }')
-read -r n worst <<<"$(worst_rel "$work/fmnist-cuda-det-a" "$work/fmnist-cpu-det")"
+tol=$(awk -v s="${spread:-inf}" 'BEGIN { t = 1e-4; if (s != "inf" && 5 * s > t) t = 5 * s; printf "%.3e", t }')
+read -r n worst <<<"$(worst_rel "$work/fmnist-cuda-det-a" "$work/fmnist-cpu-det" "$COMPARED")"
 first=$(paste <(losses "$work/fmnist-cuda-det-a" | head -1) <(losses "$work/fmnist-cpu-det" | head -1) |
         awk '{ r = ($1 - $2) / $2; printf "%.2e", r < 0 ? -r : r }')
-if [[ $n == 200 && $worst != inf ]] &&
+if [[ $n == "$COMPARED" && $worst != inf ]] &&
    awk -v w="$worst" -v t="$tol" -v f="${first:-1}" 'BEGIN { exit !(w <= t && f <= 1e-4) }'; then
-  record fmnist-cuda-vs-cpu pass 0 "200 steps: worst relative difference $worst <= $tol (spread $spread);\
- step 1 $first <= 1e-4"
+  record fmnist-cuda-vs-cpu pass 0 "first $COMPARED steps: worst relative difference $worst <= $tol (spread\
+ $spread); step 1 $first <= 1e-4"
 else
-  record fmnist-cuda-vs-cpu fail 0 "${n:-0} lines compared (200 needed; inf: a run missing or not finite): worst\
+  record fmnist-cuda-vs-cpu fail 0 "${n:-0} lines compared ($COMPARED needed; inf: a run missing or not finite): worst\
  relative difference ${worst:-none} (bound $tol from the spread ${spread:-unmeasured}), step 1 ${first:-none}\
  (bound 1e-4: the first loss has no training behind it)"
 fi
