@@ -72,7 +72,8 @@ void add_layout_cases(const BnShape& shape, const BnEpilogue& ep, const char* la
     r.be.batchnorm_forward_train_layout(DType::kF32, s, put(r, s, s.x, x), ep.residual ? put(r, s, s.residual, z)
                                         : nullptr, r.upload(gamma), r.upload(beta), eps, momentum, ep.relu, d_y,
                                         d_mask, d_mean, d_invstd, d_rm, d_rv);
-    take(r, "y", s, s.y, d_y, Tol{1e-4, 1e-4});  // the NHWC cases' tolerance (cases_norm_loss_optim.cpp)
+    // The NHWC cases' tolerance (cases_norm_loss_optim.cpp).
+    take(r, "y", s, s.y, d_y, Tol{bn_y_atol(rows, c, x, gamma, beta, eps, 1e-4), 1e-4});
     r.output("save_mean", d_mean, c, kDefault);
     r.output("save_invstd", d_invstd, c, kDefault);
     r.output("running_mean", d_rm, c, kDefault);

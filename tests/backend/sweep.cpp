@@ -1,5 +1,6 @@
 #include "tests/backend/sweep.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -29,6 +30,24 @@ std::vector<float> bn_input(int rows, int c, uint64_t seed) {
   auto x = random_vec(static_cast<size_t>(rows) * c, seed);
   for (size_t i = 0; i < x.size(); ++i) x[i] += 5.f * static_cast<float>(i % c);
   return x;
+}
+
+double bn_y_atol(int rows, int c, const std::vector<float>& x, const std::vector<float>& gamma,
+                 const std::vector<float>& beta, float eps, double floor) {
+  double atol = floor;
+  for (int j = 0; j < c; ++j) {
+    double sum = 0, sq = 0, big = 0;
+    for (int i = 0; i < rows; ++i) sum += x[static_cast<size_t>(i) * c + j];
+    const double mean = sum / rows;
+    for (int i = 0; i < rows; ++i) {
+      const double v = x[static_cast<size_t>(i) * c + j];
+      sq += (v - mean) * (v - mean);
+      big = std::max(big, std::fabs(v));
+    }
+    const double scale = std::fabs(gamma[j]) / std::sqrt(sq / rows + eps);
+    atol = std::max(atol, (scale * big + std::fabs(beta[j]) + scale * std::fabs(mean)) * std::ldexp(1.0, -23));
+  }
+  return atol;
 }
 
 void Run::output(const std::string& name, const float* d, size_t n, Tol tol) {

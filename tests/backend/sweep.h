@@ -137,6 +137,14 @@ std::vector<double> mask_bits(Run& r, const uint32_t* d_mask, size_t n);
 // one-pass variance formulas.
 std::vector<float> bn_input(int rows, int c, uint64_t seed);
 
+// The absolute tolerance of batch norm's training output y for input x (rows x c, NHWC), gamma and beta: at least
+// floor, and at least fp32's rounding reach where y is computed as x * scale + shift (scale = gamma * invstd,
+// cuDNN's form): |scale| * max|x| + |shift| times 2^-23 per channel. A channel whose rows nearly agree has a large
+// invstd, and scale * x then spends most of fp32's bits on the channel offset (two rows 1e-3 apart at 190:
+// scale * x ~ 4e4, whose rounding alone is ~2e-3).
+double bn_y_atol(int rows, int c, const std::vector<float>& x, const std::vector<float>& gamma,
+                 const std::vector<float>& beta, float eps, double floor);
+
 // The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone.
 struct BnEpilogue {
   bool residual, relu;
