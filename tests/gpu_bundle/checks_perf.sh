@@ -43,7 +43,8 @@ row() { table+=("$(printf '%-8s %-6s %-6s %12s' "$@")"); }
 # CNNTRAIN_CHECKS_BATCHES (default "128 256"): the batch sizes of the fp32/TF32 rows (a time-limited session
 # takes "256" alone); the 16-bit rows are at 256 either way.
 for batch in ${CNNTRAIN_CHECKS_BATCHES:-128 256}; do
-  [[ $batch =~ ^[1-9][0-9]*$ ]] || { record "perf-batches" fail 0 "CNNTRAIN_CHECKS_BATCHES: '$batch' is no batch size"; continue; }
+  [[ $batch =~ ^[1-9][0-9]*$ ]] ||
+    { record "perf-batches" fail 0 "CNNTRAIN_CHECKS_BATCHES: '$batch' is no batch size"; continue; }
   for tf32 in false true; do
     math=$([[ $tf32 == true ]] && echo tf32 || echo fp32)
     for impl in custom cudnn; do

@@ -85,7 +85,8 @@ PMIX_INSTALL_PREFIX=$CNNTRAIN_BUNDLE
 PATH=$CNNTRAIN_BUNDLE/bin:$PATH
 # cnntrain finds its CUDA plugin beside /proc/self/exe, which is the loader: the machine's is elsewhere.
 CNNTRAIN_CUDA_PLUGIN=${CNNTRAIN_CUDA_PLUGIN:-$CNNTRAIN_BUNDLE/lib/libcnntrain-cuda.so}
-export CNNTRAIN_RUNTIME CNNTRAIN_CUDA_PLUGIN OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR OPAL_DATADIR OPAL_PKGDATADIR \
+export CNNTRAIN_RUNTIME CNNTRAIN_CUDA_PLUGIN OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_LIBDIR OPAL_BINDIR OPAL_PKGLIBDIR \
+  OPAL_DATADIR OPAL_PKGDATADIR \
   OPAL_SYSCONFDIR PMIX_MCA_mca_base_component_path PMIX_INSTALL_PREFIX PATH CNNTRAIN_BUNDLE CNNTRAIN_NVIDIA_DIRS
 # Open MPI insists on finding ssh or rsh even for processes on this node only; a machine without either
 # (containers, minimal images) gets a stand-in that is never run for local launches.

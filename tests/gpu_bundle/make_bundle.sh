@@ -3,9 +3,9 @@
 # unpacks to cnntrain-gpu/ holding the trainer, cnntrain-data, the GPU test binaries, the CUDA plugin, every
 # shared library they and Open MPI need except the NVIDIA ones (driver, cuDNN, cuBLAS, NCCL: the GPU machine's),
 # this machine's own dynamic loader, glibc and C++ runtime (programs start through them on a machine whose own
-# are older: the bundle runs on an older glibc than the one it was built with), Open MPI's plugins and data relocated through OPAL_PREFIX, the CUDA
-# toolkit version it was built with and the driver that needs, NVIDIA's compute-sanitizer of that toolkit, a
-# small Fashion-MNIST subset, and run-gpu-checks.sh.
+# are older: the bundle runs on an older glibc than the one it was built with), Open MPI's plugins and data
+# relocated through OPAL_PREFIX, the CUDA toolkit version it was built with and the driver that needs, NVIDIA's
+# compute-sanitizer of that toolkit, a small Fashion-MNIST subset, and run-gpu-checks.sh.
 #   make_bundle.sh BUILD_DIR OUT.tar.gz   (NVCC: the CUDA build's compiler, default nvcc; BUNDLE_SANITIZER=0: no
 #                                          compute-sanitizer)
 set -euo pipefail

@@ -241,8 +241,8 @@ grep -q "runtime: glibc: the machine's, libstdc++: the machine's" "$tmp/out5/rep
 for rt in host bundle; do
   libc=$(CNNTRAIN_RUNTIME="$rt $rt" LD_DEBUG=libs "$real/bin/cnntrain" --help 2>&1 >/dev/null |
          grep 'calling init: .*/libc\.so\.6' | tail -n 1)
-  if [[ $rt == bundle ]]; then [[ $libc == *"$real/lib/glibc/libc.so.6"* ]]; else [[ -n $libc && $libc != *"$real/"* ]]; fi ||
-    fail "CNNTRAIN_RUNTIME='$rt $rt': the program ran on '${libc##* }'"
+  if [[ $rt == bundle ]]; then [[ $libc == *"$real/lib/glibc/libc.so.6"* ]]
+  else [[ -n $libc && $libc != *"$real/"* ]]; fi || fail "CNNTRAIN_RUNTIME='$rt $rt': the program ran on '${libc##* }'"
 done
 echo "ok: the machine's glibc by default (as new as the bundle's), the bundle's when forced"
 echo "ok: python3 ran $(wc -l <"$tmp/python.env") times, each with the caller's LD_LIBRARY_PATH only"

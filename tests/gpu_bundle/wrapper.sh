@@ -2,9 +2,9 @@
 # @TOOL@ of the cnntrain GPU bundle. Runs libexec/elf/@TOOL@ through an explicit dynamic loader, the newer of the
 # machine's and the bundle's (lib/ld-host/@TOOL@ and lib/ld/@TOOL@: each loader under the program's name), so it
 # starts on any x86-64 Linux, also one with an older glibc than the build machine's, with the bundle's libraries,
-# the user's LD_LIBRARY_PATH, then the machine's NVIDIA libraries (libexec/env.sh) as its search path. The path is the loader's
-# --library-path, not LD_LIBRARY_PATH: programs started from here (the ranks mpirun starts are wrappers again)
-# see the caller's environment. Works from any directory, through symbolic links.
+# the user's LD_LIBRARY_PATH, then the machine's NVIDIA libraries (libexec/env.sh) as its search path. The path
+# is the loader's --library-path, not LD_LIBRARY_PATH: programs started from here (the ranks mpirun starts are
+# wrappers again) see the caller's environment. Works from any directory, through symbolic links.
 self=$(readlink -f "$0")
 CNNTRAIN_BUNDLE=$(dirname "$(dirname "$self")")
 . "$CNNTRAIN_BUNDLE/libexec/env.sh"

@@ -27,6 +27,27 @@ TEST(AlgoSelect, HeuristicOrderWinsAmongUsable) {
   EXPECT_TRUE(c.why_none.empty());
 }
 
+TEST(AlgoSelect, SaysWhichPreferredAlgorithmTheCapRuledOut) {
+  AlgoPolicy p;
+  p.workspace_cap = size_t{512} << 20;
+  // Heuristic order: algorithm 1 first but too big, 0 chosen; algorithm 3 (after the chosen) is not mentioned.
+  AlgoChoice c = choose_algo({cand(5, false, -1, 0), cand(1, true, -1, size_t{1536} << 20), cand(0, true, -1, 0),
+                              cand(3, true, -1, size_t{4096} << 20)}, p);
+  EXPECT_EQ(c.algo, 0);
+  EXPECT_EQ(c.passed_over, "algorithm 1, ranked before the chosen 0, needs 1536.0 MiB of workspace, over the 512 MiB "
+                           "cap (raise --cudnn.workspace_mb to let it run)");
+  // The first preference fits: nothing to say; a timed choice: the search measured only what fits.
+  EXPECT_TRUE(choose_algo({cand(0, true, -1, 0), cand(1, true, -1, size_t{1536} << 20)}, p).passed_over.empty());
+  EXPECT_TRUE(choose_algo({cand(1, true, -1, size_t{1536} << 20), cand(0, true, 2.f, 0)}, p).passed_over.empty());
+  // A candidate --deterministic would refuse anyway is no loss to the cap; nothing found: why_none says it all.
+  p.deterministic = true;
+  EXPECT_TRUE(
+      choose_algo({cand(1, true, -1, size_t{1536} << 20, false), cand(0, true, -1, 0)}, p).passed_over.empty());
+  c = choose_algo({cand(1, true, -1, size_t{1536} << 20)}, p);
+  EXPECT_FALSE(c.found());
+  EXPECT_TRUE(c.passed_over.empty());
+}
+
 TEST(AlgoSelect, FastestTimedWinsAndBeatsUntimed) {
   AlgoPolicy p;
   p.workspace_cap = 1000;
@@ -82,6 +103,12 @@ TEST(AlgoSelect, FallbackLoggedOncePerLayerAndOp) {
   EXPECT_EQ(lines[0], "layer res2.conv1: cuDNN convolution forward: no usable algorithm; using the custom kernel");
   EXPECT_EQ(lines[2], "layer (unnamed layer): cuBLASLt linear forward: y; using the custom kernel");
   EXPECT_EQ(log.lines(), 3u);
+  // Hints (the vendor path runs, a better algorithm was passed over): once per (layer, op), apart from fallbacks.
+  EXPECT_TRUE(log.hint("res2.conv1", "cuDNN convolution forward", "algorithm 1 needs more"));
+  EXPECT_FALSE(log.hint("res2.conv1", "cuDNN convolution forward", "algorithm 1 needs more"));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[3], "layer res2.conv1: cuDNN convolution forward: algorithm 1 needs more");
+  EXPECT_EQ(log.lines(), 4u);
 }
 
 TEST(AlgoSelect, ConvImplChoice) {

@@ -32,6 +32,7 @@ AlgoChoice choose_algo(const std::vector<AlgoCandidate>& candidates, const AlgoP
   float best_time = 0.f;
   int failed = 0, too_big = 0, nondet = 0;
   size_t smallest_big = 0;
+  const AlgoCandidate* first_big = nullptr;  // the library's first untimed preference ruled out by the cap alone
   for (const AlgoCandidate& c : candidates) {
     if (!c.ok || c.algo < 0) {
       ++failed;
@@ -39,6 +40,7 @@ AlgoChoice choose_algo(const std::vector<AlgoCandidate>& candidates, const AlgoP
     }
     if (c.workspace > policy.workspace_cap) {
       if (too_big++ == 0 || c.workspace < smallest_big) smallest_big = c.workspace;
+      if (!first_big && c.time_ms < 0.f && !best.found() && (!policy.deterministic || c.deterministic)) first_big = &c;
       continue;
     }
     if (policy.deterministic && !c.deterministic) {
@@ -53,6 +55,10 @@ AlgoChoice choose_algo(const std::vector<AlgoCandidate>& candidates, const AlgoP
       best_time = c.time_ms;
     }
   }
+  if (best.found() && first_big && best_time < 0.f)
+    best.passed_over = strprintf("algorithm %d, ranked before the chosen %d, needs %.1f MiB of workspace, over the "
+                                 "%.0f MiB cap (raise --cudnn.workspace_mb to let it run)", first_big->algo,
+                                 best.algo, first_big->workspace / 1048576.0, policy.workspace_cap / 1048576.0);
   if (!best.found()) {
     best.why_none = strprintf("no usable algorithm among %zu candidates (%d not supported", candidates.size(), failed);
     if (too_big)
@@ -88,6 +94,13 @@ bool FallbackLog::note(const std::string& layer, const std::string& op, const st
   if (sink_)
     sink_(strprintf("layer %s: %s: %s; using the custom kernel", layer.empty() ? "(unnamed layer)" : layer.c_str(),
                     op.c_str(), reason.c_str()));
+  return true;
+}
+
+bool FallbackLog::hint(const std::string& layer, const std::string& op, const std::string& text) {
+  if (!hinted_.insert({layer, op}).second) return false;
+  if (sink_) sink_(strprintf("layer %s: %s: %s", layer.empty() ? "(unnamed layer)" : layer.c_str(), op.c_str(),
+                             text.c_str()));
   return true;
 }
 

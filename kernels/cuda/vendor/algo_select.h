@@ -41,6 +41,9 @@ struct AlgoChoice {
   int algo = -1;
   size_t workspace = 0;
   std::string why_none;  // when nothing qualifies: what ruled the candidates out
+  // When one qualifies but an untimed candidate the library ranked before it was ruled out by the workspace cap
+  // alone: which, how much it needs, and what to raise. Empty otherwise (a timed search measures only what fits).
+  std::string passed_over;
   bool found() const { return algo >= 0; }
 };
 
@@ -102,11 +105,14 @@ class FallbackLog {
   // Logs "layer L: OP: REASON; using the custom kernel" the first time (layer, op) is seen; returns
   // whether it logged. An empty layer name reads "(unnamed layer)".
   bool note(const std::string& layer, const std::string& op, const std::string& reason);
-  size_t lines() const { return seen_.size(); }
+  // Logs "layer L: OP: TEXT" the first time (layer, op) gets a hint: the vendor path runs, but not as well as
+  // it could (AlgoChoice::passed_over).
+  bool hint(const std::string& layer, const std::string& op, const std::string& text);
+  size_t lines() const { return seen_.size() + hinted_.size(); }
 
  private:
   std::function<void(const std::string&)> sink_;
-  std::set<std::pair<std::string, std::string>> seen_;
+  std::set<std::pair<std::string, std::string>> seen_, hinted_;
 };
 
 }  // namespace cnn

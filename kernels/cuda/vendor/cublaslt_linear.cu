@@ -111,6 +111,7 @@ bool CublasLtLinear::matmul(const char* what, bool trans_a, bool trans_b, int ro
     }
     plan->choice = choose_algo(cands, ctx_.policy);
     if (plan->choice.found()) plan->algo = found[plan->choice.algo].algo;
+    if (!plan->choice.passed_over.empty()) ctx_.fallbacks->hint(ctx_.layer, what, plan->choice.passed_over);
     return plan;
   });
   if (!p.choice.found()) {

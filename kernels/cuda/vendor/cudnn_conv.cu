@@ -221,6 +221,8 @@ bool CudnnConv::run(VendorType type, const ConvDesc& d, const void* a, const voi
     p.choice[dir] = choose_algo(list_algos<Dir>(handle_, p, p.tensor_ops, a, b, scratch ? scratch : out, ws, cap),
                                 ctx_.policy);
     p.chosen[dir] = true;
+    // The library's first preference ruled out by the workspace cap alone: said once per layer and direction.
+    if (!p.choice[dir].passed_over.empty()) ctx_.fallbacks->hint(ctx_.layer, Dir::kWhat, p.choice[dir].passed_over);
     if (scratch) {
       CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));  // the search ran on the stream; then the scratch is free
       ctx_.arena->release(scratch);
