@@ -175,7 +175,7 @@ with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
         g.attrs[k] = v
 PY
 cp "$repo/jobs/fashion_mnist.ini" "$stage/jobs/"
-install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_perf}.sh "$stage/libexec/"
+install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_runs,checks_perf}.sh "$stage/libexec/"
 install -m 755 "$src/run-gpu-checks.sh" "$stage/run-gpu-checks.sh"
 install -m 644 "$repo/tests/bench/torch_resnet50.py" "$stage/libexec/"
 # One wrapper per program, and one name for each loader per program (a symbolic link): the process then shows

@@ -12,10 +12,13 @@
 # 4. fmnist_cnn, 200 steps: the GPU-vs-GPU spread of two default runs, two --deterministic runs bit-identical,
 #    and --device cuda vs cpu (both --deterministic, TF32 off) within a tolerance set by the spread; then 20 steps
 #    in bf16 and fp16 through cuDNN and the custom kernels within the documented tolerances.
-# 5. compute-sanitizer memcheck, racecheck and synccheck over the custom kernels' sweep, where the tool exists.
-# 6. Custom kernels vs cuDNN per ResNet-50 layer shape; synthetic ResNet-50 training images/s, fp32, TF32, bf16
+# 5. Runs: stopped and resumed = uninterrupted (losses identical), --eval-only of a checkpoint on cuda = on cpu,
+#    two ranks on one GPU refused naming --gpu.share and trained with it (two GPUs: two ranks train).
+# 6. compute-sanitizer memcheck, racecheck and synccheck over the custom kernels' sweep, where the tool exists.
+# 7. Custom kernels vs cuDNN per ResNet-50 layer shape; synthetic ResNet-50 training images/s, fp32, TF32, bf16
 #    and fp16, beside PyTorch's on the same GPU when python3 has torch and torchvision.
-# CNNTRAIN_CHECKS_ONLY="gtest nccl fmnist sanitizer perf" (default: all) selects parts 2-6 (preflight always runs).
+# CNNTRAIN_CHECKS_ONLY="gtest nccl fmnist runs sanitizer perf" (default: all) selects parts 2-7 (preflight always
+# runs).
 # Exit status: 0 when every check passed, 1 when one failed, 3 no GPU, 4 driver too old, 130/143 interrupted.
 # About 8-9 minutes on an H100 (2026-11-26). Python (PyTorch's rows) runs with the caller's
 # environment: the bundle's programs get their libraries through their wrappers, never through this shell.
@@ -103,6 +106,8 @@ part_nccl() {
 
 part_fmnist() { . "$CNNTRAIN_BUNDLE/libexec/checks_fmnist.sh"; }
 
+part_runs() { . "$CNNTRAIN_BUNDLE/libexec/checks_runs.sh"; }
+
 part_sanitizer() {
   section "compute-sanitizer over the custom kernels' sweep"
   local sanitizer tool
@@ -127,7 +132,7 @@ part_perf() { . "$CNNTRAIN_BUNDLE/libexec/checks_perf.sh"; }
 
 # CNNTRAIN_CHECKS_ONLY="gtest nccl ..." runs only those parts (a GPU session whose commands are time-limited can
 # split the run); the others are recorded as skipped.
-for part in gtest nccl fmnist sanitizer perf; do
+for part in gtest nccl fmnist runs sanitizer perf; do
   if [[ " ${CNNTRAIN_CHECKS_ONLY:-$part} " == *" $part "* ]]; then
     "part_$part"
   else

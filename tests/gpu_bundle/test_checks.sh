@@ -29,14 +29,15 @@ export CNNTRAIN_CHECKS_KILL_AFTER=2
 b=$tmp/bundle
 mkdir -p "$b"/{bin,libexec,jobs,data}
 install -m 755 "$src/run-gpu-checks.sh" "$b/"
-install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_perf}.sh "$b/libexec/"
+install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_runs,checks_perf}.sh "$b/libexec/"
 echo standin >"$b/VERSION"; echo 13.0.88 >"$b/CUDA_VERSION"; echo 580 >"$b/CUDA_DRIVER_MIN"; echo 2.36 >"$b/GLIBC"
 touch "$b/jobs/fashion_mnist.ini" "$b/data/fmnist_8k.h5" "$b/libexec/torch_resnet50.py"
 cat >"$b/bin/cnntrain" <<'EOF'
 #!/bin/bash
 # Stand-in trainer: fmnist runs write losses (cuda: the cpu losses perturbed by 4e-4 relative at most, plus up to
-# 3e-4 that differs between default runs: a spread whose 5x exceeds 1e-3); one 16-bit run ignores SIGTERM; one
-# ResNet-50 run reports images/s.
+# 3e-4 that differs between default runs: a spread whose 5x exceeds 1e-3), stop at --train.stop_at_step with a
+# checkpoint and go on from it with --resume auto; --eval-only writes an eval event; one 16-bit run ignores
+# SIGTERM; one ResNet-50 run reports images/s.
 args=" $* "
 [[ $args == *" --gpu-info "* ]] && { echo "cnntrain: error: unrecognised option '--gpu-info'" >&2; exit 2; }
 get() { local a; a=${args#* $1 }; [[ $a == "$args" ]] && return; echo "${a%% *}"; }
@@ -49,11 +50,38 @@ if [[ $(get --model) == resnet50 ]]; then
   exit 0
 fi
 if [[ $prec == fp16 && $impl == custom ]]; then trap '' TERM; echo "hanging"; sleep 300; fi
+if [[ $args == *" --eval-only "* ]]; then
+  [[ -f $(get --resume) ]] || { echo "cnntrain: error: --resume $(get --resume): no such checkpoint" >&2; exit 4; }
+  acc=0.7534
+  [[ ${STANDIN_RUNS_BROKEN:-} == 1 && $device == cpu ]] && acc=0.7535
+  echo "{\"event\":\"eval\",\"epoch\":0,\"step\":60,\"test_loss\":0.6646868,\"test_acc\":$acc,\"count\":8192}" \
+    >>"$dir/metrics.jsonl"
+  exit 0
+fi
+first=1 last=$(get --train.max_steps)
+[[ $(get --resume) == auto && -s $dir/metrics.jsonl ]] &&
+  first=$(($(grep -c '"event":"train"' "$dir/metrics.jsonl") + 1))
+[[ -n $(get --train.stop_at_step) ]] && last=$(get --train.stop_at_step)
+mkdir -p "$dir/checkpoints"
+touch "$dir/checkpoints/ckpt-$(printf %010d "$last").h5"
 [[ $(get --deterministic) == true ]] && noise=0 || noise=$(( $(printf '%d' "'${dir: -1}") % 7 + 1 ))
-awk -v n="$(get --train.max_steps)" -v dev="$device" -v noise="$noise" 'BEGIN {
-  for (i = 1; i <= n; i++) { l = 2.3 * exp(-i / 80)
+drift=0
+[[ ${STANDIN_RUNS_BROKEN:-} == 1 && $first -gt 1 ]] && drift=1e-7
+awk -v first="$first" -v n="$last" -v dev="$device" -v noise="$noise" -v drift="$drift" 'BEGIN {
+  for (i = first; i <= n; i++) { l = 2.3 * exp(-i / 80) * (1 + drift)
     if (dev == "cuda") l *= 1 + 4e-4 * sin((i - 1) * 0.7) + 3e-4 * sin(i * noise) * (noise > 0) * (i > 1)
-    printf "{\"event\":\"train\",\"step\":%d,\"loss\":%.9g,\"samples_per_s\":100}\n", i, l } }' >"$dir/metrics.jsonl"
+    printf "{\"event\":\"train\",\"step\":%d,\"loss\":%.9g,\"samples_per_s\":100}\n", i, l } }' >>"$dir/metrics.jsonl"
+EOF
+cat >"$b/bin/mpirun" <<'EOF'
+#!/bin/bash
+# Stand-in mpirun -np 2 [--oversubscribe] PROGRAM ARGS on a machine with one GPU: the trainer refuses two ranks
+# there unless --gpu.share true (then one process stands in for both).
+while [[ $1 == -* ]]; do [[ $1 == -np ]] && shift; shift; done
+[[ ${STANDIN_RUNS_BROKEN:-} == 1 ]] && { echo "cnntrain: error: no usable GPU" >&2; exit 1; }
+[[ " $* " == *" --gpu.share true "* ]] || { echo "cnntrain: error [rank 0/2 on vm]: host vm: 2 ranks (0,1) run on\
+ this node but only 1 GPU is visible; start one rank per GPU, or let ranks share GPUs with --gpu.share true" >&2
+  exit 2; }
+exec "$@"
 EOF
 # The gtest stand-ins: list_cases FILTER NAME... prints the names FILTER (a gtest glob) takes, as
 # --gtest_list_tests does; run_case NAME acts out the case its name says.
@@ -111,7 +139,7 @@ cat >"$tmp/fakebin/compute-sanitizer" <<'EOF'
 [[ $2 == racecheck ]] && { echo "========= ERROR SUMMARY: 1 error"; exit 9; }
 echo "========= ERROR SUMMARY: 0 errors"
 EOF
-chmod 755 "$b/bin/cnntrain" "$b/libexec/backend_tests" "$b/libexec/cuda_tests" "$tmp/fakebin/"*
+chmod 755 "$b/bin/cnntrain" "$b/bin/mpirun" "$b/libexec/backend_tests" "$b/libexec/cuda_tests" "$tmp/fakebin/"*
 
 sweep=backend-sweep/Backends/Sweep.MatchesReference
 expect_standin=(gpu=pass driver=pass gpu-info=fail "$sweep/ok1__cuda=pass" "$sweep/bad__cuda=fail"
@@ -122,7 +150,8 @@ expect_standin=(gpu=pass driver=pass gpu-info=fail "$sweep/ok1__cuda=pass" "$swe
   fmnist-bf16-cudnn-losses=pass
   fmnist-fp16-cudnn-losses=pass fmnist-bf16-custom-losses=pass fmnist-fp16-custom=fail vendor-speed/=fail
   resnet50-cudnn-bf16-tf32true-256=pass resnet50-custom-fp32-tf32false-128=fail pytorch-resnet50-fp32-128=skip
-  pytorch-resnet50-fp16-256=skip nccl/=fail)
+  pytorch-resnet50-fp16-256=skip nccl/=fail run-whole=pass run-stopped=pass run-resumed=pass resume-exact=pass
+  eval-cuda=pass eval-cpu=pass eval-cuda-vs-cpu=pass two-ranks-one-gpu-refused=pass two-ranks-gpu-share=pass)
 detail() { python3 -c 'import json, sys
 print({c["name"]: c["detail"] for c in json.load(open(sys.argv[1]))["checks"]}[sys.argv[2]])' "$1" "$2"; }
 
@@ -210,6 +239,14 @@ standin_run "$tmp/out9" CNNTRAIN_CHECKS_ONLY=perf CNNTRAIN_CHECKS_BATCHES=256 ||
   resnet50-cudnn-bf16-tf32true-256=pass >/dev/null && ! grep -q -- '-128"' "$tmp/out9/report.json" ||
   fail "CNNTRAIN_CHECKS_BATCHES=256: exit $rc or batch 128 ran"
 echo "ok: CNNTRAIN_CHECKS_BATCHES=256 runs the fp32 rows at batch 256 only"
+# The runs part fails what it should: a resumed run 1e-7 off, a cpu evaluation one image apart, two ranks refused
+# for another reason than the GPU count.
+rc=0
+standin_run "$tmp/out10" CNNTRAIN_CHECKS_ONLY=runs STANDIN_RUNS_BROKEN=1 || rc=$?
+((rc == 1)) && python3 "$src/check_report.py" "$tmp/out10/report.json" run-resumed=pass resume-exact=fail \
+  eval-cpu=pass eval-cuda-vs-cpu=fail two-ranks-one-gpu-refused=fail two-ranks-gpu-share=fail >/dev/null ||
+  fail "STANDIN_RUNS_BROKEN=1: exit $rc or a broken run passed: $(grep -- '-> ' "$tmp/out10/report.txt" | tail -n 6)"
+echo "ok: the runs part fails an inexact resume, a cuda/cpu evaluation mismatch and a wrong refusal"
 echo "ok: driver 535 with a forward-compatibility libcuda 580 on LD_LIBRARY_PATH: $(grep -o 'driver 535[^(]*' \
   "$tmp/out7/report.txt" | head -1)"
 
@@ -227,7 +264,8 @@ python3 "$src/check_report.py" "$tmp/out5/report.json" gpu=pass driver=pass gpu-
   fmnist-cuda-det-a fmnist-cuda-det-b fmnist-cpu-det=pass fmnist-gpu-spread=fail fmnist-deterministic-repeat=fail \
   fmnist-cuda-vs-cpu=fail nvml-figures=fail fmnist-bf16-cudnn fmnist-fp16-cudnn fmnist-bf16-custom fmnist-fp16-custom \
   vendor-speed/=fail resnet50-custom-fp32-tf32false-128=fail resnet50-cudnn-fp16-tf32true-256=fail pytorch-resnet50-fp32-128 \
-  pytorch-resnet50-fp16-256 nccl/=fail || fail "real bundle: report.json"
+  pytorch-resnet50-fp16-256 nccl/=fail run-whole=fail run-stopped=fail resume-exact=fail eval-cuda=fail eval-cpu \
+  eval-cuda-vs-cpu=fail two-ranks-one-gpu-refused=fail two-ranks-gpu-share=fail || fail "real bundle: report.json"
 echo "ok: real bundle, driver 580: every check ran (here: failed, no GPU), exit 1 in $((SECONDS - t0)) s"
 # Python (PyTorch's rows, the wrappers' site-packages search) ran with the caller's library path, nothing of the
 # bundle's; the bundle's programs got the caller's path after their own libraries.
