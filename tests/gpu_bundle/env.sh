@@ -45,10 +45,12 @@ fi
 # bundle's (lib/cxx) and its glibc is the one in use. The newest wins because libraries of the machine that the
 # programs load (the driver, cuDNN, NCCL, a PMIx plugin) may need the machine's newer glibc or libstdc++ (Ubuntu
 # 24.04's NCCL package needs glibc 2.38), while the bundle's programs run on any glibc or libstdc++ at least as
-# new as theirs. CNNTRAIN_RUNTIME: "host" or "bundle" glibc, then "host" or "bundle" libstdc++.
+# new as theirs. CNNTRAIN_RUNTIME: "host" or "bundle" glibc, then "host" or "bundle" libstdc++; set by the caller
+# to "host host", "host bundle" or "bundle bundle" it is taken as it is (any other value is recomputed).
 cnn_version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
 cnn_glibcxx() { grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$1" 2>/dev/null | sort -uV | tail -n 1; }
-if [ -z "${CNNTRAIN_RUNTIME:-}" ]; then
+case ${CNNTRAIN_RUNTIME:-} in "host host" | "host bundle" | "bundle bundle") ;; *) CNNTRAIN_RUNTIME="" ;; esac
+if [ -z "$CNNTRAIN_RUNTIME" ]; then
   cnn_host_glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{ print $NF }')
   if [ -n "$cnn_host_glibc" ] && [ -x /lib64/ld-linux-x86-64.so.2 ] &&
      cnn_version_ge "$cnn_host_glibc" "$(cat "$CNNTRAIN_BUNDLE/GLIBC")"; then
