@@ -9,7 +9,6 @@ section "fmnist_cnn 200 steps: GPU-vs-GPU spread, --deterministic repeatability,
 COMPARED=20
 common=(--config "$CNNTRAIN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNNTRAIN_BUNDLE/data/fmnist_8k.h5"
         --data.test "" --train.batch 32 --log.every_steps 1 --checkpoint.at_end false --gpu.tf32 false --seed 7)
-losses() { sed -n 's/.*"event":"train".*"loss":\([-0-9.eE+naif]*\).*/\1/p' "$1/metrics.jsonl" 2>/dev/null; }
 # worst_rel A B [N]: "STEPS WORST" over the per-step losses of two runs, the first N steps if given (WORST = inf
 # when one is not finite).
 worst_rel() {

@@ -68,6 +68,9 @@ step() {
   return "$rc"
 }
 
+# losses RUN_DIR: the training losses of a run, one per step logged (its metrics.jsonl's train events).
+losses() { sed -n 's/.*"event":"train".*"loss":\([-0-9.eE+naif]*\).*/\1/p' "$1/metrics.jsonl" 2>/dev/null; }
+
 exit_text() {
   case $1 in
     124) echo "over its ${2}s limit, stopped by SIGTERM" ;;

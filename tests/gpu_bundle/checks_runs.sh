@@ -8,7 +8,6 @@ section "runs: exact resume, --eval-only cuda vs cpu, two ranks (fmnist_cnn, --d
 base=(--config "$CNNTRAIN_BUNDLE/jobs/fashion_mnist.ini" --data.train "$CNNTRAIN_BUNDLE/data/fmnist_8k.h5"
       --train.batch 32 --log.every_steps 1 --seed 7 --deterministic true --gpu.tf32 false --train.max_steps 60)
 run=("${base[@]}" --data.test "")
-train_losses() { sed -n 's/.*"event":"train".*"loss":\([-0-9.eE+naif]*\).*/\1/p' "$1/metrics.jsonl" 2>/dev/null; }
 # eval_of DIR: "LOSS ACC" of the last eval event in DIR's metrics.
 eval_of() {
   grep '"event":"eval"' "$1/metrics.jsonl" 2>/dev/null | tail -n 1 |
@@ -18,12 +17,12 @@ eval_of() {
 step run-whole 120 "$cnntrain" "${run[@]}" --device cuda --run-dir "$work/run-whole"
 step run-stopped 120 "$cnntrain" "${run[@]}" --device cuda --run-dir "$work/run-parts" --train.stop_at_step 30 &&
   step run-resumed 120 "$cnntrain" "${run[@]}" --device cuda --run-dir "$work/run-parts" --resume auto
-whole=$(train_losses "$work/run-whole" | wc -l) parts=$(train_losses "$work/run-parts" | wc -l)
-if ((whole == 60)) && cmp -s <(train_losses "$work/run-whole") <(train_losses "$work/run-parts"); then
+whole=$(losses "$work/run-whole" | wc -l) parts=$(losses "$work/run-parts" | wc -l)
+if ((whole == 60)) && cmp -s <(losses "$work/run-whole") <(losses "$work/run-parts"); then
   record resume-exact pass 0 "stopped at step 30, resumed to 60: all 60 losses identical to the uninterrupted run's"
 else
   record resume-exact fail 0 "the stopped-and-resumed run's losses ($parts lines) are not the uninterrupted run's\
- ($whole lines, 60 expected): $(cmp <(train_losses "$work/run-whole") <(train_losses "$work/run-parts") 2>&1 |
+ ($whole lines, 60 expected): $(cmp <(losses "$work/run-whole") <(losses "$work/run-parts") 2>&1 |
     head -n 1)"
 fi
 
@@ -48,7 +47,7 @@ mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$CNNTRAIN_BU
 two=("$cnntrain" "${run[@]}" --device cuda --train.max_steps 20)
 if (($(wc -l <<<"$gpus") >= 2)); then
   step two-ranks 180 "${mpi[@]}" "${two[@]}" --run-dir "$work/two-ranks" &&
-    { [[ $(train_losses "$work/two-ranks" | wc -l) == 20 ]] ||
+    { [[ $(losses "$work/two-ranks" | wc -l) == 20 ]] ||
       record two-ranks-losses fail 0 "20 train events expected in $work/two-ranks/metrics.jsonl"; }
 else
   # Refused at start-up (exit 2), naming the way out; then trained that way.
@@ -56,6 +55,6 @@ else
   step two-ranks-one-gpu-refused 120 bash -c 'out=$("$@" 2>&1); rc=$?; echo "$out"; echo "exit $rc"
     [[ $rc == 2 && $out == *"--gpu.share true"* ]]' refused "${mpi[@]}" "${two[@]}" --run-dir "$work/two-refused"
   step two-ranks-gpu-share 180 "${mpi[@]}" "${two[@]}" --gpu.share true --run-dir "$work/two-shared" &&
-    { [[ $(train_losses "$work/two-shared" | wc -l) == 20 ]] ||
+    { [[ $(losses "$work/two-shared" | wc -l) == 20 ]] ||
       record two-ranks-gpu-share-losses fail 0 "20 train events expected in $work/two-shared/metrics.jsonl"; }
 fi
