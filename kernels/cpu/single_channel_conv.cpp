@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_parallel.h"
+#include "kernels/cpu/single_channel_rows.h"
 #include "src/base/error.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -26,8 +27,9 @@ namespace {
 // through j % phases(K). So a filter tap is `phases` vectors of 8 channel values.
 int phases_of(int k) { return k / std::gcd(k, 8); }
 
+// The lane-pattern kernels below take K > 8; K <= 8 runs on single_channel_rows.cpp's.
 bool shape_ok(const ConvDesc& d) {
-  return d.c == 1 && d.plain() && d.stride_h == 1 && d.stride_w == 1 && d.x_layout == ActLayout::kNHWC &&
+  return d.c == 1 && d.k > 8 && d.plain() && d.stride_h == 1 && d.stride_w == 1 && d.x_layout == ActLayout::kNHWC &&
          d.y_layout == ActLayout::kNHWC && d.k >= 1 && phases_of(d.k) <= 4 && d.p() >= 1 && d.q() >= 1;
 }
 
@@ -220,13 +222,15 @@ Scratch& scratch() {
 
 }  // namespace
 
-bool single_channel_forward_ok(const ConvDesc& d) { return shape_ok(d); }
+bool single_channel_forward_ok(const ConvDesc& d) { return single_channel_rows_ok(d) || shape_ok(d); }
 bool single_channel_filter_ok(const ConvDesc& d) {
-  return shape_ok(d) && d.s <= kMaxFilterS && d.s * phases_of(d.k) <= kFilterAccumulators;
+  return single_channel_rows_ok(d) ||
+         (shape_ok(d) && d.s <= kMaxFilterS && d.s * phases_of(d.k) <= kFilterAccumulators);
 }
 
 void single_channel_conv_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b,
                                  float* y) {
+  if (single_channel_rows_ok(d)) return single_channel_rows_forward(threads, d, x, w, b, y);
   const Geo g(d);
   static thread_local std::vector<float> wv_buf, bias_buf;  // the caller's thread; read by every worker
   wv_buf.resize(static_cast<size_t>(g.R) * g.S * g.ph * 8);
@@ -252,6 +256,7 @@ void single_channel_conv_forward(int threads, const ConvDesc& d, const float* x,
 
 void single_channel_conv_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw,
                                          float* db) {
+  if (single_channel_rows_ok(d)) return single_channel_rows_backward_filter(threads, d, x, dy, dw, db);
   const Geo g(d);
   const FilterFn fn = filter_fn(g.ph, g.S);
   if (!fn) raise(kExitFailure, "internal: single_channel_conv_backward_filter called on a shape it does not take");

@@ -43,11 +43,15 @@ void expect_near_all(const std::vector<float>& got, const std::vector<float>& wa
         << d.r << "x" << d.s << " pad " << d.pad_h << "," << d.pad_w;
 }
 
-// Shapes over the lane patterns: K 6 (3 phases, LeNet-5's conv1), 16 (2), 32 (4), 8 and 1 (1), 12 (3), 4 (1).
+// K <= 8 (single_channel_rows.cpp: every K 1-8 and its register blocks, rows that end inside a vector, rows
+// of one vector, a padded width past the output vectors (9x30 pad 2: 34 > 32), taps wider than a block) and
+// K > 8 (the lane patterns: 16 (2 phases), 32 (4), 12 (3)).
 std::vector<ConvDesc> shapes() {
   return {single(5, 28, 28, 6, 5, 5, 2, 2), single(3, 13, 11, 6, 5, 5, 0, 0), single(2, 9, 17, 16, 3, 3, 1, 1),
           single(3, 7, 9, 32, 3, 3, 1, 1),  single(2, 8, 5, 8, 1, 1, 0, 0),   single(4, 10, 12, 1, 3, 5, 1, 2),
-          single(2, 6, 31, 12, 3, 5, 2, 0), single(1, 4, 4, 4, 4, 4, 3, 3),   single(9, 5, 7, 6, 2, 3, 0, 1)};
+          single(2, 6, 31, 12, 3, 5, 2, 0), single(1, 4, 4, 4, 4, 4, 3, 3),   single(9, 5, 7, 6, 2, 3, 0, 1),
+          single(3, 12, 10, 7, 3, 3, 1, 1), single(2, 9, 30, 3, 5, 5, 2, 2),  single(2, 6, 20, 5, 3, 9, 1, 4),
+          single(3, 11, 3, 2, 3, 3, 1, 1),  single(1, 40, 9, 8, 7, 7, 3, 3),  single(2, 5, 45, 1, 1, 8, 0, 0)};
 }
 
 TEST(SingleChannelConv, MatchesReference) {
@@ -151,8 +155,11 @@ TEST(SingleChannelConv, TakesOnlyItsShapes) {
   EXPECT_FALSE(single_channel_forward_ok(other));
   other = d, other.extra_pad_w = 1;
   EXPECT_FALSE(single_channel_forward_ok(other));
-  other = d, other.k = 10;  // five lane patterns
+  other = d, other.k = 10;  // past 8 channels: the lane patterns, five of them
   EXPECT_FALSE(single_channel_forward_ok(other));
+  other = d, other.k = 7, other.s = 11;  // up to 8 channels: any K and width
+  EXPECT_TRUE(single_channel_forward_ok(other));
+  EXPECT_TRUE(single_channel_filter_ok(other));
   other = d, other.k = 32, other.s = 5;  // 4 patterns x 5 taps: more accumulators than registers
   EXPECT_TRUE(single_channel_forward_ok(other));
   EXPECT_FALSE(single_channel_filter_ok(other));
