@@ -17,6 +17,7 @@
 #include "kernels/cpu/dnnl_ops.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/small_channel_conv.h"
+#include "kernels/cpu/winograd16_conv.h"
 #include "kernels/dtype.h"
 #include "src/base/error.h"
 
@@ -233,7 +234,8 @@ struct DnnlOps::Impl {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   // cnntrain's own fp32 kernels for convolutions with few channels (kernels/cpu/single_channel_conv.h,
-  // small_channel_conv.h) and 16 -> 16 channel 3x3 ones (winograd16_conv.h), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
+  // small_channel_conv.h) and 16 -> 16 channel 3x3 ones (winograd16_conv.h; 32 and 64 channels below
+  // AVX-512, own_winograd), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
   // (docs/environment.md).
   bool small_allowed = [] {
     const char* e = std::getenv("CNNTRAIN_SMALL_CONV");
@@ -241,6 +243,15 @@ struct DnnlOps::Impl {
   }();
   uint64_t small_runs = 0;
   bool own_kernels(DType t) const { return t == DType::kF32 && small_allowed; }
+  // oneDNN 2.6's Winograd kernels exist from AVX-512 on (ResNet-20's later stages use them and blocked
+  // activations there); below it the 32 -> 32 and 64 -> 64 3x3 "same" convolutions run on cnntrain's own
+  // Winograd kernels (winograd16_conv.h) instead of oneDNN's direct ones (docs/perf.md), unless either
+  // CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0.
+  bool onednn_winograd_isa =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  bool own_winograd(DType t, const ConvDesc& d) const {
+    return own_kernels(t) && (winograd16_ok(d) || (wino_allowed && !onednn_winograd_isa && winograd_wide_ok(d)));
+  }
   // 4-8 input channels: at 2-3 (RGB first layers) oneDNN's backward-weights is the faster one at one thread
   // (ResNet-20's conv1, 3 -> 16: 1.56 against 2.34 ms), and first layers need no backward-data.
   bool few_channels(DType t, const ConvDesc& d) const { return own_kernels(t) && d.c >= 4 && small_channel_ok(d); }

@@ -28,7 +28,7 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
     return small_channel_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
                                       static_cast<float*>(y));
   }
-  if (I.own_kernels(t) && winograd16_ok(d)) {
+  if (I.own_winograd(t, d)) {
     ++I.small_runs;
     return winograd16_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
                               static_cast<float*>(y));
@@ -49,7 +49,7 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     return small_channel_conv_backward_data(I.threads, d, static_cast<const float*>(dy),
                                             static_cast<const float*>(w), static_cast<float*>(dx));
   }
-  if (I.own_kernels(t) && winograd16_ok(d)) {
+  if (I.own_winograd(t, d)) {
     ++I.small_runs;
     return winograd16_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
                                     static_cast<float*>(dx));
@@ -108,7 +108,7 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
     return small_channel_conv_backward_filter(I.threads, d, static_cast<const float*>(x),
                                               static_cast<const float*>(dy), dw, db);
   }
-  if (I.own_kernels(t) && winograd16_ok(d) && !db) {
+  if (I.own_winograd(t, d) && !db) {
     ++I.small_runs;
     return winograd16_backward_filter(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(dy), dw);
   }

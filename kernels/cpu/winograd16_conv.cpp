@@ -1,4 +1,4 @@
-// Winograd F(4x4, 3x3) for 16 -> 16 channel convolutions on AVX2 (kernels/cpu/winograd16_conv.h).
+// Winograd F(4x4, 3x3) for C -> C channel convolutions, C 16, 32 or 64, on AVX2 (kernels/cpu/winograd16_conv.h).
 // With g the 3x3 filter of one channel pair, d a 6x6 input tile and e = 6a + b its 36 elements:
 // y (4x4) = A^T [(G g G^T) .* (B^T d B)] A, summed over the input channels before the output transform
 // (Lavin and Gray's matrices for the points 0, 1, -1, 2, -2).
@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "kernels/cpu/cpu_parallel.h"
@@ -23,6 +24,7 @@ namespace cnn {
 #ifndef CNN_WINO16_AVX2
 
 bool winograd16_ok(const ConvDesc&) { return false; }
+bool winograd_wide_ok(const ConvDesc&) { return false; }
 void winograd16_forward(int, const ConvDesc&, const float*, const float*, const float*, float*) {
   raise(kExitFailure, "internal: the Winograd 16-channel kernels need an AVX2/FMA build");
 }
@@ -37,7 +39,6 @@ void winograd16_backward_filter(int, const ConvDesc&, const float*, const float*
 
 namespace {
 
-constexpr int kC = 16;     // channels, in and out
 constexpr int kE = 36;     // elements of a 6x6 input tile (4x4 outputs)
 constexpr int kBlock = 6;  // tiles whose sums stay in registers over the products (12 of 16 vector registers)
 
@@ -49,12 +50,12 @@ constexpr double G[6][3] = {{0.25, 0, 0},
                             {1.0 / 24, -1.0 / 12, 1.0 / 6},
                             {0, 0, 1}};
 
-// The call's filters transformed: u[(e * 16 + ci) * 16 + co] = (G g G^T)[e] for g = filter(co, ci, r, s), in
+// The call's filters transformed: u[(e * C + ci) * C + co] = (G g G^T)[e] for g = filter(co, ci, r, s), in
 // double and rounded once.
-template <class Filter>
+template <int C, class Filter>
 void transform_filters(Filter filter, float* u) {
-  for (int co = 0; co < kC; ++co)
-    for (int ci = 0; ci < kC; ++ci) {
+  for (int co = 0; co < C; ++co)
+    for (int ci = 0; ci < C; ++ci) {
       double gg[6][3] = {};  // G g
       for (int a = 0; a < 6; ++a)
         for (int s = 0; s < 3; ++s)
@@ -62,7 +63,7 @@ void transform_filters(Filter filter, float* u) {
       for (int a = 0; a < 6; ++a)
         for (int b = 0; b < 6; ++b) {
           const double v = G[b][0] * gg[a][0] + G[b][1] * gg[a][1] + G[b][2] * gg[a][2];
-          u[((6 * a + b) * kC + ci) * kC + co] = static_cast<float>(v);
+          u[((6 * a + b) * C + ci) * C + co] = static_cast<float>(v);
         }
     }
 }
@@ -71,27 +72,33 @@ struct Geom {
   int n, h, w;
   int th, tw;  // 4x4 output tiles per column and row
   explicit Geom(const ConvDesc& d) : n(d.n), h(d.h), w(d.w), th((d.h + 3) / 4), tw((d.w + 3) / 4) {}
+  // Tile t of the call, counted over the images' tiles row by row: its image and (row, column).
+  void tile(long long t, int* image, int* i, int* j) const {
+    const long long per = static_cast<long long>(th) * tw, in = t % per;
+    *image = static_cast<int>(t / per), *i = static_cast<int>(in / tw), *j = static_cast<int>(in % tw);
+  }
 };
 
 // The 6x6 input pixels of tile (i, j) of one image: rows 4i - 1 .. 4i + 4, columns 4j - 1 .. 4j + 4. Returns a
-// pointer to pixel (4i - 1, 4j - 1) in the image with *row_stride = w * 16 when the tile lies inside it, else
-// a copy with zeros outside the image in `edge` (row stride 6 * 16).
-inline const float* tile_pixels(const Geom& g, const float* image, int i, int j, float* edge, size_t* row_stride) {
+// pointer to pixel (4i - 1, 4j - 1) in the image with *row_stride = w * C when the tile lies inside it, else
+// a copy with zeros outside the image in `edge` (row stride 6 * C).
+template <int C>
+const float* tile_pixels(const Geom& g, const float* image, int i, int j, float* edge, size_t* row_stride) {
   const int y0 = 4 * i - 1, x0 = 4 * j - 1;
   if (y0 >= 0 && x0 >= 0 && y0 + 5 < g.h && x0 + 5 < g.w) {
-    *row_stride = static_cast<size_t>(g.w) * kC;
-    return image + (static_cast<size_t>(y0) * g.w + x0) * kC;
+    *row_stride = static_cast<size_t>(g.w) * C;
+    return image + (static_cast<size_t>(y0) * g.w + x0) * C;
   }
   for (int r = 0; r < 6; ++r)
     for (int c = 0; c < 6; ++c) {
-      float* to = edge + (r * 6 + c) * kC;
+      float* to = edge + (r * 6 + c) * C;
       const int y = y0 + r, x = x0 + c;
       const bool in = y >= 0 && y < g.h && x >= 0 && x < g.w;
-      const float* from = image + (static_cast<size_t>(in ? y : 0) * g.w + (in ? x : 0)) * kC;
-      _mm256_storeu_ps(to, in ? _mm256_loadu_ps(from) : _mm256_setzero_ps());
-      _mm256_storeu_ps(to + 8, in ? _mm256_loadu_ps(from + 8) : _mm256_setzero_ps());
+      const float* from = image + (static_cast<size_t>(in ? y : 0) * g.w + (in ? x : 0)) * C;
+      for (int ch = 0; ch < C; ch += 8)
+        _mm256_storeu_ps(to + ch, in ? _mm256_loadu_ps(from + ch) : _mm256_setzero_ps());
     }
-  *row_stride = 6 * kC;
+  *row_stride = 6 * C;
   return edge;
 }
 
@@ -124,12 +131,13 @@ inline void at6(const __m256 m[6], __m256 y[4]) {
 }
 
 // B^T d B of the tile at `pixels` (tile_pixels), eight channels from ch: v[e * step] for each e.
-inline void input_tile(const float* pixels, size_t row, int ch, float* v, int step = kBlock * kC) {
+template <int C>
+void input_tile(const float* pixels, size_t row, int ch, float* v, int step) {
   __m256 t[6][6];  // t = B^T d, column by column
   for (int c = 0; c < 6; ++c) {
     __m256 d[6], col[6];
 #pragma GCC unroll 6
-    for (int r = 0; r < 6; ++r) d[r] = _mm256_loadu_ps(pixels + r * row + c * kC + ch);
+    for (int r = 0; r < 6; ++r) d[r] = _mm256_loadu_ps(pixels + r * row + c * C + ch);
     bt6(d, col);
 #pragma GCC unroll 6
     for (int a = 0; a < 6; ++a) t[a][c] = col[a];
@@ -143,36 +151,39 @@ inline void input_tile(const float* pixels, size_t row, int ch, float* v, int st
 }
 
 // For one tile element: m[t][co] = sum over ci of v[t][ci] * u[ci][co] for the block's T tiles, the input
-// channels in order.
-template <int T>
+// channels in order; 16 output channels (two vectors per tile) at a time.
+template <int C, int T>
 void products(const float* u, const float* v, float* m) {
-  __m256 acc[T][2];
+  for (int cb = 0; cb < C; cb += 16) {
+    __m256 acc[T][2];
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
 #pragma GCC unroll 2
-  for (int ci = 0; ci < kC; ++ci) {
-    const __m256 u0 = _mm256_loadu_ps(u + ci * kC), u1 = _mm256_loadu_ps(u + ci * kC + 8);
+    for (int ci = 0; ci < C; ++ci) {
+      const __m256 u0 = _mm256_loadu_ps(u + ci * C + cb), u1 = _mm256_loadu_ps(u + ci * C + cb + 8);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const __m256 b = _mm256_broadcast_ss(v + t * C + ci);
+        acc[t][0] = _mm256_fmadd_ps(b, u0, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(b, u1, acc[t][1]);
+      }
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const __m256 b = _mm256_broadcast_ss(v + t * kC + ci);
-      acc[t][0] = _mm256_fmadd_ps(b, u0, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(b, u1, acc[t][1]);
+      _mm256_storeu_ps(m + t * kE * C + cb, acc[t][0]);
+      _mm256_storeu_ps(m + t * kE * C + cb + 8, acc[t][1]);
     }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    _mm256_storeu_ps(m + t * kE * kC, acc[t][0]);
-    _mm256_storeu_ps(m + t * kE * kC + 8, acc[t][1]);
   }
 }
 
-// A^T M A + bias for eight output channels from ch of one tile (m[e * 16]), stored where inside the output.
-inline void output_tile(const Geom& g, const float* m, int ch, const float* bias, float* y, int oy, int ox) {
+// A^T M A + bias for eight output channels from ch of one tile (m[e * C]), stored where inside the output.
+template <int C>
+void output_tile(const Geom& g, const float* m, int ch, const float* bias, float* y, int oy, int ox) {
   __m256 s[4][6];  // A^T M, column by column
   for (int c = 0; c < 6; ++c) {
     __m256 col[6], out[4];
 #pragma GCC unroll 6
-    for (int a = 0; a < 6; ++a) col[a] = _mm256_loadu_ps(m + (6 * a + c) * kC + ch);
+    for (int a = 0; a < 6; ++a) col[a] = _mm256_loadu_ps(m + (6 * a + c) * C + ch);
     at6(col, out);
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) s[r][c] = out[r];
@@ -181,47 +192,57 @@ inline void output_tile(const Geom& g, const float* m, int ch, const float* bias
   for (int r = 0; r < 4 && oy + r < g.h; ++r) {
     __m256 out[4];
     at6(s[r], out);
-    float* row = y + (static_cast<size_t>(oy + r) * g.w + ox) * kC + ch;
-    for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm256_storeu_ps(row + k * kC, add(out[k], b));
+    float* row = y + (static_cast<size_t>(oy + r) * g.w + ox) * C + ch;
+    for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm256_storeu_ps(row + k * C, add(out[k], b));
   }
 }
 
+// One thread's buffers for a call with C channels (grown once per thread).
 struct Scratch {
-  alignas(32) float v[kE * kBlock * kC];  // [e][tile][ci]
-  alignas(32) float m[kBlock * kE * kC];  // [tile][e][co]
-  alignas(32) float edge[kE * kC];        // an edge tile's pixels
+  std::vector<float> v, m, edge;  // [e][tile][ci], [tile][e][co], an edge tile's pixels
+  explicit Scratch(int c) : v(kE * kBlock * c), m(kBlock * kE * c), edge(kE * c) {}
 };
 
-// Tiles j0 .. j0 + T - 1 of tile row i of one image.
-template <int T>
-void tile_block(const Geom& g, const float* x, const float* u, const float* bias, int i, int j0, Scratch& s,
+// Tiles t0 .. t0 + T - 1 of the call (over the images, row by row).
+template <int C, int T>
+void tile_block(const Geom& g, const float* x, const float* u, const float* bias, long long t0, Scratch& s,
                 float* y) {
+  const size_t image = static_cast<size_t>(g.h) * g.w * C;
   for (int t = 0; t < T; ++t) {
+    int n, i, j;
+    g.tile(t0 + t, &n, &i, &j);
     size_t row;
-    const float* pixels = tile_pixels(g, x, i, j0 + t, s.edge, &row);
-    for (int ch = 0; ch < kC; ch += 8) input_tile(pixels, row, ch, s.v + t * kC + ch);
+    const float* pixels = tile_pixels<C>(g, x + n * image, i, j, s.edge.data(), &row);
+    for (int ch = 0; ch < C; ch += 8) input_tile<C>(pixels, row, ch, s.v.data() + t * C + ch, kBlock * C);
   }
-  for (int e = 0; e < kE; ++e) products<T>(u + e * kC * kC, s.v + e * kBlock * kC, s.m + e * kC);
-  for (int t = 0; t < T; ++t)
-    for (int ch = 0; ch < kC; ch += 8) output_tile(g, s.m + t * kE * kC, ch, bias, y, 4 * i, 4 * (j0 + t));
+  for (int e = 0; e < kE; ++e) products<C, T>(u + e * C * C, s.v.data() + e * kBlock * C, s.m.data() + e * C);
+  for (int t = 0; t < T; ++t) {
+    int n, i, j;
+    g.tile(t0 + t, &n, &i, &j);
+    for (int ch = 0; ch < C; ch += 8)
+      output_tile<C>(g, s.m.data() + t * kE * C, ch, bias, y + n * image, 4 * i, 4 * j);
+  }
 }
 
-using BlockFn = void (*)(const Geom&, const float*, const float*, const float*, int, int, Scratch&, float*);
-constexpr BlockFn kBlocks[kBlock + 1] = {nullptr,        tile_block<1>, tile_block<2>, tile_block<3>,
-                                         tile_block<4>, tile_block<5>, tile_block<6>};
+using BlockFn = void (*)(const Geom&, const float*, const float*, const float*, long long, Scratch&, float*);
+template <int C>
+constexpr std::array<BlockFn, kBlock + 1> kBlocks = {nullptr,          tile_block<C, 1>, tile_block<C, 2>,
+                                                     tile_block<C, 3>, tile_block<C, 4>, tile_block<C, 5>,
+                                                     tile_block<C, 6>};
 
-// y[n, h, w, 16] = the convolution of x[n, h, w, 16] with the transformed filters u, plus bias.
+// y[n, h, w, C] = the convolution of x[n, h, w, C] with the transformed filters u, plus bias: blocks of kBlock
+// tiles counted over all the images (small maps fill a block from several images).
+template <int C>
 void run(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
-  const long long items = static_cast<long long>(g.n) * g.th;  // (image, tile row)
-  const size_t image = static_cast<size_t>(g.h) * g.w * kC;
+  const long long tiles = static_cast<long long>(g.n) * g.th * g.tw, blocks = (tiles + kBlock - 1) / kBlock;
+  const size_t image = static_cast<size_t>(g.h) * g.w * C;
   if (static_cast<size_t>(g.n) * image < min_parallel_elements()) threads = 1;
-  threads = static_cast<int>(std::min<long long>(std::max(threads, 1), items));
+  threads = static_cast<int>(std::min<long long>(std::max(threads, 1), blocks));
   auto work = [&](int id, int nt) {
-    Scratch s;
-    for (long long it = items * id / nt; it < items * (id + 1) / nt; ++it) {
-      const int n = static_cast<int>(it / g.th), i = static_cast<int>(it % g.th);
-      for (int j0 = 0; j0 < g.tw; j0 += kBlock)
-        kBlocks[std::min(kBlock, g.tw - j0)](g, x + n * image, u, bias, i, j0, s, y + n * image);
+    static thread_local Scratch s(C);  // one per thread and C
+    for (long long b = blocks * id / nt; b < blocks * (id + 1) / nt; ++b) {
+      const long long t0 = b * kBlock;
+      kBlocks<C>[std::min<long long>(kBlock, tiles - t0)](g, x, u, bias, t0, s, y);
     }
   };
   if (threads == 1) return work(0, 1);
@@ -231,8 +252,13 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
 
 // --- Backward-weights: dW = G^T [sum over tiles of (B^T d B) .* (A dY A^T)] G, per channel pair ---
 
-constexpr int kRowTiles = 8;  // tiles of a tile row transformed together
-constexpr int kChunk = 4;     // images per partial sum
+// Tiles transformed together for backward-weights: each group reads and writes the C x C sums of all 36 tile
+// elements once, which from 32 channels costs more than its tiles' products unless the group is larger.
+constexpr int group_tiles(int c) { return c == 16 ? 8 : 16; }
+constexpr int kMaxGroup = 16;
+// Images per partial sum of backward-weights: each chunk zeroes, fills and adds 36 C x C sums (590 KB at 64
+// channels), so wider convolutions take more images per chunk. Fixed per C: the same bits for any thread count.
+constexpr int chunk_images(int c) { return c == 16 ? 4 : c == 32 ? 8 : 16; }
 
 // A applied to four vectors m[0..3] (A = (A^T)^T, 6x4): (m0, m0 + m1 + m2 + m3, m0 - m1 + m2 - m3,
 // m0 + 2 m1 + 4 m2 + 8 m3, m0 - 2 m1 + 4 m2 - 8 m3, m3).
@@ -247,14 +273,15 @@ inline void a4(const __m256 m[4], __m256 t[6]) {
 }
 
 // A dY A^T of the 4x4 gradient tile (i, j), eight channels from ch, zero outside the output: y[e * step].
-inline void gradient_tile(const Geom& g, const float* image, int i, int j, int ch, float* y, int step) {
+template <int C>
+void gradient_tile(const Geom& g, const float* image, int i, int j, int ch, float* y, int step) {
   __m256 t[6][4];  // A dY, column by column
   for (int c = 0; c < 4; ++c) {
     __m256 m[4], col[6];
     const int x = 4 * j + c;
     for (int r = 0; r < 4; ++r) {
       const int yy = 4 * i + r;
-      m[r] = yy < g.h && x < g.w ? _mm256_loadu_ps(image + (static_cast<size_t>(yy) * g.w + x) * kC + ch)
+      m[r] = yy < g.h && x < g.w ? _mm256_loadu_ps(image + (static_cast<size_t>(yy) * g.w + x) * C + ch)
                                  : _mm256_setzero_ps();
     }
     a4(m, col);
@@ -269,121 +296,167 @@ inline void gradient_tile(const Geom& g, const float* image, int i, int j, int c
   }
 }
 
-// w[ci][co] += sum over the T tiles of v[t][ci] * y[t][co] for input channels ci0 .. ci0 + CB - 1 (one tile
-// element), the tiles in order.
-template <int CB>
-void accumulate(const float* v, const float* y, int T, int ci0, float* w) {
+// w[ci][co] += sum over the T tiles of v[t][ci] * y[t][co] for input channels ci0 .. ci0 + CB - 1 and output
+// channels cb .. cb + 15 (one tile element), the tiles in order.
+template <int C, int CB>
+void accumulate(const float* v, const float* y, int T, int ci0, int cb, float* w) {
   __m256 acc[CB][2];
 #pragma GCC unroll 8
   for (int c = 0; c < CB; ++c) {
-    acc[c][0] = _mm256_loadu_ps(w + (ci0 + c) * kC);
-    acc[c][1] = _mm256_loadu_ps(w + (ci0 + c) * kC + 8);
+    acc[c][0] = _mm256_loadu_ps(w + (ci0 + c) * C + cb);
+    acc[c][1] = _mm256_loadu_ps(w + (ci0 + c) * C + cb + 8);
   }
   for (int t = 0; t < T; ++t) {
-    const __m256 u0 = _mm256_loadu_ps(y + t * kC), u1 = _mm256_loadu_ps(y + t * kC + 8);
+    const __m256 u0 = _mm256_loadu_ps(y + t * C + cb), u1 = _mm256_loadu_ps(y + t * C + cb + 8);
 #pragma GCC unroll 8
     for (int c = 0; c < CB; ++c) {
-      const __m256 b = _mm256_broadcast_ss(v + t * kC + ci0 + c);
+      const __m256 b = _mm256_broadcast_ss(v + t * C + ci0 + c);
       acc[c][0] = _mm256_fmadd_ps(b, u0, acc[c][0]);
       acc[c][1] = _mm256_fmadd_ps(b, u1, acc[c][1]);
     }
   }
 #pragma GCC unroll 8
   for (int c = 0; c < CB; ++c) {
-    _mm256_storeu_ps(w + (ci0 + c) * kC, acc[c][0]);
-    _mm256_storeu_ps(w + (ci0 + c) * kC + 8, acc[c][1]);
+    _mm256_storeu_ps(w + (ci0 + c) * C + cb, acc[c][0]);
+    _mm256_storeu_ps(w + (ci0 + c) * C + cb + 8, acc[c][1]);
+  }
+}
+using AccumulateFn = void (*)(const float*, const float*, int, int, int, float*);
+template <int C>
+constexpr std::array<AccumulateFn, 7> kAccumulate = {nullptr,           accumulate<C, 1>, accumulate<C, 2>,
+                                                     accumulate<C, 3>, accumulate<C, 4>, accumulate<C, 5>,
+                                                     accumulate<C, 6>};
+
+struct FilterScratch {
+  std::vector<float> v, y, edge;  // [e][tile][ci], [e][tile][co], an edge tile's pixels
+  explicit FilterScratch(int c) : v(kE * kMaxGroup * c), y(kE * kMaxGroup * c), edge(kE * c) {}
+};
+
+// part[e][ci][co] = the transformed-domain filter gradient of images n0 .. n1 - 1, their tiles in order in
+// groups of group_tiles(C) (small maps fill a group from several images).
+template <int C>
+void filter_chunk(const Geom& g, const float* x, const float* dy, int n0, int n1, FilterScratch& s, float* part) {
+  constexpr int kGroup = group_tiles(C), step = kGroup * C;
+  const size_t image = static_cast<size_t>(g.h) * g.w * C;
+  const long long per = static_cast<long long>(g.th) * g.tw, first = n0 * per, last = n1 * per;
+  std::fill(part, part + kE * C * C, 0.f);
+  for (long long t0 = first; t0 < last; t0 += kGroup) {
+    const int T = static_cast<int>(std::min<long long>(kGroup, last - t0));
+    for (int t = 0; t < T; ++t) {
+      int n, i, j;
+      g.tile(t0 + t, &n, &i, &j);
+      size_t row;
+      const float* pixels = tile_pixels<C>(g, x + n * image, i, j, s.edge.data(), &row);
+      for (int ch = 0; ch < C; ch += 8) {
+        input_tile<C>(pixels, row, ch, s.v.data() + t * C + ch, step);
+        gradient_tile<C>(g, dy + n * image, i, j, ch, s.y.data() + t * C + ch, step);
+      }
+    }
+    for (int e = 0; e < kE; ++e) {
+      float* w = part + e * C * C;
+      for (int cb = 0; cb < C; cb += 16)
+        for (int ci0 = 0; ci0 < C; ci0 += 6)
+          kAccumulate<C>[std::min(6, C - ci0)](s.v.data() + e * step, s.y.data() + e * step, T, ci0, cb, w);
+    }
   }
 }
 
-struct FilterScratch {
-  alignas(32) float v[kE * kRowTiles * kC];  // [e][tile][ci]
-  alignas(32) float y[kE * kRowTiles * kC];  // [e][tile][co]
-  alignas(32) float edge[kE * kC];
-};
-
-// part[e][ci][co] = the transformed-domain filter gradient of images n0 .. n1 - 1, tiles in order.
-void filter_chunk(const Geom& g, const float* x, const float* dy, int n0, int n1, FilterScratch& s, float* part) {
-  constexpr int step = kRowTiles * kC;
-  const size_t image = static_cast<size_t>(g.h) * g.w * kC;
-  std::fill(part, part + kE * kC * kC, 0.f);
-  for (int n = n0; n < n1; ++n)
-    for (int i = 0; i < g.th; ++i)
-      for (int j0 = 0; j0 < g.tw; j0 += kRowTiles) {
-        const int T = std::min(kRowTiles, g.tw - j0);
-        for (int t = 0; t < T; ++t) {
-          size_t row;
-          const float* pixels = tile_pixels(g, x + n * image, i, j0 + t, s.edge, &row);
-          for (int ch = 0; ch < kC; ch += 8) {
-            input_tile(pixels, row, ch, s.v + t * kC + ch, step);
-            gradient_tile(g, dy + n * image, i, j0 + t, ch, s.y + t * kC + ch, step);
-          }
-        }
-        for (int e = 0; e < kE; ++e) {
-          float* w = part + e * kC * kC;
-          accumulate<6>(s.v + e * step, s.y + e * step, T, 0, w);
-          accumulate<6>(s.v + e * step, s.y + e * step, T, 6, w);
-          accumulate<4>(s.v + e * step, s.y + e * step, T, 12, w);
-        }
-      }
-}
-
-}  // namespace
-
-bool winograd16_ok(const ConvDesc& d) {
-  return d.c == kC && d.k == kC && d.r == 3 && d.s == 3 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 1 &&
-         d.pad_w == 1 && d.plain() && d.x_layout == ActLayout::kNHWC && d.y_layout == ActLayout::kNHWC &&
-         d.n >= 1 && d.h >= 1 && d.w >= 1;
-}
-
-void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+template <int C>
+void forward_c(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
   static thread_local std::vector<float> u;  // the caller's thread
-  u.resize(kE * kC * kC);
+  u.resize(kE * C * C);
   // w is [k][r][s][c]: output channel co, input channel ci.
-  transform_filters([w](int co, int ci, int r, int s) { return w[((co * 3 + r) * 3 + s) * kC + ci]; }, u.data());
-  float bias[kC] = {};
-  if (b) std::copy(b, b + kC, bias);
-  run(threads, Geom(d), x, u.data(), bias, y);
+  transform_filters<C>([w](int co, int ci, int r, int s) { return w[((co * 3 + r) * 3 + s) * C + ci]; }, u.data());
+  float bias[C] = {};
+  if (b) std::copy(b, b + C, bias);
+  run<C>(threads, Geom(d), x, u.data(), bias, y);
 }
 
-void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
+template <int C>
+void backward_data_c(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
   static thread_local std::vector<float> u;
-  u.resize(kE * kC * kC);
+  u.resize(kE * C * C);
   // dx is the forward convolution of dy with f(co, ci, r, s) = w[ci][2 - r][2 - s][co]: dy's channels (the
   // forward's outputs) in, the forward's inputs out, the taps mirrored.
-  transform_filters([w](int co, int ci, int r, int s) { return w[((ci * 3 + 2 - r) * 3 + 2 - s) * kC + co]; },
-                    u.data());
-  const float bias[kC] = {};
-  run(threads, Geom(d), dy, u.data(), bias, dx);
+  transform_filters<C>([w](int co, int ci, int r, int s) { return w[((ci * 3 + 2 - r) * 3 + 2 - s) * C + co]; },
+                       u.data());
+  const float bias[C] = {};
+  run<C>(threads, Geom(d), dy, u.data(), bias, dx);
 }
 
-void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw) {
+template <int C>
+void backward_filter_c(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw) {
   const Geom g(d);
+  constexpr int kChunk = chunk_images(C);
   const int chunks = (d.n + kChunk - 1) / kChunk;
+  constexpr size_t kPart = static_cast<size_t>(kE) * C * C;
   static thread_local std::vector<float> parts_buf;  // the caller's thread
-  parts_buf.resize(static_cast<size_t>(chunks) * kE * kC * kC);
+  parts_buf.resize(static_cast<size_t>(chunks) * kPart);
   float* const parts = parts_buf.data();  // workers reach it through this pointer, not their own thread_local
-  const size_t work = static_cast<size_t>(d.n) * d.h * d.w * kC;
+  const size_t work = static_cast<size_t>(d.n) * d.h * d.w * C;
   parallel_for(threads, work, chunks, [&](long long q) {
-    FilterScratch s;
+    static thread_local FilterScratch s(C);  // one per thread and C
     const int n0 = static_cast<int>(q) * kChunk;
-    filter_chunk(g, x, dy, n0, std::min(d.n, n0 + kChunk), s, parts + q * kE * kC * kC);
+    filter_chunk<C>(g, x, dy, n0, std::min(d.n, n0 + kChunk), s, parts + q * kPart);
   });
-  // The chunks' sums in chunk order (the same bits for any thread count), then G^T W G into dw[co][r][s][ci].
-  for (int q = 1; q < chunks; ++q)
-    for (int k = 0; k < kE * kC * kC; ++k) parts[k] += parts[static_cast<size_t>(q) * kE * kC * kC + k];
-  for (int co = 0; co < kC; ++co)
-    for (int ci = 0; ci < kC; ++ci) {
+  // The chunks' sums in chunk order (the same bits for any thread count; slices of the sums in parallel, 64
+  // channels have 147k of them per chunk), then G^T W G into dw[co][r][s][ci], output channels in parallel.
+  constexpr size_t kSlice = 4096;
+  parallel_for(threads, static_cast<size_t>(chunks) * kPart, (kPart + kSlice - 1) / kSlice, [&](long long sl) {
+    const size_t k0 = static_cast<size_t>(sl) * kSlice, k1 = std::min(kPart, k0 + kSlice);
+    for (int q = 1; q < chunks; ++q)
+      for (size_t k = k0; k < k1; ++k) parts[k] += parts[static_cast<size_t>(q) * kPart + k];
+  });
+  parallel_for(threads, kPart * 6, C, [&](long long co) {
+    for (int ci = 0; ci < C; ++ci) {
       double t[6][3] = {};  // W G
       for (int a = 0; a < 6; ++a)
         for (int b = 0; b < 6; ++b)
-          for (int s = 0; s < 3; ++s) t[a][s] += parts[((6 * a + b) * kC + ci) * kC + co] * G[b][s];
+          for (int s = 0; s < 3; ++s) t[a][s] += parts[((6 * a + b) * C + ci) * C + co] * G[b][s];
       for (int r = 0; r < 3; ++r)
         for (int s = 0; s < 3; ++s) {
           double v = 0;
           for (int a = 0; a < 6; ++a) v += G[a][r] * t[a][s];
-          dw[((co * 3 + r) * 3 + s) * kC + ci] += static_cast<float>(v);
+          dw[((co * 3 + r) * 3 + s) * C + ci] += static_cast<float>(v);
         }
     }
+  });
+}
+
+// 3x3 "same" convolutions with C -> C channels, NHWC (for C = 16 nChw16c is the same memory).
+bool same3x3(const ConvDesc& d, int c) {
+  const bool nhwc = d.x_layout == ActLayout::kNHWC && d.y_layout == ActLayout::kNHWC;
+  return d.c == c && d.k == c && d.r == 3 && d.s == 3 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 1 &&
+         d.pad_w == 1 && d.plain() && nhwc && d.n >= 1 && d.h >= 1 && d.w >= 1;
+}
+
+}  // namespace
+
+bool winograd16_ok(const ConvDesc& d) { return same3x3(d, 16); }
+bool winograd_wide_ok(const ConvDesc& d) { return same3x3(d, 32) || same3x3(d, 64); }
+
+void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
+  switch (d.c) {
+    case 16: return forward_c<16>(threads, d, x, w, b, y);
+    case 32: return forward_c<32>(threads, d, x, w, b, y);
+    default: return forward_c<64>(threads, d, x, w, b, y);
+  }
+}
+
+void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
+  switch (d.c) {
+    case 16: return backward_data_c<16>(threads, d, dy, w, dx);
+    case 32: return backward_data_c<32>(threads, d, dy, w, dx);
+    default: return backward_data_c<64>(threads, d, dy, w, dx);
+  }
+}
+
+void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw) {
+  switch (d.c) {
+    case 16: return backward_filter_c<16>(threads, d, x, dy, dw);
+    case 32: return backward_filter_c<32>(threads, d, x, dy, dw);
+    default: return backward_filter_c<64>(threads, d, x, dy, dw);
+  }
 }
 
 #endif

@@ -1,6 +1,7 @@
-// 3x3 "same" convolutions with 16 input and 16 output channels on Winograd F(4x4, 3x3), which the fast CPU
-// backend runs instead of oneDNN's direct kernels: ResNet-20's first stage (6 such convolutions, 51 of a
-// ~130 ms step at 90% of the FMA peak on oneDNN's brgconv; oneDNN's own Winograd is slower there, docs/perf.md).
+// 3x3 "same" convolutions with 16 input and 16 output channels (also 32 and 64, below) on Winograd F(4x4, 3x3),
+// which the fast CPU backend runs instead of oneDNN's direct kernels: ResNet-20's first stage (6 such
+// convolutions, 51 of a ~130 ms step at 90% of the FMA peak on oneDNN's brgconv; oneDNN's own Winograd is slower
+// there, docs/perf.md).
 // A 4x4 output tile needs 36 products per (input, output) channel pair instead of 144, at the cost of the tile
 // transforms; with 16 channels a pixel is two AVX2 vectors, so the transforms are vector additions and FMAs by
 // constants, and the products are a 16 x 16 matrix-vector product per tile element, with six tiles' sums held
@@ -20,6 +21,10 @@ namespace cnn {
 // Whether the calls below take `d`: 16 -> 16 channels, 3x3, stride 1, padding 1, groups 1, no dilation, NHWC,
 // and an AVX2/FMA build.
 bool winograd16_ok(const ConvDesc& d);
+// The same for 32 -> 32 and 64 -> 64 channels (ResNet-20's second and third stages). The products are 16 output
+// channels at a time over all input channels, and a block of tiles may span several images (an 8x8 map has 4).
+// DnnlOps uses them only where oneDNN has no Winograd kernel of its own (below AVX-512: docs/perf.md).
+bool winograd_wide_ok(const ConvDesc& d);
 
 // y = conv(x, w) + b (b may be null).
 void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y);

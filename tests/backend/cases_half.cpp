@@ -81,13 +81,13 @@ void add_conv_linear(DType t) {
         void* d_y = garbage16(r, out_size(d), t);
         r.be.conv2d_forward(t, d, up16(r, random_vec(in_size(d), s), t), up16(r, random_vec(filter_size(d), s + 1), t),
                                bias ? r.upload(random_vec(d.k, s + 2)) : nullptr, d_y);
-        r.output("y", t, d_y, out_size(d), rounded(t, 1e-5));
+        r.output("y", t, d_y, out_size(d), rounded(t, winograd_shape(d) ? kWinogradAtol : 1e-5));
       }});
     add_case({"conv2d_backward_data", tag(t, describe(d)), {}, [=](Run& r) {
       void* d_dx = garbage16(r, in_size(d), t);
       r.be.conv2d_backward_data(t, d, up16(r, random_vec(out_size(d), s + 3), t),
                                    up16(r, random_vec(filter_size(d), s + 1), t), d_dx);
-      r.output("dx", t, d_dx, in_size(d), rounded(t, 1e-5));
+      r.output("dx", t, d_dx, in_size(d), rounded(t, winograd_shape(d) ? kWinogradAtol : 1e-5));
     }});
     add_case({"conv2d_backward_filter", tag(t, describe(d)), {}, [=](Run& r) {
       const auto dw0 = random_vec(filter_size(d), s + 4);

@@ -55,6 +55,17 @@ struct Tol {
 constexpr Tol kExact{0, 0};
 constexpr Tol kDefault{1e-5, 1e-4};
 
+// Whether a CPU backend may run `d` on Winograd F(4x4, 3x3): 3x3 stride-1 "same" convolutions with 32 or more
+// channels in and out (oneDNN's kernels on AVX-512, cnntrain's own below it for 32 and 64). Their transforms
+// round at up to ~3e-5 of the sums' scale (tests/unit/test_winograd16.cpp measures the kernels against double
+// sums): 2.3e-4 at 64 channels of values in [-1, 1], where direct kernels stay within 1e-4. Callers widen the
+// absolute tolerance of y and dx to kWinogradAtol for these shapes only.
+inline bool winograd_shape(const ConvDesc& d) {
+  return d.plain() && d.r == 3 && d.s == 3 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 1 &&
+         d.pad_w == 1 && d.c >= 32 && d.k >= 32 && d.c % 16 == 0 && d.k % 16 == 0;
+}
+constexpr double kWinogradAtol = 4e-4;
+
 // One output of one run, on the host, as doubles (integers and bytes convert exactly).
 struct Output {
   std::string name;

@@ -10,6 +10,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/cpu/dnnl_ops.h"
 #include "kernels/cpu/winograd16_conv.h"
+#include "dnnl.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -17,13 +18,14 @@ namespace {
 
 using test::random_vec;
 
-ConvDesc same16(int n, int h, int w) {
+ConvDesc same16(int n, int h, int w, int c = 16) {
   ConvDesc d;
-  d.n = n, d.h = h, d.w = w, d.c = 16, d.k = 16, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
+  d.n = n, d.h = h, d.w = w, d.c = c, d.k = c, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
   return d;
 }
 
-size_t map_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * 16; }
+size_t map_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
+size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * 9 * d.c; }
 constexpr size_t kFilters = 16 * 3 * 3 * 16;
 
 // Winograd's transforms round differently from a direct sum: compare against the sums' scale, which grows with
@@ -42,10 +44,17 @@ std::vector<ConvDesc> shapes() {
           same16(1, 3, 30), same16(2, 16, 13), same16(1, 11, 26)};
 }
 
-TEST(Winograd16, MatchesReference) {
-  for (const ConvDesc& d : shapes()) {
-    ASSERT_TRUE(winograd16_ok(d)) << d.h << "x" << d.w;
-    const auto x = random_vec(map_size(d), 1), w = random_vec(kFilters, 2, -0.3f, 0.3f), b = random_vec(16, 3);
+// 32 and 64 channels (winograd_wide_ok): ResNet-20's later stages (16x16 and 8x8 maps, where a block of tiles
+// spans images), maps cut by the edges, smaller than a tile, and a batch whose last block is partial.
+std::vector<ConvDesc> wide_shapes() {
+  return {same16(2, 16, 16, 32), same16(3, 8, 8, 64), same16(2, 7, 9, 32), same16(3, 1, 2, 64),
+          same16(5, 6, 5, 64),   same16(1, 13, 3, 32)};
+}
+
+void check_against_reference(const ConvDesc& d) {
+  {
+    const size_t filters = filter_size(d);
+    const auto x = random_vec(map_size(d), 1), w = random_vec(filters, 2, -0.3f, 0.3f), b = random_vec(d.k, 3);
     const auto dy = random_vec(map_size(d), 4);
     for (bool bias : {false, true}) {
       std::vector<float> y(map_size(d), 7.f), want(map_size(d));
@@ -58,11 +67,64 @@ TEST(Winograd16, MatchesReference) {
     conv2d_backward_data_cpu(d, dy.data(), w.data(), want_dx.data());
     expect_close(dx, want_dx, "dx", d);
     // The filter gradient accumulates onto what is there; sums over up to n * h * w pixels.
-    std::vector<float> dw(kFilters, 0.5f), want_dw(kFilters, 0.5f);
+    std::vector<float> dw(filters, 0.5f), want_dw(filters, 0.5f);
     winograd16_backward_filter(2, d, x.data(), dy.data(), dw.data());
     conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), nullptr);
     expect_close(dw, want_dw, "dw", d, static_cast<double>(d.n) * d.h * d.w);
   }
+}
+
+TEST(Winograd16, MatchesReference) {
+  for (const ConvDesc& d : shapes()) {
+    ASSERT_TRUE(winograd16_ok(d) && !winograd_wide_ok(d)) << d.h << "x" << d.w;
+    check_against_reference(d);
+  }
+}
+
+TEST(WinogradWide, MatchesReference) {
+  for (const ConvDesc& d : wide_shapes()) {
+    ASSERT_TRUE(winograd_wide_ok(d) && !winograd16_ok(d)) << d.c << " " << d.h << "x" << d.w;
+    check_against_reference(d);
+  }
+}
+
+TEST(WinogradWide, SameBitsForAnyThreadCount) {
+  for (const ConvDesc& d : {same16(13, 8, 8, 64), same16(9, 16, 16, 32)}) {
+    const size_t filters = filter_size(d);
+    const auto x = random_vec(map_size(d), 5), w = random_vec(filters, 6, -0.3f, 0.3f), b = random_vec(d.k, 7);
+    const auto dy = random_vec(map_size(d), 8);
+    std::vector<float> y1(map_size(d)), dx1(map_size(d)), dw1(filters, 0.f);
+    winograd16_forward(1, d, x.data(), w.data(), b.data(), y1.data());
+    winograd16_backward_data(1, d, x.data(), w.data(), dx1.data());
+    winograd16_backward_filter(1, d, x.data(), dy.data(), dw1.data());
+    for (int threads : {2, 3}) {
+      std::vector<float> y(map_size(d)), dx(map_size(d)), dw(filters, 0.f);
+      winograd16_forward(threads, d, x.data(), w.data(), b.data(), y.data());
+      winograd16_backward_data(threads, d, x.data(), w.data(), dx.data());
+      winograd16_backward_filter(threads, d, x.data(), dy.data(), dw.data());
+      EXPECT_TRUE(y == y1) << d.c << " channels, " << threads << " threads";
+      EXPECT_TRUE(dx == dx1) << d.c << " channels, " << threads << " threads";
+      EXPECT_TRUE(dw == dw1) << d.c << " channels, " << threads << " threads";
+    }
+  }
+}
+
+TEST(WinogradWide, TakesOnlyItsShapes) {
+  ConvDesc d = same16(2, 8, 8, 32);
+  EXPECT_TRUE(winograd_wide_ok(d));
+  d.c = d.k = 64;
+  EXPECT_TRUE(winograd_wide_ok(d));
+  ConvDesc other = d;
+  other.c = other.k = 48;
+  EXPECT_FALSE(winograd_wide_ok(other));
+  other = d, other.k = 32;
+  EXPECT_FALSE(winograd_wide_ok(other));
+  other = d, other.stride_h = other.stride_w = 2;
+  EXPECT_FALSE(winograd_wide_ok(other));
+  other = d, other.x_layout = other.y_layout = ActLayout::kNChw16c;
+  EXPECT_FALSE(winograd_wide_ok(other));
+  other = d, other.groups = 64;
+  EXPECT_FALSE(winograd_wide_ok(other));
 }
 
 // Each output pixel is summed on its own: 1, 2 and 3 threads give the same bits (large enough a batch that the
@@ -139,6 +201,36 @@ TEST(Winograd16, DnnlOpsRoutesThem) {
     std::vector<float> y32(map_size(d) * 2);
     ops.conv_forward(wide, x.data(), w32.data(), nullptr, y32.data());
     EXPECT_EQ(ops.small_conv_runs(), allowed ? 3u : 0u);
+  }
+}
+
+// 32 and 64 channels: DnnlOps runs them here only where oneDNN has no Winograd kernel of its own (below
+// AVX-512; above it oneDNN's Winograd and blocked activations take these shapes), and not under
+// CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0. The results match the reference on either path.
+TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
+  const bool onednn_winograd = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  for (int c : {32, 64}) {
+    const ConvDesc d = same16(3, 8, 8, c);
+    const size_t filters = filter_size(d);
+    const auto x = random_vec(map_size(d), 8), w = random_vec(filters, 9, -0.3f, 0.3f);
+    const auto dy = random_vec(map_size(d), 10);
+    for (const char* off : {"", "CNNTRAIN_SMALL_CONV", "CNNTRAIN_WINOGRAD"}) {
+      if (*off) setenv(off, "0", 1);
+      DnnlOps ops(2);
+      if (*off) unsetenv(off);
+      std::vector<float> y(map_size(d)), dx(map_size(d)), dw(filters, 0.f), want(map_size(d));
+      ops.conv_forward(d, x.data(), w.data(), nullptr, y.data());
+      conv2d_forward_cpu(d, x.data(), w.data(), nullptr, want.data());
+      expect_close(y, want, "y through DnnlOps", d);
+      ops.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw.data(), nullptr, dx.data());
+      conv2d_backward_data_cpu(d, dy.data(), w.data(), want.data());
+      expect_close(dx, want, "dx through DnnlOps", d);
+      std::vector<float> want_dw(filters, 0.f);
+      conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), nullptr);
+      expect_close(dw, want_dw, "dw through DnnlOps", d, static_cast<double>(d.n) * d.h * d.w);
+      const bool own = !onednn_winograd && !*off;
+      EXPECT_EQ(ops.small_conv_runs(), own ? 3u : 0u) << c << " channels, off: " << off;
+    }
   }
 }
 
