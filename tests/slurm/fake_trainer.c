@@ -8,7 +8,8 @@
 // writing a final checkpoint. The "weights" are one number updated every step by a step-dependent rule that
 // does not commute, so a resumed run ends with the same final checkpoint as an uninterrupted one only if it
 // restarted from exactly the checkpointed state. FAKE_EXIT_CODE=N makes it fail with N right after start-up;
-// FAKE_CRASH makes it die on SIGSEGV (crash_if_asked).
+// FAKE_CRASH makes it die on SIGSEGV (crash_if_asked). FAKE_DIE_LEAVING=1: after a preemption checkpoint and its
+// end record, rank 0 dies on SIGKILL before MPI_Finalize (a rank lost on its way out; srun then reports 137).
 #include <dirent.h>
 #include <errno.h>
 #include <mpi.h>
@@ -170,6 +171,10 @@ int main(int argc, char** argv) {
              step - 1);
       append("log.txt", "fake_trainer: got signal %d; checkpoint at step %d written; exiting 75\n", stop, step - 1);
       append("metrics.jsonl", "{\"event\":\"end\",\"status\":\"preempted\",\"steps\":%d}\n", step - 1);
+      if (rank == 0 && getenv("FAKE_DIE_LEAVING")) {
+        fprintf(stderr, "fake_trainer: dying on SIGKILL after the end record as FAKE_DIE_LEAVING asks\n");
+        raise(SIGKILL);
+      }
       MPI_Finalize();
       return 75;
     }

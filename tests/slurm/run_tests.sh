@@ -58,18 +58,22 @@ newest_checkpoint() {
 }
 REFERENCE=""   # final checkpoint of the uninterrupted run
 
+# The report ends with what says most (the job's output: the batch script's notes and the ranks' stderr), so
+# that a log cut in the middle still shows it.
 fail() {
   {
     echo "FAIL [$NAME] job ${JOB:-none}: $*"
-    if [[ -n $JOB ]]; then
-      echo "---- scontrol show job $JOB"; scontrol show job "$JOB" || true
-      echo "---- job output $T/$JOB.out"; cat "$T/$JOB.out" 2>/dev/null || echo "(none)"
-      echo "---- $(metrics)"; cat "$(metrics)" 2>/dev/null || echo "(none)"
-      echo "---- $CNNTRAIN_RUNS/$JOB/log.txt"; cat "$CNNTRAIN_RUNS/$JOB/log.txt" 2>/dev/null || echo "(none)"
-    fi
+    [[ -z $JOB ]] || { echo "---- scontrol show job -o $JOB"; scontrol show job -o "$JOB" || true; }
     for f in slurmctld slurmd; do
       echo "---- last lines of $CNNTRAIN_SLURM_DIR/log/$f.log"; tail -n 30 "$CNNTRAIN_SLURM_DIR/log/$f.log" || true
     done
+    if [[ -n $JOB ]]; then
+      echo "---- $CNNTRAIN_RUNS/$JOB/log.txt (last lines)"; tail -n 20 "$CNNTRAIN_RUNS/$JOB/log.txt" 2>/dev/null || echo "(none)"
+      echo "---- $(metrics) (last lines)"; tail -n 8 "$(metrics)" 2>/dev/null || echo "(none)"
+      echo "---- job output $T/$JOB.out, without the per-step lines"
+      grep -v '^epoch [0-9]* step ' "$T/$JOB.out" 2>/dev/null | tail -n 60 || echo "(none)"
+      echo "---- end of the report for: FAIL [$NAME] job $JOB: $*"
+    fi
   } >&2
   exit 1
 }
@@ -196,6 +200,21 @@ test_crash_after_start_fails() {
   ! grep -q "relaunching" "$T/$JOB.out" || fail "a trainer that had started was relaunched: $T/$JOB.out"
 }
 
+# A rank that dies on its way out after the checkpoint and the end record were written (a crash in MPI's
+# teardown, the OOM killer): srun reports 137, but nothing is lost, so the job must still be requeued and resume.
+test_killed_leaving_still_requeued() {
+  export CNNTRAIN_BIN=$STANDIN CNNTRAIN_ARGS="--train.max_steps 40" FAKE_DIE_LEAVING=1
+  submit
+  unset FAKE_DIE_LEAVING
+  wait_until "the stand-in logged step $SIGNAL_AFTER_STEP" trained_past "$SIGNAL_AFTER_STEP"
+  scancel --signal=TERM "$JOB" || fail "scancel --signal=TERM $JOB failed"
+  wait_until "the job was requeued (137 after a preempted end record -> 75 -> scontrol requeue)" requeued
+  grep -q "srun returned 137, but .* ends with status preempted" "$T/$JOB.out" ||
+    fail "srun did not return 137, or the script did not say why it requeued: $T/$JOB.out"
+  release_requeued
+  expect_completed 1
+}
+
 test_cancel_is_final() {
   submit
   wait_until "the trainer logged step $SIGNAL_AFTER_STEP" trained_past "$SIGNAL_AFTER_STEP"
@@ -265,6 +284,7 @@ run_test "SIGUSR1 to the batch shell -> checkpoint, requeue, resume" preempt_cyc
 # What preemption does: the job steps get SIGTERM directly.
 run_test "SIGTERM to the training step -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM
 run_test "SIGTERM to the batch shell -> checkpoint, requeue, resume" preempt_cycle scancel --signal=TERM --batch
+run_test "a rank killed on its way out after the checkpoint (srun 137) -> requeue, resume" test_killed_leaving_still_requeued
 run_test "scancel JOBID (SIGTERM, job cancelled) ends the job without a requeue" test_cancel_is_final
 run_test "a failing trainer's exit code passes through, no requeue" test_failure_passes_through
 run_test "a crash before the trainer starts -> the step is relaunched, the job completes" test_startup_crash_relaunched
