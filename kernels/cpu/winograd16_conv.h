@@ -1,5 +1,5 @@
-// 3x3 "same" convolutions with 16 input and 16 output channels (also 32 and 64, below) on Winograd F(4x4, 3x3),
-// which the fast CPU backend runs instead of oneDNN's direct kernels: ResNet-20's first stage (6 such
+// 3x3 "same" convolutions with 16 input and 16 output channels (also 32, 64 and 128, below) on Winograd
+// F(4x4, 3x3), which the fast CPU backend runs instead of oneDNN's direct kernels: ResNet-20's first stage (6 such
 // convolutions, 51 of a ~130 ms step at 90% of the FMA peak on oneDNN's brgconv; oneDNN's own Winograd is slower
 // there, docs/perf.md).
 // A 4x4 output tile needs 36 products per (input, output) channel pair instead of 144, at the cost of the tile
@@ -21,8 +21,9 @@ namespace cnn {
 // Whether the calls below take `d`: 16 -> 16 channels, 3x3, stride 1, padding 1, groups 1, no dilation, NHWC,
 // and an AVX2/FMA build.
 bool winograd16_ok(const ConvDesc& d);
-// The same for 32 -> 32 and 64 -> 64 channels (ResNet-20's second and third stages). The products are 16 output
-// channels at a time over all input channels, and a block of tiles may span several images (an 8x8 map has 4).
+// The same for 32 -> 32, 64 -> 64 and 128 -> 128 channels (ResNet-20's second and third stages, ResNet-50's
+// first two). The products are 16 output channels at a time over all input channels, and a block of tiles may
+// span several images (an 8x8 map has 4).
 // DnnlOps uses them only where oneDNN has no Winograd kernel of its own (below AVX-512: docs/perf.md).
 bool winograd_wide_ok(const ConvDesc& d);
 
@@ -30,8 +31,8 @@ bool winograd_wide_ok(const ConvDesc& d);
 void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
 // dx = dL/dx (overwritten).
 void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx);
-// dw += dL/dw (no bias): the transformed-domain sums are kept per chunk of 4 images and added in chunk order, so
-// the result has the same bits for any thread count.
+// dw += dL/dw (no bias): the transformed-domain sums are kept per chunk of images (4 at 16 channels, 8 at 32,
+// 16 above) and added in chunk order, so the result has the same bits for any thread count.
 void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw);
 
 }  // namespace cnn

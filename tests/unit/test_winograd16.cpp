@@ -29,10 +29,11 @@ size_t filter_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * 9 * d.
 constexpr size_t kFilters = 16 * 3 * 3 * 16;
 
 // Winograd's transforms round differently from a direct sum: compare against the sums' scale, which grows with
-// the square root of the terms summed (144 for an output or input pixel, n * h * w for a filter tap).
+// the square root of the terms summed (9 * channels for an output or input pixel, n * h * w for a filter tap).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what,
-                  const ConvDesc& d, double terms = 144) {
+                  const ConvDesc& d, double terms = 0) {
   ASSERT_EQ(got.size(), want.size());
+  if (terms <= 0) terms = 9.0 * d.c;
   const float tol = 2e-5f * static_cast<float>(std::sqrt(std::max(1.0, terms / 144)));
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], tol * (4.f + std::fabs(want[i])))
@@ -44,11 +45,12 @@ std::vector<ConvDesc> shapes() {
           same16(1, 3, 30), same16(2, 16, 13), same16(1, 11, 26)};
 }
 
-// 32 and 64 channels (winograd_wide_ok): ResNet-20's later stages (16x16 and 8x8 maps, where a block of tiles
-// spans images), maps cut by the edges, smaller than a tile, and a batch whose last block is partial.
+// 32, 64 and 128 channels (winograd_wide_ok): ResNet-20's later stages (16x16 and 8x8 maps, where a block of
+// tiles spans images), ResNet-50's 128-channel stage (28x28), maps cut by the edges, smaller than a tile, and a
+// batch whose last block is partial.
 std::vector<ConvDesc> wide_shapes() {
   return {same16(2, 16, 16, 32), same16(3, 8, 8, 64), same16(2, 7, 9, 32), same16(3, 1, 2, 64),
-          same16(5, 6, 5, 64),   same16(1, 13, 3, 32)};
+          same16(5, 6, 5, 64),   same16(1, 13, 3, 32), same16(2, 7, 7, 128), same16(3, 5, 2, 128)};
 }
 
 void check_against_reference(const ConvDesc& d) {
@@ -91,6 +93,8 @@ TEST(WinogradWide, MatchesReference) {
 TEST(WinogradWide, TakesOnlyItsShapes) {
   ConvDesc d = same16(2, 8, 8, 32);
   EXPECT_TRUE(winograd_wide_ok(d));
+  d.c = d.k = 128;
+  EXPECT_TRUE(winograd_wide_ok(d));
   d.c = d.k = 64;
   EXPECT_TRUE(winograd_wide_ok(d));
   ConvDesc other = d;
@@ -107,9 +111,11 @@ TEST(WinogradWide, TakesOnlyItsShapes) {
 }
 
 // Each output pixel is summed on its own, the filter gradient in fixed chunks of images: 1, 2 and 3 threads
-// give the same bits (batches large enough that the kernels do use the threads), at 16, 32 and 64 channels.
+// give the same bits (batches large enough that the kernels do use the threads), at 16, 32, 64 and 128
+// channels.
 TEST(Winograd16, SameBitsForAnyThreadCount) {
-  for (const ConvDesc& d : {same16(40, 32, 32), same16(9, 16, 16, 32), same16(13, 8, 8, 64)}) {
+  for (const ConvDesc& d :
+       {same16(40, 32, 32), same16(9, 16, 16, 32), same16(13, 8, 8, 64), same16(20, 7, 7, 128)}) {
     const size_t filters = filter_size(d);
     const auto x = random_vec(map_size(d), 5), w = random_vec(filters, 6, -0.3f, 0.3f), b = random_vec(d.k, 7);
     const auto dy = random_vec(map_size(d), 8);
@@ -185,12 +191,12 @@ TEST(Winograd16, DnnlOpsRoutesThem) {
   }
 }
 
-// 32 and 64 channels: DnnlOps runs them here only where oneDNN has no Winograd kernel of its own (below
+// 32, 64 and 128 channels: DnnlOps runs them here only where oneDNN has no Winograd kernel of its own (below
 // AVX-512; above it oneDNN's Winograd and blocked activations take these shapes), and not under
 // CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0. The results match the reference on either path.
 TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
   const bool onednn_winograd = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-  for (int c : {32, 64}) {
+  for (int c : {32, 64, 128}) {
     const ConvDesc d = same16(3, 8, 8, c);
     const size_t filters = filter_size(d);
     const auto x = random_vec(map_size(d), 8), w = random_vec(filters, 9, -0.3f, 0.3f);
