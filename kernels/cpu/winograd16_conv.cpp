@@ -152,30 +152,34 @@ void input_tile(const float* pixels, size_t row, int ch, float* v, int step) {
   }
 }
 
-// For one tile element: m[t][co] = sum over ci of v[t][ci] * u[ci][co] for the block's T tiles, the input
-// channels in order; 16 output channels (two vectors per tile) at a time.
+// For one tile element and output channels cb .. cb + 15: m[t][co] = sum over ci of v[t][ci] * u[ci][co] for the
+// block's T tiles, the input channels in order (two vectors per tile).
 template <int C, int T>
-void products(const float* u, const float* v, float* m) {
-  for (int cb = 0; cb < C; cb += 16) {
-    __m256 acc[T][2];
+void panel(const float* u, const float* v, int cb, float* m) {
+  __m256 acc[T][2];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
 #pragma GCC unroll 2
-    for (int ci = 0; ci < C; ++ci) {
-      const __m256 u0 = _mm256_loadu_ps(u + ci * C + cb), u1 = _mm256_loadu_ps(u + ci * C + cb + 8);
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const __m256 b = _mm256_broadcast_ss(v + t * C + ci);
-        acc[t][0] = _mm256_fmadd_ps(b, u0, acc[t][0]);
-        acc[t][1] = _mm256_fmadd_ps(b, u1, acc[t][1]);
-      }
-    }
+  for (int ci = 0; ci < C; ++ci) {
+    const __m256 u0 = _mm256_loadu_ps(u + ci * C + cb), u1 = _mm256_loadu_ps(u + ci * C + cb + 8);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      _mm256_storeu_ps(m + t * kE * C + cb, acc[t][0]);
-      _mm256_storeu_ps(m + t * kE * C + cb + 8, acc[t][1]);
+      const __m256 b = _mm256_broadcast_ss(v + t * C + ci);
+      acc[t][0] = _mm256_fmadd_ps(b, u0, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(b, u1, acc[t][1]);
     }
   }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    _mm256_storeu_ps(m + t * kE * C + cb, acc[t][0]);
+    _mm256_storeu_ps(m + t * kE * C + cb + 8, acc[t][1]);
+  }
+}
+
+// All C output channels, 16 at a time.
+template <int C, int T>
+void products(const float* u, const float* v, float* m) {
+  for (int cb = 0; cb < C; cb += 16) panel<C, T>(u, v, cb, m);
 }
 
 // A^T M A + bias for eight output channels from ch of one tile (m[e * C]), stored where inside the output.
@@ -252,12 +256,78 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   work(omp_get_thread_num(), omp_get_num_threads());
 }
 
+// From 256 channels a tile element's transformed filters (C x C floats, 256 KB at 256 channels) no longer stay
+// in cache over a block's products: a larger block of tiles is transformed first, and the products run one
+// 16-channel panel of U at a time over all of the block's tiles, so U is read once per block of up to
+// wide_tiles(C) tiles instead of once per kBlock. Each output is the same sum in the same order as in run().
+constexpr int wide_tiles(int c) { return 24576 / c; }  // 96 tiles at 256 channels
+using PanelFn = void (*)(const float*, const float*, int, float*);
+template <int C>
+constexpr std::array<PanelFn, kBlock + 1> kPanels = {nullptr,     panel<C, 1>, panel<C, 2>, panel<C, 3>,
+                                                     panel<C, 4>, panel<C, 5>, panel<C, 6>};
+
+template <int C>
+void run_wide(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
+  constexpr int kMax = wide_tiles(C);
+  const long long tiles = static_cast<long long>(g.n) * g.th * g.tw;
+  const size_t image = static_cast<size_t>(g.h) * g.w * C;
+  if (static_cast<size_t>(g.n) * image < min_parallel_elements()) threads = 1;
+  threads = std::max(threads, 1);
+  // Blocks of S tiles: a multiple of kBlock, at most kMax, and small enough to give every thread work.
+  const long long per_thread = (tiles + threads - 1) / threads;
+  const int S = static_cast<int>(std::min<long long>(kMax, (per_thread + kBlock - 1) / kBlock * kBlock));
+  const long long blocks = (tiles + S - 1) / S;
+  threads = static_cast<int>(std::min<long long>(threads, blocks));
+  auto work = [&](int id, int nt) {
+    struct Buffers {
+      std::vector<float> v = std::vector<float>(static_cast<size_t>(kE) * kMax * C);  // [e][tile][ci]
+      std::vector<float> m = std::vector<float>(static_cast<size_t>(kE) * kMax * C);  // [tile][e][co]
+      std::vector<float> edge = std::vector<float>(kE * C);
+    };
+    static thread_local Buffers s;  // one per thread and C
+    for (long long b = blocks * id / nt; b < blocks * (id + 1) / nt; ++b) {
+      const long long t0 = b * S;
+      const int T = static_cast<int>(std::min<long long>(S, tiles - t0)), step = T * C;
+      for (int t = 0; t < T; ++t) {
+        int n, i, j;
+        g.tile(t0 + t, &n, &i, &j);
+        size_t row;
+        const float* pixels = tile_pixels<C>(g, x + n * image, i, j, s.edge.data(), &row);
+        for (int ch = 0; ch < C; ch += 8) input_tile<C>(pixels, row, ch, s.v.data() + t * C + ch, step);
+      }
+      for (int e = 0; e < kE; ++e)
+        for (int cb = 0; cb < C; cb += 16)
+          for (int tb = 0; tb < T; tb += kBlock)
+            kPanels<C>[std::min(kBlock, T - tb)](u + e * C * C, s.v.data() + e * step + tb * C, cb,
+                                                 s.m.data() + tb * kE * C + e * C);
+      for (int t = 0; t < T; ++t) {
+        int n, i, j;
+        g.tile(t0 + t, &n, &i, &j);
+        for (int ch = 0; ch < C; ch += 8)
+          output_tile<C>(g, s.m.data() + t * kE * C, ch, bias, y + n * image, 4 * i, 4 * j);
+      }
+    }
+  };
+  if (threads == 1) return work(0, 1);
+#pragma omp parallel num_threads(threads)
+  work(omp_get_thread_num(), omp_get_num_threads());
+}
+
+template <int C>
+void convolve(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
+  if constexpr (C >= 256)
+    run_wide<C>(threads, g, x, u, bias, y);
+  else
+    run<C>(threads, g, x, u, bias, y);
+}
+
 // --- Backward-weights: dW = G^T [sum over tiles of (B^T d B) .* (A dY A^T)] G, per channel pair ---
 
 // Tiles transformed together for backward-weights: each group reads and writes the C x C sums of all 36 tile
-// elements once, which from 32 channels costs more than its tiles' products unless the group is larger.
-constexpr int group_tiles(int c) { return c == 16 ? 8 : 16; }
-constexpr int kMaxGroup = 16;
+// elements once, which from 32 channels costs more than its tiles' products unless the group is larger (the
+// sums are 9.4 MB at 256 channels).
+constexpr int group_tiles(int c) { return c == 16 ? 8 : c <= 128 ? 16 : 64; }
+constexpr int kMaxGroup = 64;
 // Images per partial sum of backward-weights: each chunk zeroes, fills and adds 36 C x C sums (590 KB at 64
 // channels), so wider convolutions take more images per chunk. Fixed per C: the same bits for any thread count.
 constexpr int chunk_images(int c) { return c == 16 ? 4 : c == 32 ? 8 : 16; }
@@ -372,7 +442,7 @@ void forward_c(int threads, const ConvDesc& d, const float* x, const float* w, c
       threads, [w](int co, int ci, int r, int s) { return w[((co * 3 + r) * 3 + s) * C + ci]; }, u.data());
   float bias[C] = {};
   if (b) std::copy(b, b + C, bias);
-  run<C>(threads, Geom(d), x, u.data(), bias, y);
+  convolve<C>(threads, Geom(d), x, u.data(), bias, y);
 }
 
 template <int C>
@@ -384,7 +454,7 @@ void backward_data_c(int threads, const ConvDesc& d, const float* dy, const floa
   transform_filters<C>(
       threads, [w](int co, int ci, int r, int s) { return w[((ci * 3 + 2 - r) * 3 + 2 - s) * C + co]; }, u.data());
   const float bias[C] = {};
-  run<C>(threads, Geom(d), dy, u.data(), bias, dx);
+  convolve<C>(threads, Geom(d), dy, u.data(), bias, dx);
 }
 
 template <int C>
@@ -436,14 +506,15 @@ bool same3x3(const ConvDesc& d, int c) {
 }  // namespace
 
 bool winograd16_ok(const ConvDesc& d) { return same3x3(d, 16); }
-bool winograd_wide_ok(const ConvDesc& d) { return same3x3(d, 32) || same3x3(d, 64) || same3x3(d, 128); }
+bool winograd_wide_ok(const ConvDesc& d) { return same3x3(d, 32) || same3x3(d, 64) || same3x3(d, 128) || same3x3(d, 256); }
 
 void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
   switch (d.c) {
     case 16: return forward_c<16>(threads, d, x, w, b, y);
     case 32: return forward_c<32>(threads, d, x, w, b, y);
     case 64: return forward_c<64>(threads, d, x, w, b, y);
-    default: return forward_c<128>(threads, d, x, w, b, y);
+    case 128: return forward_c<128>(threads, d, x, w, b, y);
+    default: return forward_c<256>(threads, d, x, w, b, y);
   }
 }
 
@@ -452,7 +523,8 @@ void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, c
     case 16: return backward_data_c<16>(threads, d, dy, w, dx);
     case 32: return backward_data_c<32>(threads, d, dy, w, dx);
     case 64: return backward_data_c<64>(threads, d, dy, w, dx);
-    default: return backward_data_c<128>(threads, d, dy, w, dx);
+    case 128: return backward_data_c<128>(threads, d, dy, w, dx);
+    default: return backward_data_c<256>(threads, d, dy, w, dx);
   }
 }
 
@@ -461,7 +533,8 @@ void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, 
     case 16: return backward_filter_c<16>(threads, d, x, dy, dw);
     case 32: return backward_filter_c<32>(threads, d, x, dy, dw);
     case 64: return backward_filter_c<64>(threads, d, x, dy, dw);
-    default: return backward_filter_c<128>(threads, d, x, dy, dw);
+    case 128: return backward_filter_c<128>(threads, d, x, dy, dw);
+    default: return backward_filter_c<256>(threads, d, x, dy, dw);
   }
 }
 

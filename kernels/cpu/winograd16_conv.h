@@ -1,4 +1,4 @@
-// 3x3 "same" convolutions with 16 input and 16 output channels (also 32, 64 and 128, below) on Winograd
+// 3x3 "same" convolutions with 16 input and 16 output channels (also 32 to 256, below) on Winograd
 // F(4x4, 3x3), which the fast CPU backend runs instead of oneDNN's direct kernels: ResNet-20's first stage (6 such
 // convolutions, 51 of a ~130 ms step at 90% of the FMA peak on oneDNN's brgconv; oneDNN's own Winograd is slower
 // there, docs/perf.md).
@@ -21,9 +21,11 @@ namespace cnn {
 // Whether the calls below take `d`: 16 -> 16 channels, 3x3, stride 1, padding 1, groups 1, no dilation, NHWC,
 // and an AVX2/FMA build.
 bool winograd16_ok(const ConvDesc& d);
-// The same for 32 -> 32, 64 -> 64 and 128 -> 128 channels (ResNet-20's second and third stages, ResNet-50's
-// first two). The products are 16 output channels at a time over all input channels, and a block of tiles may
-// span several images (an 8x8 map has 4).
+// The same for 32 -> 32, 64 -> 64, 128 -> 128 and 256 -> 256 channels (ResNet-20's second and third stages,
+// ResNet-50's first three). The products are 16 output channels at a time over all input channels, and a block
+// of tiles may span several images (an 8x8 map has 4); at 256 channels, blocks of up to 96 tiles run one
+// 16-channel panel of the transformed filters at a time. Not 512 (7x7 maps, where these tiles waste a quarter of
+// their outputs): oneDNN's direct kernels are faster there.
 // DnnlOps uses them only where oneDNN has no Winograd kernel of its own (below AVX-512: docs/perf.md).
 bool winograd_wide_ok(const ConvDesc& d);
 

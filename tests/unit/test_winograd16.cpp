@@ -45,12 +45,13 @@ std::vector<ConvDesc> shapes() {
           same16(1, 3, 30), same16(2, 16, 13), same16(1, 11, 26)};
 }
 
-// 32, 64 and 128 channels (winograd_wide_ok): ResNet-20's later stages (16x16 and 8x8 maps, where a block of
-// tiles spans images), ResNet-50's 128-channel stage (28x28), maps cut by the edges, smaller than a tile, and a
-// batch whose last block is partial.
+// 32 to 256 channels (winograd_wide_ok): ResNet-20's later stages (16x16 and 8x8 maps, where a block of tiles
+// spans images), ResNet-50's 128- and 256-channel stages (28x28, 14x14), maps cut by the edges, smaller than a
+// tile, and a batch whose last block is partial.
 std::vector<ConvDesc> wide_shapes() {
   return {same16(2, 16, 16, 32), same16(3, 8, 8, 64), same16(2, 7, 9, 32), same16(3, 1, 2, 64),
-          same16(5, 6, 5, 64),   same16(1, 13, 3, 32), same16(2, 7, 7, 128), same16(3, 5, 2, 128)};
+          same16(5, 6, 5, 64),   same16(1, 13, 3, 32), same16(2, 7, 7, 128), same16(3, 5, 2, 128),
+          same16(2, 6, 7, 256),  same16(1, 3, 3, 256)};
 }
 
 void check_against_reference(const ConvDesc& d) {
@@ -93,6 +94,10 @@ TEST(WinogradWide, MatchesReference) {
 TEST(WinogradWide, TakesOnlyItsShapes) {
   ConvDesc d = same16(2, 8, 8, 32);
   EXPECT_TRUE(winograd_wide_ok(d));
+  d.c = d.k = 256;
+  EXPECT_TRUE(winograd_wide_ok(d));
+  d.c = d.k = 512;
+  EXPECT_FALSE(winograd_wide_ok(d));
   d.c = d.k = 128;
   EXPECT_TRUE(winograd_wide_ok(d));
   d.c = d.k = 64;
@@ -111,11 +116,11 @@ TEST(WinogradWide, TakesOnlyItsShapes) {
 }
 
 // Each output pixel is summed on its own, the filter gradient in fixed chunks of images: 1, 2 and 3 threads
-// give the same bits (batches large enough that the kernels do use the threads), at 16, 32, 64 and 128
-// channels.
+// give the same bits (batches large enough that the kernels do use the threads), at 16 to 256 channels.
 TEST(Winograd16, SameBitsForAnyThreadCount) {
   for (const ConvDesc& d :
-       {same16(40, 32, 32), same16(9, 16, 16, 32), same16(13, 8, 8, 64), same16(20, 7, 7, 128)}) {
+       {same16(40, 32, 32), same16(9, 16, 16, 32), same16(13, 8, 8, 64), same16(20, 7, 7, 128),
+        same16(20, 6, 5, 256)}) {
     const size_t filters = filter_size(d);
     const auto x = random_vec(map_size(d), 5), w = random_vec(filters, 6, -0.3f, 0.3f), b = random_vec(d.k, 7);
     const auto dy = random_vec(map_size(d), 8);
@@ -191,12 +196,12 @@ TEST(Winograd16, DnnlOpsRoutesThem) {
   }
 }
 
-// 32, 64 and 128 channels: DnnlOps runs them here only where oneDNN has no Winograd kernel of its own (below
+// 32 to 256 channels: DnnlOps runs them here only where oneDNN has no Winograd kernel of its own (below
 // AVX-512; above it oneDNN's Winograd and blocked activations take these shapes), and not under
 // CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0. The results match the reference on either path.
 TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
   const bool onednn_winograd = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-  for (int c : {32, 64, 128}) {
+  for (int c : {32, 64, 128, 256}) {
     const ConvDesc d = same16(3, 8, 8, c);
     const size_t filters = filter_size(d);
     const auto x = random_vec(map_size(d), 8), w = random_vec(filters, 9, -0.3f, 0.3f);
