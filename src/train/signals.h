@@ -9,6 +9,8 @@
 // A SIGINT that the process inherited ignored (`nohup`, a background job of a non-interactive shell) stays
 // ignored, as for any Unix program. SIGPIPE is ignored: a write to a dead peer's socket then fails with EPIPE
 // and is reported, instead of killing the rank silently.
+// The stop signals are taken by one thread (sigwait); every other thread blocks them, because a handler that
+// interrupts oneDNN's generated f32 GEMM corrupts the heap (signals.cpp).
 #pragma once
 
 namespace cnn {
