@@ -506,7 +506,9 @@ bool same3x3(const ConvDesc& d, int c) {
 }  // namespace
 
 bool winograd16_ok(const ConvDesc& d) { return same3x3(d, 16); }
-bool winograd_wide_ok(const ConvDesc& d) { return same3x3(d, 32) || same3x3(d, 64) || same3x3(d, 128) || same3x3(d, 256); }
+bool winograd_wide_ok(const ConvDesc& d) {
+  return same3x3(d, 32) || same3x3(d, 64) || same3x3(d, 128) || same3x3(d, 256);
+}
 
 void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
   switch (d.c) {
