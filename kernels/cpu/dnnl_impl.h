@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/dnnl_conv_shape.h"
 #include "kernels/cpu/dnnl_ops.h"
+#include "kernels/cpu/gemm_conv.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/small_channel_conv.h"
 #include "kernels/cpu/winograd16_conv.h"
@@ -120,7 +121,7 @@ struct DnnlOps::Impl {
 
   // One parameter's filters in the layout of one primitive, re-laid out only when the parameter version
   // changes (Backend::set_param_version); version 0 (unknown) re-lays them out at every call.
-  enum class Use { kForward, kBackwardData, kFlippedForward };
+  enum class Use { kForward, kBackwardData, kFlippedForward, kFlippedGemm };
   struct Filter {
     memory blocked;
     uint64_t version = 0;
@@ -252,6 +253,23 @@ struct DnnlOps::Impl {
   bool own_winograd(DType t, const ConvDesc& d) const {
     return own_kernels(t) && (winograd16_ok(d) || (wino_allowed && !onednn_winograd_isa && winograd_wide_ok(d)));
   }
+  // Below AVX-512, convolutions with 3x3 (or larger) taps that have no Winograd kernel here (strided ones, 512
+  // channels, C != K; the Winograd shapes stay with oneDNN under CNNTRAIN_WINOGRAD=0) run on cnntrain's
+  // implicit-GEMM kernels (gemm_conv.h), where oneDNN 2.7's jit:avx2 reaches 25-45% of the FMA peak: the forward
+  // from 128 input channels, backward-data from 128 input and output channels (strided ones directly, stride-1 ones
+  // as the forward with flipped filters), backward-weights from 64 input channels (docs/perf.md, ninth pass).
+  // CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN.
+  bool gemm_allowed = [] {
+    const char* e = std::getenv("CNNTRAIN_GEMM_CONV");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  bool own_gemm(DType t, const ConvDesc& d, int min_channels) const {
+    return own_kernels(t) && gemm_allowed && !onednn_winograd_isa && gemm_conv_ok(d) && d.r * d.s > 1 &&
+           d.c >= min_channels && !winograd16_ok(d) && !winograd_wide_ok(d);
+  }
+  bool own_gemm_forward(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128); }
+  bool own_gemm_data(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128) && d.k >= 128 && d.k % 16 == 0; }
+  bool own_gemm_filter(DType t, const ConvDesc& d) const { return own_gemm(t, d, 64); }
   // 4-8 input channels: at 2-3 (RGB first layers) oneDNN's backward-weights is the faster one at one thread
   // (ResNet-20's conv1, 3 -> 16: 1.56 against 2.34 ms), and first layers need no backward-data.
   bool few_channels(DType t, const ConvDesc& d) const { return own_kernels(t) && d.c >= 4 && small_channel_ok(d); }

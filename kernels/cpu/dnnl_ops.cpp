@@ -33,6 +33,11 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
     return winograd16_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
                               static_cast<float*>(y));
   }
+  if (I.own_gemm_forward(t, d)) {
+    ++I.small_runs;
+    return gemm_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
+                             static_cast<float*>(y));
+  }
   Impl::Conv& c = I.conv(d, b != nullptr, t);
   Impl::bind(c.w_user, w);
   auto relayout = [&](const memory& to) { I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}}); };
@@ -54,6 +59,11 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     return winograd16_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
                                     static_cast<float*>(dx));
   }
+  if (I.own_gemm_data(t, d) && (d.stride_h > 1 || d.stride_w > 1)) {
+    ++I.small_runs;
+    return gemm_conv_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
+                                   static_cast<float*>(dx));
+  }
   if (d.plain() && d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
     // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and
     // in/out channels swapped, padded by r-1-pad ("same" padding stays "same"). oneDNN's forward (brgconv)
@@ -61,6 +71,18 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive, as
     // do grouped, dilated and asymmetrically padded convs (whose transposes this flip does not build).
     const ConvDesc tr = Impl::flipped(d);
+    if (I.own_gemm_data(t, d)) {  // as the forward of dy with the flipped filters
+      ++I.small_runs;
+      const size_t count = static_cast<size_t>(d.k) * d.r * d.s * d.c;
+      const memory& wf = I.filters_for(w, Impl::key_of(tr, false, t), Impl::Use::kFlippedGemm,
+                                       memory::desc({static_cast<memory::dim>(count)}, dt::f32, tag::a),
+                                       [&](const memory& to) {
+                                         flip_filters(d, static_cast<const float*>(w),
+                                                      static_cast<float*>(to.get_data_handle()));
+                                       });
+      return gemm_conv_forward(I.threads, tr, static_cast<const float*>(dy),
+                               static_cast<const float*>(wf.get_data_handle()), nullptr, static_cast<float*>(dx));
+    }
     Impl::Conv& ct = I.conv(tr, false, t);
     auto flip = [&](const memory& to) {
       I.w_flip.resize(static_cast<size_t>(d.k) * d.r * d.s * d.c * dtype_size(t));
@@ -111,6 +133,11 @@ void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, co
   if (I.own_winograd(t, d) && !db) {
     ++I.small_runs;
     return winograd16_backward_filter(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(dy), dw);
+  }
+  if (I.own_gemm_filter(t, d)) {
+    ++I.small_runs;
+    return gemm_conv_backward_filter(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(dy), dw,
+                                     db);
   }
   if (d.plain() && d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0) {
     // A 1x1 stride-1 convolution over NHWC is a matrix product over the n*h*w pixels: dw[K,C] += dy^T x.

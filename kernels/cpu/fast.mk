@@ -5,7 +5,7 @@ EXTRA_LDFLAGS += -fopenmp
 $(BUILD)/obj/kernels/cpu/fast_cpu.o $(BUILD)/obj/kernels/cpu/batchnorm_fast.o $(BUILD)/obj/kernels/cpu/dnnl_ops.o \
   $(BUILD)/obj/kernels/cpu/graph_fast.o $(BUILD)/obj/kernels/cpu/batchnorm_blocked.o \
   $(BUILD)/obj/kernels/cpu/single_channel_conv.o $(BUILD)/obj/kernels/cpu/single_channel_rows.o \
-  $(BUILD)/obj/kernels/cpu/small_channel_conv.o \
+  $(BUILD)/obj/kernels/cpu/small_channel_conv.o $(BUILD)/obj/kernels/cpu/gemm_conv.o \
   $(BUILD)/obj/kernels/cpu/winograd16_conv.o: \
   EXTRA_CXXFLAGS += -fopenmp
 # The activation kernels' loops (graph_fast.cpp) pick values with float comparisons (act_derivative's

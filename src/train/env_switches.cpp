@@ -13,6 +13,7 @@ const std::vector<EnvVar>& known_env_vars() {
       {"CNNTRAIN_WINOGRAD", EnvKind::kResults, ""},
       {"CNNTRAIN_BLOCKED_LAYOUT", EnvKind::kResults, ""},
       {"CNNTRAIN_SMALL_CONV", EnvKind::kResults, ""},
+      {"CNNTRAIN_GEMM_CONV", EnvKind::kResults, ""},
       {"CNNTRAIN_MIN_PARALLEL_MFLOP", EnvKind::kResults, ""},
       {"CNNTRAIN_CUDA_GEMM", EnvKind::kResults, ""},
       // The SIMT emulator (kernels/simt/): block and thread order, and with it the order of atomic sums.

@@ -1,0 +1,229 @@
+// The fast CPU backend's implicit-GEMM convolutions (kernels/cpu/gemm_conv.h): the packed product against a
+// double-precision one (rows and columns not multiples of the 6 x 16 register block, sums longer than a slice,
+// transposed operands, accumulation, bias, both ways of splitting the work), the forward and filter-gradient
+// convolutions against the reference kernels (strides, padding, taps on the padding, 1x1 and 5x5 taps, maps cut
+// unevenly), the same bits for 1-3 threads, which shapes they take, and which ones DnnlOps routes to them.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "kernels/conv2d.h"
+#include "kernels/cpu/dnnl_ops.h"
+#include "kernels/cpu/gemm_conv.h"
+#include "dnnl.h"
+#include "tests/common/test_util.h"
+
+namespace cnn {
+namespace {
+
+using test::random_vec;
+
+// c = [c +] A B [+ bias] in double, for GemmArgs' strided operands.
+std::vector<double> naive(const GemmArgs& g, const std::vector<float>& c0) {
+  std::vector<double> c(static_cast<size_t>(g.m) * g.ldc);
+  for (long i = 0; i < g.m; ++i)
+    for (long j = 0; j < g.n; ++j) {
+      double s = g.accumulate ? c0[i * g.ldc + j] : g.bias ? g.bias[j] : 0.0;
+      for (long q = 0; q < g.kdim; ++q) s += double(g.a[i * g.a_rs + q * g.a_cs]) * g.b[q * g.b_rs + j * g.b_cs];
+      c[i * g.ldc + j] = s;
+    }
+  return c;
+}
+
+struct Case {
+  long m, n, kdim;
+  bool a_t, b_t;  // operands stored transposed
+  bool accumulate, bias;
+};
+
+// Every shape through 1, 2 and 3 threads: within a few ulps of the sums (|terms| summed) of the double product,
+// the same bits for every thread count, and the padding columns of c untouched.
+TEST(PackedGemm, MatchesDoubleProductWithSameBitsForAnyThreadCount) {
+  const Case cases[] = {
+      {1, 1, 1, false, false, false, false},     {7, 17, 5, false, false, false, true},
+      {13, 33, 300, true, false, true, false},   {100, 50, 600, false, true, false, true},
+      {6, 16, 256, true, true, true, false},     {500, 40, 70, false, true, true, false},   // many rows: B packed once
+      {30, 64, 3000, true, false, true, false},  // a long sum, few rows: B packed per slice and thread, split
+      {40, 24, 2000, true, false, false, false}, // over column slivers (2 threads) or rows (3)
+      {12, 20, 0, false, false, false, true},    // an empty sum: bias only
+  };
+  for (const Case& k : cases) {
+    const long ldc = k.n + 3;
+    const auto a = random_vec(static_cast<size_t>(k.m) * std::max(1L, k.kdim), 1);
+    const auto b = random_vec(static_cast<size_t>(std::max(1L, k.kdim)) * k.n, 2);
+    const auto bias = random_vec(k.n, 3);
+    const auto c0 = random_vec(static_cast<size_t>(k.m) * ldc, 4);
+    GemmArgs g;
+    g.m = k.m, g.n = k.n, g.kdim = k.kdim;
+    g.a = a.data(), g.a_rs = k.a_t ? 1 : k.kdim, g.a_cs = k.a_t ? k.m : 1;
+    g.b = b.data(), g.b_rs = k.b_t ? 1 : k.n, g.b_cs = k.b_t ? k.kdim : 1;
+    g.ldc = ldc, g.accumulate = k.accumulate, g.bias = k.bias ? bias.data() : nullptr;
+    const std::vector<double> want = naive(g, c0);
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> c = c0;
+      g.c = c.data();
+      packed_gemm(threads, g);
+      for (long i = 0; i < k.m; ++i)
+        for (long j = 0; j < ldc; ++j) {
+          const size_t at = static_cast<size_t>(i) * ldc + j;
+          if (j >= k.n) {
+            ASSERT_EQ(c[at], c0[at]) << "column " << j << " past n written, m" << k.m << " n" << k.n;
+            continue;
+          }
+          const double tol = 2e-6 * (std::sqrt(double(k.kdim) + 1) * 2 + std::fabs(want[at]));
+          ASSERT_NEAR(c[at], want[at], tol) << "m" << k.m << " n" << k.n << " k" << k.kdim << " at " << i << "," << j;
+        }
+      if (threads == 1)
+        first = c;
+      else
+        EXPECT_TRUE(c == first) << "m" << k.m << " n" << k.n << " k" << k.kdim << ": " << threads << " threads";
+    }
+  }
+}
+
+ConvDesc conv(int n, int h, int w, int c, int k, int r, int stride, int pad) {
+  ConvDesc d;
+  d.n = n, d.h = h, d.w = w, d.c = c, d.k = k, d.r = d.s = r;
+  d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad;
+  return d;
+}
+
+size_t x_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.h * d.w * d.c; }
+size_t y_size(const ConvDesc& d) { return static_cast<size_t>(d.n) * d.p() * d.q() * d.k; }
+size_t w_size(const ConvDesc& d) { return static_cast<size_t>(d.k) * d.r * d.s * d.c; }
+
+// Sums of `terms` products of values in [-1, 1]: a few ulps of their scale.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                  const ConvDesc& d, double terms) {
+  ASSERT_EQ(got.size(), want.size());
+  const float tol = 4e-6f * static_cast<float>(std::sqrt(std::max(1.0, terms)));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1.f + std::fabs(want[i])))
+        << what << " [" << i << "] of " << d.c << "->" << d.k << " " << d.r << "x" << d.s << "/" << d.stride_h
+        << " on " << d.n << "x" << d.h << "x" << d.w;
+}
+
+// ResNet-50's and ResNet-18's strided 3x3 layers (small), odd maps whose last window hangs over the padding,
+// 5x5 and 1x1 taps, a 7x7 stem-like stride 2, output channels not a multiple of 16, more than 256 channels
+// (two slices per tap), batch 1; for backward-data also a stride of 3 (one tap per class and axis) and a 1x1
+// stride 2 (three of four classes of input pixels get no tap: zeros).
+std::vector<ConvDesc> shapes() {
+  return {conv(2, 8, 8, 128, 128, 3, 2, 1), conv(3, 7, 9, 32, 48, 3, 2, 1),  conv(2, 5, 6, 16, 20, 3, 1, 1),
+          conv(1, 9, 7, 16, 16, 5, 1, 2),   conv(2, 6, 6, 64, 40, 1, 2, 0),  conv(2, 11, 10, 16, 16, 7, 2, 3),
+          conv(1, 4, 5, 272, 33, 3, 1, 1),  conv(3, 3, 3, 48, 64, 3, 2, 0),  conv(2, 10, 10, 16, 32, 3, 3, 1)};
+}
+
+TEST(GemmConv, MatchesReference) {
+  for (const ConvDesc& d : shapes()) {
+    ASSERT_TRUE(gemm_conv_ok(d)) << d.c << "->" << d.k << " " << d.r << "x" << d.s;
+    const auto x = random_vec(x_size(d), 1), w = random_vec(w_size(d), 2), b = random_vec(d.k, 3);
+    const auto dy = random_vec(y_size(d), 4);
+    const double taps = static_cast<double>(d.r) * d.s * d.c, pixels = static_cast<double>(d.n) * d.p() * d.q();
+    for (bool bias : {false, true}) {
+      std::vector<float> y(y_size(d), 7.f), want(y_size(d));
+      gemm_conv_forward(2, d, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
+      conv2d_forward_cpu(d, x.data(), w.data(), bias ? b.data() : nullptr, want.data());
+      expect_close(y, want, bias ? "y (bias)" : "y", d, taps);
+      if (!bias) {
+        std::vector<float> dx(x_size(d), 7.f), want_dx(x_size(d));
+        gemm_conv_backward_data(2, d, dy.data(), w.data(), dx.data());
+        conv2d_backward_data_cpu(d, dy.data(), w.data(), want_dx.data());
+        expect_close(dx, want_dx, "dx", d, static_cast<double>(d.r) * d.s * d.k);
+      }
+      // The filter gradient accumulates onto what is there.
+      std::vector<float> dw(w_size(d), 0.5f), want_dw(w_size(d), 0.5f), db(d.k, 0.25f), want_db(d.k, 0.25f);
+      gemm_conv_backward_filter(2, d, x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr);
+      conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), bias ? want_db.data() : nullptr);
+      expect_close(dw, want_dw, "dw", d, pixels);
+      if (bias) expect_close(db, want_db, "db", d, pixels);
+    }
+  }
+}
+
+// Each output element is one sum in a fixed order whichever thread computes it: 1, 2 and 3 threads give the
+// same bits, with problems large enough to be split.
+TEST(GemmConv, SameBitsForAnyThreadCount) {
+  for (const ConvDesc& d : {conv(8, 14, 14, 128, 128, 3, 2, 1), conv(4, 7, 7, 512, 64, 3, 1, 1)}) {
+    const auto x = random_vec(x_size(d), 5), w = random_vec(w_size(d), 6), b = random_vec(d.k, 7);
+    const auto dy = random_vec(y_size(d), 8);
+    std::vector<float> y1(y_size(d)), dx1(x_size(d)), dw1(w_size(d), 0.f);
+    gemm_conv_forward(1, d, x.data(), w.data(), b.data(), y1.data());
+    gemm_conv_backward_data(1, d, dy.data(), w.data(), dx1.data());
+    gemm_conv_backward_filter(1, d, x.data(), dy.data(), dw1.data(), nullptr);
+    for (int threads : {2, 3}) {
+      std::vector<float> y(y_size(d)), dx(x_size(d)), dw(w_size(d), 0.f);
+      gemm_conv_forward(threads, d, x.data(), w.data(), b.data(), y.data());
+      gemm_conv_backward_data(threads, d, dy.data(), w.data(), dx.data());
+      gemm_conv_backward_filter(threads, d, x.data(), dy.data(), dw.data(), nullptr);
+      EXPECT_TRUE(y == y1) << d.c << " channels, " << threads << " threads";
+      EXPECT_TRUE(dx == dx1) << d.c << " channels, " << threads << " threads";
+      EXPECT_TRUE(dw == dw1) << d.c << " channels, " << threads << " threads";
+    }
+  }
+}
+
+TEST(GemmConv, TakesOnlyItsShapes) {
+  const ConvDesc d = conv(2, 8, 8, 32, 32, 3, 2, 1);
+  EXPECT_TRUE(gemm_conv_ok(d));
+  ConvDesc other = d;
+  other.c = 24;  // a 16-column sliver of the filter gradient would straddle two taps
+  EXPECT_FALSE(gemm_conv_ok(other));
+  other.r = other.s = 1, other.pad_h = other.pad_w = 0;  // ... not with 1x1 taps
+  EXPECT_TRUE(gemm_conv_ok(other));
+  other = d, other.groups = 2;
+  EXPECT_FALSE(gemm_conv_ok(other));
+  other = d, other.dilation_w = 2;
+  EXPECT_FALSE(gemm_conv_ok(other));
+  other = d, other.extra_pad_h = 1;
+  EXPECT_FALSE(gemm_conv_ok(other));
+  other = d, other.pad_h = 3;
+  EXPECT_FALSE(gemm_conv_ok(other));
+  other = d, other.y_layout = ActLayout::kNChw16c;
+  EXPECT_FALSE(gemm_conv_ok(other));
+}
+
+// Below AVX-512 DnnlOps runs 3x3 convolutions without a Winograd kernel here: the forward from 128 input
+// channels, backward-data from 128 input and output channels (stride 1: as the forward with flipped filters), the
+// filter gradient from 64 input channels. Not under CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0, not from
+// AVX-512 on. The results match the reference on every path.
+TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
+  const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  struct Route {
+    ConvDesc d;
+    unsigned own;  // passes on gemm_conv below AVX-512
+  } routes[] = {{conv(2, 8, 8, 128, 128, 3, 2, 1), 3},
+                {conv(2, 8, 8, 64, 128, 3, 2, 1), 1},   // filter gradient only
+                {conv(2, 9, 9, 128, 64, 3, 2, 1), 2},   // forward, filter gradient
+                {conv(2, 9, 9, 32, 64, 3, 2, 1), 0},
+                {conv(2, 4, 4, 512, 512, 3, 1, 1), 3},
+                {conv(2, 5, 5, 128, 256, 3, 1, 1), 3},  // C != K, stride 1
+                {conv(2, 5, 5, 64, 128, 3, 1, 1), 1},   // ... from 64 input channels: filter gradient only
+                {conv(2, 6, 6, 256, 512, 1, 2, 0), 0}};  // 1x1: oneDNN
+  for (const Route& rt : routes) {
+    const ConvDesc& d = rt.d;
+    const auto x = random_vec(x_size(d), 8), w = random_vec(w_size(d), 9, -0.3f, 0.3f);
+    const auto dy = random_vec(y_size(d), 10);
+    for (const char* off : {"", "CNNTRAIN_SMALL_CONV", "CNNTRAIN_GEMM_CONV"}) {
+      if (*off) setenv(off, "0", 1);
+      DnnlOps ops(2);
+      if (*off) unsetenv(off);
+      std::vector<float> y(y_size(d)), dx(x_size(d)), dw(w_size(d), 0.f), want(y_size(d)), want_dx(x_size(d));
+      ops.conv_forward(d, x.data(), w.data(), nullptr, y.data());
+      conv2d_forward_cpu(d, x.data(), w.data(), nullptr, want.data());
+      expect_close(y, want, "y through DnnlOps", d, 9.0 * d.c);
+      ops.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw.data(), nullptr, dx.data());
+      conv2d_backward_data_cpu(d, dy.data(), w.data(), want_dx.data());
+      expect_close(dx, want_dx, "dx through DnnlOps", d, 9.0 * d.k);
+      std::vector<float> want_dw(w_size(d), 0.f);
+      conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), nullptr);
+      expect_close(dw, want_dw, "dw through DnnlOps", d, static_cast<double>(d.n) * d.p() * d.q());
+      const unsigned own = !avx512 && !*off ? rt.own : 0u;
+      EXPECT_EQ(ops.small_conv_runs(), own) << d.c << "->" << d.k << " " << d.r << "x" << d.s << "/" << d.stride_h
+                                            << ", off: " << off;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cnn
