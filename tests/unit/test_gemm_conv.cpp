@@ -225,5 +225,29 @@ TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
   }
 }
 
+// A stride-1 convolution's backward-data runs as the forward with flipped filters, cached per parameter
+// version: filters changed in place under a new version are flipped again, under version 0 at every call.
+TEST(GemmConv, FlippedFiltersFollowTheParameterVersion) {
+  const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  const ConvDesc d = conv(2, 3, 3, 128, 256, 3, 1, 1);
+  std::vector<float> w = random_vec(w_size(d), 1);
+  const auto dy = random_vec(y_size(d), 2);
+  DnnlOps ops(2);
+  const struct {
+    uint64_t version;
+    bool change;  // the filters change (in place) before the call
+  } calls[] = {{1, false}, {1, false}, {2, true}, {0, true}, {0, true}};
+  for (const auto& call : calls) {
+    if (call.change)
+      for (float& v : w) v = 0.1f - 0.75f * v;
+    ops.set_param_version(call.version);
+    std::vector<float> dx(x_size(d)), want(x_size(d));
+    ops.conv_backward_data(DType::kF32, d, dy.data(), w.data(), dx.data());
+    conv2d_backward_data_cpu(d, dy.data(), w.data(), want.data());
+    expect_close(dx, want, "dx", d, 9.0 * d.k);
+  }
+  EXPECT_EQ(ops.small_conv_runs(), avx512 ? 0u : 5u);
+}
+
 }  // namespace
 }  // namespace cnn
