@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -134,6 +135,8 @@ std::vector<Slice> slices_of(long taps, long run) {
   return v;
 }
 
+// A buffer kept for the thread's life, grown on demand; null when the memory is not there (the callers raise
+// outside their OpenMP regions, where an exception may not cross).
 struct AlignedFloats {
   float* p = nullptr;
   size_t size = 0;
@@ -141,13 +144,19 @@ struct AlignedFloats {
     if (n > size) {
       std::free(p);
       p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
-      CNN_CHECK(p, "out of memory packing a matrix product's operand (%zu floats)", n);
-      size = n;
+      size = p ? n : 0;
     }
     return p;
   }
   ~AlignedFloats() { std::free(p); }
 };
+
+[[noreturn]] void out_of_memory(const char* what, size_t floats) {
+  raise(kExitFailure,
+        "out of memory: cnntrain's CPU convolution kernels could not allocate %zu MB for %s; lower the batch size "
+        "(--train.batch) or run fewer ranks per node",
+        (floats * sizeof(float) + (1 << 20) - 1) >> 20, what);
+}
 
 // Row ranges in multiples of kMr, split as evenly as the blocks allow.
 long split_at(long count, int part, int parts) {
@@ -215,6 +224,7 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
     // slivers in parallel, then each thread takes a range of rows.
     static thread_local AlignedFloats packed;
     float* bp = packed.get(whole_b);
+    if (!bp) out_of_memory("a packed matrix operand", whole_b);
     std::vector<float*> base(slices.size());
     for (size_t sl = 0, off = 0; sl < slices.size(); off += slices[sl].kc * slivers * kNr, ++sl) base[sl] = bp + off;
     const long units = static_cast<long>(slices.size()) * slivers;
@@ -247,6 +257,7 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
   // A long sum (backward-weights over many pixels) or a large B: each thread packs its own slivers of each slice
   // and owns a part of the result, split over column slivers when they divide well, else over rows.
   const bool by_columns = slivers % threads == 0 || slivers >= 4L * threads;
+  std::atomic<size_t> missing{0};  // floats a thread asked for and did not get
   auto part = [&](int t, int nt) {
     static thread_local AlignedFloats packed;
     long i0 = 0, i1 = g.m, s0 = 0, s1 = slivers;
@@ -256,16 +267,26 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
       i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
     }
     if (i0 >= i1 || s0 >= s1) return;
-    float* bp = packed.get(static_cast<size_t>(kKc) * (s1 - s0) * kNr);
+    const size_t floats = static_cast<size_t>(kKc) * (s1 - s0) * kNr;
+    float* bp = packed.get(floats);
+    if (!bp) {
+      missing = floats;
+      return;
+    }
     Fill f = fill;
     for (const Slice& sl : slices) {
       pack(sl, s0, s1, bp);
       run_slice(g, f, i0, i1, s0, s1, sl, bp);
     }
   };
-  if (threads == 1) return part(0, 1);
+  if (threads == 1) {
+    part(0, 1);
+  } else {
 #pragma omp parallel num_threads(threads)
-  part(omp_get_thread_num(), omp_get_num_threads());
+    part(omp_get_thread_num(), omp_get_num_threads());
+  }
+  // The result is incomplete: nothing may use it.
+  if (missing) out_of_memory("a thread's packed matrix operand", missing);
 }
 
 // B(q, j) = b[q * rs + j * cs], packed as gemm_core's pack does.
@@ -379,7 +400,9 @@ void gemm_conv_backward_data(int threads, const ConvDesc& d, const float* dy, co
   const long sh = d.stride_h, sw = d.stride_w, P = d.p(), Q = d.q(), K = d.k, C = d.c;
   const long rsc = static_cast<long>(d.r) * d.s * C;
   static thread_local AlignedFloats compact;
-  float* out = compact.get(static_cast<size_t>(d.n) * d.h * d.w * C);
+  const size_t compact_floats = static_cast<size_t>(d.n) * d.h * d.w * C;
+  float* out = compact.get(compact_floats);
+  if (!out) out_of_memory("backward-data's per-class results", compact_floats);
   struct Class {
     long ih0, iw0, rows, cols;  // first input row and column, how many of each
     float* at;                   // its rows in `out`

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <string>
 
 #include "kernels/conv2d.h"
 #include "kernels/cpu/dnnl_ops.h"
@@ -181,6 +183,41 @@ TEST(GemmConv, TakesOnlyItsShapes) {
   EXPECT_FALSE(gemm_conv_ok(other));
   other = d, other.y_layout = ActLayout::kNChw16c;
   EXPECT_FALSE(gemm_conv_ok(other));
+}
+
+// A packing buffer that cannot be had (terabytes: more than any machine's memory and swap, which Linux's
+// default overcommit refuses) is a normal error naming what to do, raised after the OpenMP region of the threads
+// that asked for it, before any operand is read or the result written (the pointers here are never valid).
+TEST(GemmConv, OutOfMemoryIsAClearError) {
+  const auto expect_oom = [](const std::function<void()>& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--train.batch"), std::string::npos) << e.what();
+    }
+  };
+  float dummy[16] = {};
+  GemmArgs g;  // a long B of 2^32 columns: each of two threads packs 2 TB of its slivers
+  g.m = 6, g.n = 1L << 32, g.kdim = 256, g.a = dummy, g.a_rs = 256, g.a_cs = 1, g.b = dummy, g.b_rs = g.n, g.b_cs = 1;
+  g.c = dummy, g.ldc = g.n;
+  for (int threads : {1, 2}) expect_oom([&] { packed_gemm(threads, g); }, "packed_gemm");
+  // Backward-data of a strided convolution first asks for dx-sized room for its pixel classes (petabytes here).
+  const ConvDesc d = conv(1 << 20, 1024, 1024, 1024, 1024, 3, 2, 1);
+  expect_oom([&] { gemm_conv_backward_data(2, d, dummy, dummy, dummy); }, "gemm_conv_backward_data");
+  // The buffers work again afterwards.
+  std::vector<float> a(6), b(16), c(6 * 16);
+  for (int i = 0; i < 6; ++i) a[i] = i + 1.0f;
+  for (int j = 0; j < 16; ++j) b[j] = j + 1.0f;
+  GemmArgs small;  // one sliver, a sum of one: c(i, j) = a(i) b(j)
+  small.m = 6, small.n = 16, small.kdim = 1, small.a = a.data(), small.a_rs = 1, small.a_cs = 1, small.b = b.data();
+  small.b_rs = 16, small.b_cs = 1, small.c = c.data(), small.ldc = 16;
+  for (int threads : {1, 2}) {
+    packed_gemm(threads, small);
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 16; ++j) ASSERT_EQ(c[i * 16 + j], a[i] * b[j]) << i << "," << j;
+  }
 }
 
 // Below AVX-512 DnnlOps runs 3x3 convolutions without a Winograd kernel here: the forward from 128 input
