@@ -45,6 +45,7 @@ constexpr int kNr = 16;    // columns of a register block: two vectors, one pack
 constexpr long kKc = 256;  // longest slice of the sum per pass over a block: a packed sliver is 16 KB (L1)
 constexpr long kMc = 144;  // rows per cache block (one table of A's row addresses per slice)
 constexpr long kChunk = 8;  // column slivers per pass over a cache block's rows
+constexpr size_t kApack = kMc * kKc;  // floats of one thread's packed rows of A (run_slice)
 
 alignas(64) const float kZeros[kKc] = {};  // the row a tap on padding reads
 
@@ -176,14 +177,37 @@ struct Product {
   const float* bias;
 };
 
+// Rows of A read with a stride (a_cs > 1: backward-weights reads dy's channels across pixels, K floats apart)
+// touch one cache line per element, and at power-of-two strides of 1-4 KB all of a row's lines fall into the
+// same few L1 sets: before the products, such a cache block's rows are copied into panels of kMr rows,
+// element (q, ii) of a panel at q * kMr + ii, when enough column slivers reuse them (kMc * kKc floats at apack).
 template <class Fill>
-void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1, const Slice& sl, const float* bp) {
+void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1, const Slice& sl, const float* bp,
+               float* apack) {
   const bool load = g.accumulate || sl.q0 > 0;
   const float* bias = sl.q0 == 0 && !g.accumulate ? g.bias : nullptr;
   const float* table[kMc];
+  const float* panels[kMc];
+  const bool pack_a = apack && g.a_cs != 1 && s1 - s0 >= kChunk;
   for (long ib = i0; ib < i1; ib += kMc) {
     const long ie = std::min(i1, ib + kMc);
     fill(ib, ie - ib, sl, table);
+    const float* const* rows = table;
+    long a_cs = g.a_cs;
+    if (pack_a) {
+      const long count = ie - ib;
+      for (long q = 0; q < sl.kc; ++q) {
+        const long o = q * g.a_cs;
+        for (long b = 0; b * kMr < count; ++b) {
+          float* out = apack + (b * sl.kc + q) * kMr;
+          const long n = std::min<long>(kMr, count - b * kMr);
+          for (long r = 0; r < n; ++r) out[r] = table[b * kMr + r][o];
+        }
+      }
+      for (long ii = 0; ii < count; ++ii) panels[ii] = apack + (ii / kMr) * sl.kc * kMr + ii % kMr;
+      rows = panels;
+      a_cs = kMr;
+    }
     // Chunks of kChunk slivers (B: 128 KB at the longest slice, L2); each register block's rows of A stay in L1
     // over the chunk, and consecutive blocks write adjacent columns of the same rows.
     for (long sc = s0; sc < s1; sc += kChunk) {
@@ -196,7 +220,7 @@ void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1,
           const float* b = bp + (s - s0) * sl.kc * kNr;
           float* c = g.c + i * g.ldc + j0;
           const float* next = s + 1 < se ? c + kNr : i + 2 * kMr <= ie ? g.c + (i + kMr) * g.ldc + sc * kNr : c;
-          kBlocks[mr](sl.kc, table + (i - ib), g.a_cs, b, c, g.ldc, nv, load, bias ? bias + j0 : nullptr, next);
+          kBlocks[mr](sl.kc, rows + (i - ib), a_cs, b, c, g.ldc, nv, load, bias ? bias + j0 : nullptr, next);
         }
       }
     }
@@ -217,6 +241,13 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
   const long slivers = (g.n + kNr - 1) / kNr;
   if (2.0 * g.m * g.n * kdim < 4e6) threads = 1;
   threads = std::max(1, threads);
+  // Each thread's panels of strided rows of A (run_slice), allocated here: not inside the OpenMP regions.
+  float* apack = nullptr;
+  if (g.a_cs != 1) {
+    static thread_local AlignedFloats panels;
+    apack = panels.get(static_cast<size_t>(threads) * kApack);
+    if (!apack) out_of_memory("panels of a matrix product's rows", static_cast<size_t>(threads) * kApack);
+  }
   const long row_blocks = (g.m + kMr - 1) / kMr;
   const size_t whole_b = static_cast<size_t>(kdim) * slivers * kNr;
   if (row_blocks >= 8L * threads && whole_b <= (size_t{1} << 22)) {
@@ -238,7 +269,8 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
       const long i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
       if (i0 >= i1) return;
       Fill f = fill;
-      for (size_t sl = 0; sl < slices.size(); ++sl) run_slice(g, f, i0, i1, 0, slivers, slices[sl], base[sl]);
+      float* ap = apack ? apack + static_cast<size_t>(t) * kApack : nullptr;
+      for (size_t sl = 0; sl < slices.size(); ++sl) run_slice(g, f, i0, i1, 0, slivers, slices[sl], base[sl], ap);
     };
     if (threads == 1) {
       pack_part(0, 1);
@@ -276,7 +308,7 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
     Fill f = fill;
     for (const Slice& sl : slices) {
       pack(sl, s0, s1, bp);
-      run_slice(g, f, i0, i1, s0, s1, sl, bp);
+      run_slice(g, f, i0, i1, s0, s1, sl, bp, apack ? apack + static_cast<size_t>(t) * kApack : nullptr);
     }
   };
   if (threads == 1) {
