@@ -270,13 +270,14 @@ struct DnnlOps::Impl {
   bool own_gemm_forward(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128); }
   bool own_gemm_data(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128) && d.k >= 128 && d.k % 16 == 0; }
   // Backward-weights also of the 1x1 convolutions where oneDNN 2.7 is measured weak on AVX2 (docs/perf.md, tenth
-  // pass): strided ones (projection shortcuts, its jit_1x1 convolution: 57-74 GFLOP/s at 2 threads, 1.07-1.71x
-  // slower), and the 256 -> 1024 expansions of ResNet-50/101/152 (its matmul: 43-62 GFLOP/s at 10x10-20x20 maps,
-  // batch 32 and 64; 1.6-1.8x slower). The other stride-1 1x1 ones stay on the matmul (0.6-1.3x of it).
+  // pass): strided ones from 512 input channels (ResNet-50's later projection shortcuts; its jit_1x1 convolution:
+  // 57-74 GFLOP/s at 2 threads, 1.55-1.71x slower; from 64-256 channels, ResNet-18's, 0.4-1.2x: left to it), and
+  // the 256 -> 1024 expansions of ResNet-50/101/152 (its matmul: 43-62 GFLOP/s at 10x10-20x20 maps, batch 32 and
+  // 64; 1.6-1.8x slower). The other stride-1 1x1 ones stay on the matmul (0.6-1.3x of it).
   bool own_gemm_filter(DType t, const ConvDesc& d) const {
     if (d.r == 1 && d.s == 1)
-      return own_kernels(t) && gemm_allowed && !onednn_winograd_isa && gemm_conv_ok(d) && d.c >= 64 &&
-             (d.stride_h > 1 || d.stride_w > 1 || (d.c == 256 && d.k == 1024));
+      return own_kernels(t) && gemm_allowed && !onednn_winograd_isa && gemm_conv_ok(d) &&
+             ((d.c >= 512 && (d.stride_h > 1 || d.stride_w > 1)) || (d.c == 256 && d.k == 1024));
     return own_gemm(t, d, 64);
   }
   // 4-8 input channels: at 2-3 (RGB first layers) oneDNN's backward-weights is the faster one at one thread

@@ -227,6 +227,99 @@ void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1,
   }
 }
 
+// One product's work as gemm_core splits it: its threads, the column slivers of B and each thread's panels of
+// strided rows of A (allocated before the OpenMP regions; null when A's rows are contiguous).
+template <class Fill, class Pack>
+struct Work {
+  int threads;
+  const Product& g;
+  const std::vector<Slice>& slices;
+  Fill& fill;
+  Pack& pack;
+  long slivers;
+  float* apack;
+  float* panels(int t) const { return apack ? apack + static_cast<size_t>(t) * kApack : nullptr; }
+};
+
+// Many rows (forward and backward-data over the pixels, backward-weights over few pixels): B (whole_b floats)
+// packed once, slivers in parallel, then each thread takes a range of rows.
+template <class Fill, class Pack>
+void rows_split(const Work<Fill, Pack>& w, size_t whole_b) {
+  const Product& g = w.g;
+  const std::vector<Slice>& slices = w.slices;
+  const long slivers = w.slivers;
+  static thread_local AlignedFloats packed;
+  float* bp = packed.get(whole_b);
+  if (!bp) out_of_memory("a packed matrix operand", whole_b);
+  std::vector<float*> base(slices.size());
+  for (size_t sl = 0, off = 0; sl < slices.size(); off += slices[sl].kc * slivers * kNr, ++sl) base[sl] = bp + off;
+  const long units = static_cast<long>(slices.size()) * slivers;
+  auto pack_part = [&](int t, int nt) {
+    for (long u = t; u < units; u += nt) {
+      const long sl = u / slivers, s = u % slivers;
+      w.pack(slices[sl], s, s + 1, base[sl] + s * slices[sl].kc * kNr);
+    }
+  };
+  auto rows = [&](int t, int nt) {
+    const long i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
+    if (i0 >= i1) return;
+    Fill f = w.fill;
+    for (size_t sl = 0; sl < slices.size(); ++sl)
+      run_slice(g, f, i0, i1, 0, slivers, slices[sl], base[sl], w.panels(t));
+  };
+  if (w.threads == 1) {
+    pack_part(0, 1);
+    rows(0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(w.threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    pack_part(t, nt);
+#pragma omp barrier
+    rows(t, nt);
+  }
+}
+
+// A long sum (backward-weights over many pixels) or a large B: each thread packs its own slivers of each slice
+// and owns a part of the result, split over column slivers when they divide well, else over rows.
+template <class Fill, class Pack>
+void parts_split(const Work<Fill, Pack>& w) {
+  const Product& g = w.g;
+  const long slivers = w.slivers;
+  const bool by_columns = slivers % w.threads == 0 || slivers >= 4L * w.threads;
+  std::atomic<size_t> missing{0};  // floats a thread asked for and did not get
+  auto part = [&](int t, int nt) {
+    static thread_local AlignedFloats packed;
+    long i0 = 0, i1 = g.m, s0 = 0, s1 = slivers;
+    if (by_columns) {
+      s0 = slivers * t / nt, s1 = slivers * (t + 1) / nt;
+    } else {
+      i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
+    }
+    if (i0 >= i1 || s0 >= s1) return;
+    const size_t floats = static_cast<size_t>(kKc) * (s1 - s0) * kNr;
+    float* bp = packed.get(floats);
+    if (!bp) {
+      missing = floats;
+      return;
+    }
+    Fill f = w.fill;
+    for (const Slice& sl : w.slices) {
+      w.pack(sl, s0, s1, bp);
+      run_slice(g, f, i0, i1, s0, s1, sl, bp, w.panels(t));
+    }
+  };
+  if (w.threads == 1) {
+    part(0, 1);
+  } else {
+#pragma omp parallel num_threads(w.threads)
+    part(omp_get_thread_num(), omp_get_num_threads());
+  }
+  // The result is incomplete: nothing may use it.
+  if (missing) out_of_memory("a thread's packed matrix operand", missing);
+}
+
 template <class Fill, class Pack>
 void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, Fill fill, Pack pack) {
   if (g.m <= 0 || g.n <= 0) return;
@@ -248,77 +341,13 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
     apack = panels.get(static_cast<size_t>(threads) * kApack);
     if (!apack) out_of_memory("panels of a matrix product's rows", static_cast<size_t>(threads) * kApack);
   }
+  const Work<Fill, Pack> w{threads, g, slices, fill, pack, slivers, apack};
   const long row_blocks = (g.m + kMr - 1) / kMr;
   const size_t whole_b = static_cast<size_t>(kdim) * slivers * kNr;
-  if (row_blocks >= 8L * threads && whole_b <= (size_t{1} << 22)) {
-    // Many rows (forward and backward-data over the pixels, backward-weights over few pixels): B packed once,
-    // slivers in parallel, then each thread takes a range of rows.
-    static thread_local AlignedFloats packed;
-    float* bp = packed.get(whole_b);
-    if (!bp) out_of_memory("a packed matrix operand", whole_b);
-    std::vector<float*> base(slices.size());
-    for (size_t sl = 0, off = 0; sl < slices.size(); off += slices[sl].kc * slivers * kNr, ++sl) base[sl] = bp + off;
-    const long units = static_cast<long>(slices.size()) * slivers;
-    auto pack_part = [&](int t, int nt) {
-      for (long u = t; u < units; u += nt) {
-        const long sl = u / slivers, s = u % slivers;
-        pack(slices[sl], s, s + 1, base[sl] + s * slices[sl].kc * kNr);
-      }
-    };
-    auto rows = [&](int t, int nt) {
-      const long i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
-      if (i0 >= i1) return;
-      Fill f = fill;
-      float* ap = apack ? apack + static_cast<size_t>(t) * kApack : nullptr;
-      for (size_t sl = 0; sl < slices.size(); ++sl) run_slice(g, f, i0, i1, 0, slivers, slices[sl], base[sl], ap);
-    };
-    if (threads == 1) {
-      pack_part(0, 1);
-      rows(0, 1);
-      return;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      pack_part(t, nt);
-#pragma omp barrier
-      rows(t, nt);
-    }
-    return;
-  }
-  // A long sum (backward-weights over many pixels) or a large B: each thread packs its own slivers of each slice
-  // and owns a part of the result, split over column slivers when they divide well, else over rows.
-  const bool by_columns = slivers % threads == 0 || slivers >= 4L * threads;
-  std::atomic<size_t> missing{0};  // floats a thread asked for and did not get
-  auto part = [&](int t, int nt) {
-    static thread_local AlignedFloats packed;
-    long i0 = 0, i1 = g.m, s0 = 0, s1 = slivers;
-    if (by_columns) {
-      s0 = slivers * t / nt, s1 = slivers * (t + 1) / nt;
-    } else {
-      i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
-    }
-    if (i0 >= i1 || s0 >= s1) return;
-    const size_t floats = static_cast<size_t>(kKc) * (s1 - s0) * kNr;
-    float* bp = packed.get(floats);
-    if (!bp) {
-      missing = floats;
-      return;
-    }
-    Fill f = fill;
-    for (const Slice& sl : slices) {
-      pack(sl, s0, s1, bp);
-      run_slice(g, f, i0, i1, s0, s1, sl, bp, apack ? apack + static_cast<size_t>(t) * kApack : nullptr);
-    }
-  };
-  if (threads == 1) {
-    part(0, 1);
-  } else {
-#pragma omp parallel num_threads(threads)
-    part(omp_get_thread_num(), omp_get_num_threads());
-  }
-  // The result is incomplete: nothing may use it.
-  if (missing) out_of_memory("a thread's packed matrix operand", missing);
+  if (row_blocks >= 8L * threads && whole_b <= (size_t{1} << 22))
+    rows_split(w, whole_b);
+  else
+    parts_split(w);
 }
 
 // B(q, j) = b[q * rs + j * cs], packed as gemm_core's pack does.
