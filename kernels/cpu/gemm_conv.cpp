@@ -1,16 +1,14 @@
-// Convolutions as packed fp32 matrix products on AVX2/FMA (kernels/cpu/gemm_conv.h).
-// The loops over a register block's accumulators carry `#pragma GCC unroll` (see small_channel_conv.cpp).
+// Convolutions as packed fp32 matrix products on AVX2/FMA (kernels/cpu/gemm_conv.h): what each convolution pass
+// supplies to the product of kernels/cpu/gemm_core.h (its rows of A and packed slivers of B).
 #include "kernels/cpu/gemm_conv.h"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/cpu_parallel.h"
+#include "kernels/cpu/gemm_core.h"
 #include "src/base/error.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -23,6 +21,7 @@ namespace cnn {
 #ifndef CNN_GEMM_CONV_AVX2
 
 bool gemm_conv_ok(const ConvDesc&) { return false; }
+bool gemm_conv_filter_ok(const ConvDesc&) { return false; }
 void packed_gemm(int, const GemmArgs&) {
   raise(kExitFailure, "internal: cnntrain's packed matrix products need an AVX2/FMA build");
 }
@@ -40,315 +39,12 @@ void gemm_conv_backward_filter(int, const ConvDesc&, const float*, const float*,
 
 namespace {
 
-constexpr int kMr = 6;     // rows of a register block (12 accumulators of 16 vector registers)
-constexpr int kNr = 16;    // columns of a register block: two vectors, one packed sliver of B
-constexpr long kKc = 256;  // longest slice of the sum per pass over a block: a packed sliver is 16 KB (L1)
-constexpr long kMc = 144;  // rows per cache block (one table of A's row addresses per slice)
-constexpr long kChunk = 8;  // column slivers per pass over a cache block's rows
-constexpr size_t kApack = kMc * kKc;  // floats of one thread's packed rows of A (run_slice)
+using namespace gemm_core_detail;
 
 alignas(64) const float kZeros[kKc] = {};  // the row a tap on padding reads
-
-// c[0..MR)[0..16) = (load ? c : bias or 0) + sum over q < kc of ap[i][q * a_cs] * bp[q][0..16).
-// nv < 16 columns go through a local tile.
-template <int MR>
-void block(long kc, const float* const* ap, long a_cs, const float* bp, float* c, long ldc, int nv, bool load,
-           const float* bias, const float* next) {
-  __m256 acc[MR][2];
-  float tile[MR * kNr];
-  float* out = c;
-  long ld = ldc;
-  if (nv < kNr) {
-    out = tile, ld = kNr;
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < kNr; ++j) tile[i * kNr + j] = j < nv && load ? c[i * ldc + j] : 0.0f;
-  }
-  if (load) {
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      acc[i][0] = _mm256_loadu_ps(out + i * ld);
-      acc[i][1] = _mm256_loadu_ps(out + i * ld + 8);
-    }
-  } else {
-    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
-    if (bias) {
-      float bb[kNr] = {};
-      for (int j = 0; j < nv; ++j) bb[j] = bias[j];
-      b0 = _mm256_loadu_ps(bb), b1 = _mm256_loadu_ps(bb + 8);
-    }
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) acc[i][0] = b0, acc[i][1] = b1;
-  }
-  const float* p[MR];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i) {
-    p[i] = ap[i];
-    // The result's lines are usually written for the first time: ask for the next block's now.
-    _mm_prefetch(reinterpret_cast<const char*>(next + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(next + i * ldc + kNr - 1), _MM_HINT_T0);
-  }
-  if (a_cs == 1) {
-    for (long q = 0; q < kc; ++q) {
-      const __m256 b0 = _mm256_load_ps(bp + q * kNr), b1 = _mm256_load_ps(bp + q * kNr + 8);
-#pragma GCC unroll 6
-      for (int i = 0; i < MR; ++i) {
-        const __m256 v = _mm256_broadcast_ss(p[i] + q);
-        acc[i][0] = _mm256_fmadd_ps(v, b0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(v, b1, acc[i][1]);
-      }
-    }
-  } else {
-    for (long q = 0; q < kc; ++q) {
-      const __m256 b0 = _mm256_load_ps(bp + q * kNr), b1 = _mm256_load_ps(bp + q * kNr + 8);
-      const long o = q * a_cs;
-#pragma GCC unroll 6
-      for (int i = 0; i < MR; ++i) {
-        const __m256 v = _mm256_broadcast_ss(p[i] + o);
-        acc[i][0] = _mm256_fmadd_ps(v, b0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(v, b1, acc[i][1]);
-      }
-    }
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i) {
-    _mm256_storeu_ps(out + i * ld, acc[i][0]);
-    _mm256_storeu_ps(out + i * ld + 8, acc[i][1]);
-  }
-  if (nv < kNr)
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < nv; ++j) c[i * ldc + j] = tile[i * kNr + j];
-}
-
-using BlockFn = void (*)(long, const float* const*, long, const float*, float*, long, int, bool, const float*,
-                        const float*);
-constexpr BlockFn kBlocks[kMr + 1] = {nullptr, block<1>, block<2>, block<3>, block<4>, block<5>, block<6>};
-
-// A slice of the summed index: [q0, q0 + kc), within one tap.
-struct Slice {
-  long q0, kc;
-};
-
-// Slices of at most kKc over `taps` runs of `run` summed indices each.
-std::vector<Slice> slices_of(long taps, long run) {
-  std::vector<Slice> v;
-  for (long t = 0; t < taps; ++t)
-    for (long c0 = 0; c0 < run; c0 += kKc) v.push_back({t * run + c0, std::min(kKc, run - c0)});
-  return v;
-}
-
-// A buffer kept for the thread's life, grown on demand; null when the memory is not there (the callers raise
-// outside their OpenMP regions, where an exception may not cross).
-struct AlignedFloats {
-  float* p = nullptr;
-  size_t size = 0;
-  float* get(size_t n) {
-    if (n > size) {
-      std::free(p);
-      p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
-      size = p ? n : 0;
-    }
-    return p;
-  }
-  ~AlignedFloats() { std::free(p); }
-};
-
-[[noreturn]] void out_of_memory(const char* what, size_t floats) {
-  raise(kExitFailure,
-        "out of memory: cnntrain's CPU convolution kernels could not allocate %zu MB for %s; lower the batch size "
-        "(--train.batch) or run fewer ranks per node",
-        (floats * sizeof(float) + (1 << 20) - 1) >> 20, what);
-}
-
-// Row ranges in multiples of kMr, split as evenly as the blocks allow.
-long split_at(long count, int part, int parts) {
-  const long blocks = (count + kMr - 1) / kMr;
-  return std::min(count, blocks * part / parts * kMr);
-}
-
-// The product's shape and result; A comes through fill(i0, count, slice, table) (table[ii] = the address of
-// A(i0 + ii, slice.q0), A(i, q0 + q) at table[ii][q * a_cs]), B through pack(slice, s0, s1, dst) (sliver s of
-// the slice's rows at dst + (s - s0) * kc * 16, its row q at + q * 16, columns past n zero).
-struct Product {
-  long m, n;
-  long a_cs;
-  float* c;
-  long ldc;
-  bool accumulate;
-  const float* bias;
-};
-
-// Rows of A read with a stride (a_cs > 1: backward-weights reads dy's channels across pixels, K floats apart)
-// touch one cache line per element, and at power-of-two strides of 1-4 KB all of a row's lines fall into the
-// same few L1 sets: before the products, such a cache block's rows are copied into panels of kMr rows,
-// element (q, ii) of a panel at q * kMr + ii, when enough column slivers reuse them (kMc * kKc floats at apack).
-template <class Fill>
-void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1, const Slice& sl, const float* bp,
-               float* apack) {
-  const bool load = g.accumulate || sl.q0 > 0;
-  const float* bias = sl.q0 == 0 && !g.accumulate ? g.bias : nullptr;
-  const float* table[kMc];
-  const float* panels[kMc];
-  const bool pack_a = apack && g.a_cs != 1 && s1 - s0 >= kChunk;
-  for (long ib = i0; ib < i1; ib += kMc) {
-    const long ie = std::min(i1, ib + kMc);
-    fill(ib, ie - ib, sl, table);
-    const float* const* rows = table;
-    long a_cs = g.a_cs;
-    if (pack_a) {
-      const long count = ie - ib;
-      for (long q = 0; q < sl.kc; ++q) {
-        const long o = q * g.a_cs;
-        for (long b = 0; b * kMr < count; ++b) {
-          float* out = apack + (b * sl.kc + q) * kMr;
-          const long n = std::min<long>(kMr, count - b * kMr);
-          for (long r = 0; r < n; ++r) out[r] = table[b * kMr + r][o];
-        }
-      }
-      for (long ii = 0; ii < count; ++ii) panels[ii] = apack + (ii / kMr) * sl.kc * kMr + ii % kMr;
-      rows = panels;
-      a_cs = kMr;
-    }
-    // Chunks of kChunk slivers (B: 128 KB at the longest slice, L2); each register block's rows of A stay in L1
-    // over the chunk, and consecutive blocks write adjacent columns of the same rows.
-    for (long sc = s0; sc < s1; sc += kChunk) {
-      const long se = std::min(s1, sc + kChunk);
-      for (long i = ib; i < ie; i += kMr) {
-        const int mr = static_cast<int>(std::min<long>(kMr, ie - i));
-        for (long s = sc; s < se; ++s) {
-          const long j0 = s * kNr;
-          const int nv = static_cast<int>(std::min<long>(kNr, g.n - j0));
-          const float* b = bp + (s - s0) * sl.kc * kNr;
-          float* c = g.c + i * g.ldc + j0;
-          const float* next = s + 1 < se ? c + kNr : i + 2 * kMr <= ie ? g.c + (i + kMr) * g.ldc + sc * kNr : c;
-          kBlocks[mr](sl.kc, rows + (i - ib), a_cs, b, c, g.ldc, nv, load, bias ? bias + j0 : nullptr, next);
-        }
-      }
-    }
-  }
-}
-
-// One product's work as gemm_core splits it: its threads, the column slivers of B and each thread's panels of
-// strided rows of A (allocated before the OpenMP regions; null when A's rows are contiguous).
-template <class Fill, class Pack>
-struct Work {
-  int threads;
-  const Product& g;
-  const std::vector<Slice>& slices;
-  Fill& fill;
-  Pack& pack;
-  long slivers;
-  float* apack;
-  float* panels(int t) const { return apack ? apack + static_cast<size_t>(t) * kApack : nullptr; }
-};
-
-// Many rows (forward and backward-data over the pixels, backward-weights over few pixels): B (whole_b floats)
-// packed once, slivers in parallel, then each thread takes a range of rows.
-template <class Fill, class Pack>
-void rows_split(const Work<Fill, Pack>& w, size_t whole_b) {
-  const Product& g = w.g;
-  const std::vector<Slice>& slices = w.slices;
-  const long slivers = w.slivers;
-  static thread_local AlignedFloats packed;
-  float* bp = packed.get(whole_b);
-  if (!bp) out_of_memory("a packed matrix operand", whole_b);
-  std::vector<float*> base(slices.size());
-  for (size_t sl = 0, off = 0; sl < slices.size(); off += slices[sl].kc * slivers * kNr, ++sl) base[sl] = bp + off;
-  const long units = static_cast<long>(slices.size()) * slivers;
-  auto pack_part = [&](int t, int nt) {
-    for (long u = t; u < units; u += nt) {
-      const long sl = u / slivers, s = u % slivers;
-      w.pack(slices[sl], s, s + 1, base[sl] + s * slices[sl].kc * kNr);
-    }
-  };
-  auto rows = [&](int t, int nt) {
-    const long i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
-    if (i0 >= i1) return;
-    Fill f = w.fill;
-    for (size_t sl = 0; sl < slices.size(); ++sl)
-      run_slice(g, f, i0, i1, 0, slivers, slices[sl], base[sl], w.panels(t));
-  };
-  if (w.threads == 1) {
-    pack_part(0, 1);
-    rows(0, 1);
-    return;
-  }
-#pragma omp parallel num_threads(w.threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    pack_part(t, nt);
-#pragma omp barrier
-    rows(t, nt);
-  }
-}
-
-// A long sum (backward-weights over many pixels) or a large B: each thread packs its own slivers of each slice
-// and owns a part of the result, split over column slivers when they divide well, else over rows.
-template <class Fill, class Pack>
-void parts_split(const Work<Fill, Pack>& w) {
-  const Product& g = w.g;
-  const long slivers = w.slivers;
-  const bool by_columns = slivers % w.threads == 0 || slivers >= 4L * w.threads;
-  std::atomic<size_t> missing{0};  // floats a thread asked for and did not get
-  auto part = [&](int t, int nt) {
-    static thread_local AlignedFloats packed;
-    long i0 = 0, i1 = g.m, s0 = 0, s1 = slivers;
-    if (by_columns) {
-      s0 = slivers * t / nt, s1 = slivers * (t + 1) / nt;
-    } else {
-      i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
-    }
-    if (i0 >= i1 || s0 >= s1) return;
-    const size_t floats = static_cast<size_t>(kKc) * (s1 - s0) * kNr;
-    float* bp = packed.get(floats);
-    if (!bp) {
-      missing = floats;
-      return;
-    }
-    Fill f = w.fill;
-    for (const Slice& sl : w.slices) {
-      w.pack(sl, s0, s1, bp);
-      run_slice(g, f, i0, i1, s0, s1, sl, bp, w.panels(t));
-    }
-  };
-  if (w.threads == 1) {
-    part(0, 1);
-  } else {
-#pragma omp parallel num_threads(w.threads)
-    part(omp_get_thread_num(), omp_get_num_threads());
-  }
-  // The result is incomplete: nothing may use it.
-  if (missing) out_of_memory("a thread's packed matrix operand", missing);
-}
-
-template <class Fill, class Pack>
-void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, Fill fill, Pack pack) {
-  if (g.m <= 0 || g.n <= 0) return;
-  long kdim = 0;
-  for (const Slice& s : slices) kdim += s.kc;
-  if (kdim == 0) {
-    for (long i = 0; i < g.m; ++i)
-      for (long j = 0; j < g.n; ++j)
-        g.c[i * g.ldc + j] = g.accumulate ? g.c[i * g.ldc + j] : g.bias ? g.bias[j] : 0.0f;
-    return;
-  }
-  const long slivers = (g.n + kNr - 1) / kNr;
-  if (2.0 * g.m * g.n * kdim < 4e6) threads = 1;
-  threads = std::max(1, threads);
-  // Each thread's panels of strided rows of A (run_slice), allocated here: not inside the OpenMP regions.
-  float* apack = nullptr;
-  if (g.a_cs != 1) {
-    static thread_local AlignedFloats panels;
-    apack = panels.get(static_cast<size_t>(threads) * kApack);
-    if (!apack) out_of_memory("panels of a matrix product's rows", static_cast<size_t>(threads) * kApack);
-  }
-  const Work<Fill, Pack> w{threads, g, slices, fill, pack, slivers, apack};
-  const long row_blocks = (g.m + kMr - 1) / kMr;
-  const size_t whole_b = static_cast<size_t>(kdim) * slivers * kNr;
-  if (row_blocks >= 8L * threads && whole_b <= (size_t{1} << 22))
-    rows_split(w, whole_b);
-  else
-    parts_split(w);
-}
+// Longest filter (R * S * C floats) whose gradient's columns may straddle taps (gemm_conv_filter_ok; WholeRows
+// keeps a table per 8 of its columns on the stack).
+constexpr long kWholeRow = 1024;
 
 // B(q, j) = b[q * rs + j * cs], packed as gemm_core's pack does.
 void pack_strided(const float* b, long rs, long cs, long n, const Slice& sl, long s0, long s1, float* dst) {
@@ -443,6 +139,11 @@ bool gemm_conv_ok(const ConvDesc& d) {
   return avx2_plain_nhwc(d) && (d.c % kNr == 0 || (d.r == 1 && d.s == 1));
 }
 
+bool gemm_conv_filter_ok(const ConvDesc& d) {
+  return gemm_conv_ok(d) || (avx2_plain_nhwc(d) && static_cast<long>(d.s) * d.c >= 8 &&
+                             static_cast<long>(d.r) * d.s * d.c <= kWholeRow);
+}
+
 void gemm_conv_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y) {
   CNN_CHECK(avx2_plain_nhwc(d), "internal: gemm_conv_forward on a %dx%d convolution it does not take", d.r, d.s);
   const long rsc = static_cast<long>(d.r) * d.s * d.c;
@@ -517,35 +218,123 @@ void gemm_conv_backward_data(int threads, const ConvDesc& d, const float* dy, co
   }
 }
 
+namespace {
+
+// Backward-weights' B when each 16-column sliver lies in one tap (C % 16 == 0, or 1x1 taps): sliver s copies
+// channels chan[s].. of x under tap (tap_r[s], tap_s[s]) for each pixel of the slice.
+struct TapSlivers {
+  const ConvDesc& d;
+  const float* x;
+  std::vector<long> tap_r, tap_s, chan;
+  TapSlivers(const ConvDesc& dd, const float* xx, long slivers)
+      : d(dd), x(xx), tap_r(slivers), tap_s(slivers), chan(slivers) {
+    for (long s = 0; s < slivers; ++s) {
+      const long t = s * kNr / d.c;
+      tap_r[s] = t / d.s, tap_s[s] = t % d.s, chan[s] = s * kNr % d.c;
+    }
+  }
+  void operator()(const Slice& sl, long s0, long s1, float* dst) const {
+    PixelWalk at(d, sl.q0);
+    for (long q = 0; q < sl.kc; ++q, at.next(d))
+      for (long s = s0; s < s1; ++s) {
+        float* o = dst + ((s - s0) * sl.kc + q) * kNr;
+        const float* row = at.input(d, x, tap_r[s], tap_s[s]);
+        const long nv = std::min<long>(kNr, d.c - chan[s]);
+        if (row && nv == kNr) {
+          _mm256_store_ps(o, _mm256_loadu_ps(row + chan[s]));
+          _mm256_store_ps(o + 8, _mm256_loadu_ps(row + chan[s] + 8));
+        } else {
+          for (long j = 0; j < kNr; ++j) o[j] = row && j < nv ? row[chan[s] + j] : 0.0f;
+        }
+      }
+  }
+};
+
+// Backward-weights' B when slivers straddle taps (few channels: an RGB first layer's 7x7x3 = 147 columns, (r, s,
+// c) in order). Filter row r of a pixel's columns is S * C floats adjacent in x, so each 8-column half of a
+// sliver is one or two masked loads (S * C >= 8) from the filter rows it covers, where no tap of the pixel falls
+// on padding; the pixels next to the map's left and right edges are copied column by column.
+struct WholeRows {
+  const ConvDesc& d;
+  const float* x;
+  struct Half {
+    long r, off;          // first filter row and the half's first column within it
+    __m256i first, next;  // lanes in row r, in row r + 1 (none past the filter's last column)
+    int in_r, in_next;    // how many
+  };
+  void operator()(const Slice& sl, long s0, long s1, float* dst) const {
+    const long sc = static_cast<long>(d.s) * d.c, rsc = d.r * sc, halves = 2 * (s1 - s0);
+    Half hv[2 * (kWholeRow / kNr)];  // halves of at most kWholeRow / kNr slivers
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (long h = 0; h < halves; ++h) {
+      const long j0 = (2 * s0 + h) * 8, r = j0 / sc;
+      const long in_r = std::min(8L, std::max(0L, std::min((r + 1) * sc, rsc) - j0));  // lanes in row r
+      const long in_next = std::max(0L, std::min(8L, rsc - j0) - in_r);
+      hv[h].r = r, hv[h].off = j0 - r * sc, hv[h].in_r = static_cast<int>(in_r), hv[h].in_next = static_cast<int>(in_next);
+      hv[h].first = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(in_r)), lanes);
+      hv[h].next = _mm256_andnot_si256(hv[h].first, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(in_r + in_next)), lanes));
+    }
+    // Sliver by sliver, so that the stores run along one sliver's rows (those of one pixel are 16 KB apart).
+    const long P = d.p(), Q = d.q(), H = d.h, W = d.w, row = W * d.c;
+    for (long sv = s0; sv < s1; ++sv) {
+      PixelWalk at(d, sl.q0);
+      float* out = dst + (sv - s0) * sl.kc * kNr;
+      for (long q = 0; q < sl.kc; ++q, out += kNr) {
+        const long ih0 = at.p * d.stride_h - d.pad_h, iw0 = at.q * d.stride_w - d.pad_w;
+        if (iw0 < 0 || iw0 + d.s > W) {
+          edge(at, ih0, iw0, sv, sv + 1, sl.kc, out);
+        } else {
+          const float* base = x + ((at.n * H + ih0) * W + iw0) * d.c;
+          for (long h = 0; h < 2; ++h) {
+            const Half& e = hv[2 * (sv - s0) + h];
+            // Masked-off lanes read nothing: the addresses before a row's start or past its end are not
+            // touched. (Masked loads are slow on AMD's cores, even with no lane on: a half in one row is a load.)
+            __m256 v = _mm256_setzero_ps();
+            const long ih = ih0 + e.r;
+            const float* at_r = base + e.r * row + e.off;
+            if (e.in_r == 8 && ih >= 0 && ih < H)
+              v = _mm256_loadu_ps(at_r);
+            else if (e.in_r > 0 && ih >= 0 && ih < H)
+              v = _mm256_maskload_ps(at_r, e.first);
+            if (e.in_next > 0 && ih + 1 >= 0 && ih + 1 < H)
+              v = _mm256_or_ps(v, _mm256_maskload_ps(at_r + row - sc, e.next));
+            _mm256_store_ps(out + h * 8, v);
+          }
+        }
+        if (++at.q == Q) {
+          at.q = 0;
+          if (++at.p == P) at.p = 0, ++at.n;
+        }
+      }
+    }
+  }
+  // One pixel's columns of slivers [s0, s1) one by one, zeros on padding and past the filter's last column.
+  void edge(const PixelWalk& at, long ih0, long iw0, long s0, long s1, long kc, float* out) const {
+    long r = s0 * kNr / (static_cast<long>(d.s) * d.c), s = s0 * kNr / d.c % d.s, c = s0 * kNr % d.c;
+    for (long j = 0; j < (s1 - s0) * kNr; ++j) {
+      const long ih = ih0 + r, iw = iw0 + s;
+      const bool in = r < d.r && ih >= 0 && ih < d.h && iw >= 0 && iw < d.w;
+      out[(j / kNr) * kc * kNr + j % kNr] = in ? x[((at.n * d.h + ih) * d.w + iw) * d.c + c] : 0.0f;
+      if (++c == d.c) {
+        c = 0;
+        if (++s == d.s) s = 0, ++r;
+      }
+    }
+  }
+};
+
+}  // namespace
+
 void gemm_conv_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw,
                                float* db) {
-  CNN_CHECK(gemm_conv_ok(d), "internal: gemm_conv_backward_filter on a %dx%d convolution it does not take", d.r,
-            d.s);
+  CNN_CHECK(gemm_conv_filter_ok(d), "internal: gemm_conv_backward_filter on a %dx%d convolution it does not take",
+            d.r, d.s);
   const long pixels = static_cast<long>(d.n) * d.p() * d.q(), rsc = static_cast<long>(d.r) * d.s * d.c;
-  // Each packed sliver's 16 columns lie in one tap (C % 16 == 0, or 1x1 taps): its tap and first channel.
-  const long slivers = (rsc + kNr - 1) / kNr;
-  std::vector<long> tap_r(slivers), tap_s(slivers), chan(slivers);
-  for (long s = 0; s < slivers; ++s) {
-    const long t = s * kNr / d.c;
-    tap_r[s] = t / d.s, tap_s[s] = t % d.s, chan[s] = s * kNr % d.c;
-  }
   const Product p{d.k, rsc, d.k, dw, rsc, true, nullptr};
-  gemm_core(threads, p, slices_of(1, pixels), StridedRows{dy, 1, d.k},
-            [&](const Slice& sl, long s0, long s1, float* dst) {
-              PixelWalk at(d, sl.q0);
-              for (long q = 0; q < sl.kc; ++q, at.next(d))
-                for (long s = s0; s < s1; ++s) {
-                  float* o = dst + ((s - s0) * sl.kc + q) * kNr;
-                  const float* row = at.input(d, x, tap_r[s], tap_s[s]);
-                  const long nv = std::min<long>(kNr, d.c - chan[s]);
-                  if (row && nv == kNr) {
-                    _mm256_store_ps(o, _mm256_loadu_ps(row + chan[s]));
-                    _mm256_store_ps(o + 8, _mm256_loadu_ps(row + chan[s] + 8));
-                  } else {
-                    for (long j = 0; j < kNr; ++j) o[j] = row && j < nv ? row[chan[s] + j] : 0.0f;
-                  }
-                }
-            });
+  if (gemm_conv_ok(d))
+    gemm_core(threads, p, slices_of(1, pixels), StridedRows{dy, 1, d.k}, TapSlivers(d, x, (rsc + kNr - 1) / kNr));
+  else
+    gemm_core(threads, p, slices_of(1, pixels), StridedRows{dy, 1, d.k}, WholeRows{d, x});
   if (!db) return;
   for (long i = 0; i < pixels; ++i)
     for (int k = 0; k < d.k; ++k) db[k] += dy[i * d.k + k];

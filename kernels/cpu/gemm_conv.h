@@ -11,7 +11,7 @@
 // convolution of dy with the filters flipped in space and their channels swapped.
 // One kernel computes 6 x 16 blocks of the result over slices of up to 256 of the summed index (never across a
 // tap) from a packed copy of the right-hand operand (16 columns per sliver), reading the left-hand one in place
-// through a table of row addresses. Every result element is one sum taken in the same order (ascending over the
+// through a table of row addresses (or from a copy in panels of 6 rows where its rows are strided). Every result element is one sum taken in the same order (ascending over the
 // summed index, slice by slice) whichever thread computes it: the same bits for any thread count. Rounding differs
 // from oneDNN's kernels, which split the sums differently: the usual few ulps of the sums' magnitude.
 #pragma once
@@ -23,6 +23,9 @@ namespace cnn {
 // AVX2/FMA build, and C % 16 == 0 unless the taps are 1x1 (the filter gradient's packed columns never straddle two
 // taps).
 bool gemm_conv_ok(const ConvDesc& d);
+// Whether gemm_conv_backward_filter takes `d`: also with any channel count when the filter has at most 1024
+// elements per output channel (R * S * C: an RGB first layer's 7x7x3), whose packed columns straddle taps.
+bool gemm_conv_filter_ok(const ConvDesc& d);
 
 // y = conv(x, w) + b (b may be null).
 void gemm_conv_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y);

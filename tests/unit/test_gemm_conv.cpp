@@ -120,6 +120,29 @@ std::vector<ConvDesc> shapes() {
           conv(1, 4, 5, 272, 33, 3, 1, 1),  conv(3, 3, 3, 48, 64, 3, 2, 0),  conv(2, 10, 10, 16, 32, 3, 3, 1)};
 }
 
+// Filter gradients whose packed columns straddle taps (few channels, gemm_conv_filter_ok only): RGB 7x7 stride
+// 2 and 5x5 (75 columns: a partial last sliver), 3x3 over 3 channels (9 columns per filter row: 8-column halves
+// spanning two rows), 24 channels strided, 2 channels 4x4 (8 columns per row); maps small enough that most
+// pixels have taps on the padding, and one wide enough for the interior path.
+TEST(GemmConv, FilterGradientAcrossTapsMatchesReference) {
+  for (const ConvDesc& d : {conv(2, 11, 10, 3, 64, 7, 2, 3), conv(2, 9, 30, 3, 20, 5, 1, 2), conv(3, 7, 20, 3, 16, 3, 1, 1),
+                            conv(1, 6, 7, 24, 16, 3, 2, 1), conv(2, 6, 9, 2, 16, 4, 1, 1), conv(1, 5, 40, 3, 8, 7, 2, 3)}) {
+    ASSERT_FALSE(gemm_conv_ok(d)) << d.c << "->" << d.k << " " << d.r << "x" << d.s;
+    ASSERT_TRUE(gemm_conv_filter_ok(d)) << d.c << "->" << d.k << " " << d.r << "x" << d.s;
+    const auto x = random_vec(x_size(d), 11), dy = random_vec(y_size(d), 12), db0 = random_vec(d.k, 13);
+    std::vector<float> dw(w_size(d), 0.5f), want(w_size(d), 0.5f), db = db0, want_db = db0;
+    gemm_conv_backward_filter(2, d, x.data(), dy.data(), dw.data(), db.data());
+    conv2d_backward_filter_cpu(d, x.data(), dy.data(), want.data(), want_db.data());
+    const double pixels = static_cast<double>(d.n) * d.p() * d.q();
+    expect_close(dw, want, "dw", d, pixels);
+    expect_close(db, want_db, "db", d, pixels);
+    std::vector<float> dw1(w_size(d), 0.5f), dw3(w_size(d), 0.5f);
+    gemm_conv_backward_filter(1, d, x.data(), dy.data(), dw1.data(), nullptr);
+    gemm_conv_backward_filter(3, d, x.data(), dy.data(), dw3.data(), nullptr);
+    EXPECT_TRUE(dw1 == dw && dw3 == dw) << "same bits for 1, 2 and 3 threads: " << d.c << "->" << d.k;
+  }
+}
+
 TEST(GemmConv, MatchesReference) {
   for (const ConvDesc& d : shapes()) {
     ASSERT_TRUE(gemm_conv_ok(d)) << d.c << "->" << d.k << " " << d.r << "x" << d.s;
@@ -187,6 +210,12 @@ TEST(GemmConv, TakesOnlyItsShapes) {
   EXPECT_FALSE(gemm_conv_ok(other));
   other = d, other.y_layout = ActLayout::kNChw16c;
   EXPECT_FALSE(gemm_conv_ok(other));
+  EXPECT_FALSE(gemm_conv_filter_ok(other));
+  // The filter gradient also with straddling columns: 8 to 1024 of them per filter row and filter.
+  EXPECT_TRUE(gemm_conv_filter_ok(conv(2, 16, 16, 3, 64, 7, 2, 3)));
+  EXPECT_TRUE(gemm_conv_filter_ok(conv(2, 8, 8, 24, 32, 3, 1, 1)));
+  EXPECT_FALSE(gemm_conv_filter_ok(conv(2, 16, 16, 1, 64, 7, 2, 3)));   // 7 columns per filter row
+  EXPECT_FALSE(gemm_conv_filter_ok(conv(2, 16, 16, 24, 64, 7, 2, 3)));  // 1176 columns
 }
 
 // A packing buffer that cannot be had (terabytes: more than any machine's memory and swap, which Linux's
@@ -232,7 +261,8 @@ TEST(GemmConv, OutOfMemoryIsAClearError) {
 // Below AVX-512 DnnlOps runs 3x3 convolutions without a Winograd kernel here: the forward from 128 input
 // channels, backward-data from 128 input and output channels (stride 1: as the forward with flipped filters), the
 // filter gradient from 64 input channels; and the filter gradient of strided 1x1 convolutions from 512 input
-// channels and of 256 -> 1024 1x1 ones. Not under CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0, not from
+// channels and of 256 -> 1024 1x1 ones, and that of few-channel first layers with at least 64 columns (R * S * C)
+// and 64 filters. Not under CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0, not from
 // AVX-512 on. The results match the reference on every path.
 TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
   const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
@@ -250,7 +280,10 @@ TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
                 {conv(2, 6, 6, 256, 512, 1, 2, 0), 0},   // ... from 512 input channels
                 {conv(2, 4, 4, 256, 1024, 1, 1, 0), 1},  // the 256 -> 1024 expansion: filter gradient only
                 {conv(2, 4, 4, 1024, 256, 1, 1, 0), 0},  // other stride-1 1x1: oneDNN's matmul
-                {conv(2, 4, 4, 256, 512, 1, 1, 0), 0}};
+                {conv(2, 4, 4, 256, 512, 1, 1, 0), 0},
+                {conv(2, 12, 12, 3, 64, 7, 2, 3), 1},  // an RGB 7x7 stem: filter gradient only
+                {conv(2, 8, 8, 3, 64, 3, 1, 1), 0},    // ... not with 27 columns
+                {conv(2, 12, 12, 3, 32, 7, 2, 3), 0}};  // ... or 32 filters
   for (const Route& rt : routes) {
     const ConvDesc& d = rt.d;
     const auto x = random_vec(x_size(d), 8), w = random_vec(w_size(d), 9, -0.3f, 0.3f);
