@@ -3,6 +3,8 @@
 #pragma once
 #include <dnnl.hpp>
 
+#include <cstdint>
+
 #include "kernels/backend.h"
 
 namespace cnn {
@@ -35,16 +37,10 @@ inline DnnlConvShape dnnl_conv_shape(const ConvDesc& d) {
   return s;
 }
 
-// KRSC filters of element type T flipped in space with in/out channels swapped: the filters of the transposed
-// convolution that computes a stride-1 backward-data pass as a forward convolution.
-template <class T>
-inline void flip_filters(const ConvDesc& d, const T* w, T* wf) {
-  const size_t R = d.r, S = d.s, C = d.c, K = d.k;
-  for (size_t k = 0; k < K; ++k)
-    for (size_t r = 0; r < R; ++r)
-      for (size_t s = 0; s < S; ++s)
-        for (size_t c = 0; c < C; ++c)
-          wf[((c * R + (R - 1 - r)) * S + (S - 1 - s)) * K + k] = w[((k * R + r) * S + s) * C + c];
-}
+// KRSC filters flipped in space with in/out channels swapped: the filters of the transposed convolution that
+// computes a stride-1 backward-data pass as a forward convolution (fp32, and bf16 as its bits), on `threads`
+// (kernels/cpu/dnnl_ops.cpp).
+void flip_filters(const ConvDesc& d, const float* w, float* wf, int threads);
+void flip_filters(const ConvDesc& d, const uint16_t* w, uint16_t* wf, int threads);
 
 }  // namespace cnn

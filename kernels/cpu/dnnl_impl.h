@@ -121,7 +121,7 @@ struct DnnlOps::Impl {
 
   // One parameter's filters in the layout of one primitive, re-laid out only when the parameter version
   // changes (Backend::set_param_version); version 0 (unknown) re-lays them out at every call.
-  enum class Use { kForward, kBackwardData, kFlippedForward, kFlippedGemm };
+  enum class Use { kForward, kBackwardData, kFlippedForward };
   struct Filter {
     memory blocked;
     uint64_t version = 0;
@@ -251,13 +251,25 @@ struct DnnlOps::Impl {
   bool onednn_winograd_isa =
       (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   bool own_winograd(DType t, const ConvDesc& d) const {
-    return own_kernels(t) && (winograd16_ok(d) || (wino_allowed && !onednn_winograd_isa && winograd_wide_ok(d)));
+    return own_kernels(t) && (winograd16_ok(d) || (wino_allowed && !onednn_winograd_isa && wide_winograd(d)));
+  }
+  // The wide Winograd kernels transform the filters at every call (C x K x 36 values) and compute whole 4x4 tiles,
+  // so with few output pixels the direct kernels are faster: from 64 channels they need 4096 of them (n * h * w;
+  // ResNet-50's 3x3 layers on 28x28 images, at 7x7 down to 2x2 maps, ran 1.3-13x slower on them than on the
+  // implicit GEMM; docs/perf.md, eleventh pass). 32 channels (ResNet-20's second stage) keep them.
+  // CNNTRAIN_WINOGRAD_MIN_PIXELS=N sets the bound (docs/environment.md).
+  long wino_min_pixels = [] {
+    const char* e = std::getenv("CNNTRAIN_WINOGRAD_MIN_PIXELS");
+    return e && *e ? std::max(0L, std::atol(e)) : 4096L;
+  }();
+  bool wide_winograd(const ConvDesc& d) const {
+    return winograd_wide_ok(d) && (d.c < 64 || static_cast<long>(d.n) * d.h * d.w >= wino_min_pixels);
   }
   // Below AVX-512, convolutions with 3x3 (or larger) taps that have no Winograd kernel here (strided ones, 512
   // channels, C != K; the Winograd shapes stay with oneDNN under CNNTRAIN_WINOGRAD=0) run on cnntrain's
   // implicit-GEMM kernels (gemm_conv.h), where oneDNN 2.7's jit:avx2 reaches 25-45% of the FMA peak: the forward
-  // from 128 input channels, backward-data from 128 input and output channels (strided ones directly, stride-1 ones
-  // as the forward with flipped filters), backward-weights from 64 input channels (docs/perf.md, ninth pass).
+  // from 128 input channels, backward-data from 128 input and output channels (reading the filters as they are,
+  // no flipped copy), backward-weights from 64 input channels (docs/perf.md, ninth pass).
   // CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN.
   bool gemm_allowed = [] {
     const char* e = std::getenv("CNNTRAIN_GEMM_CONV");
@@ -265,7 +277,7 @@ struct DnnlOps::Impl {
   }();
   bool own_gemm(DType t, const ConvDesc& d, int min_channels) const {
     return own_kernels(t) && gemm_allowed && !onednn_winograd_isa && gemm_conv_ok(d) && d.r * d.s > 1 &&
-           d.c >= min_channels && !winograd16_ok(d) && !winograd_wide_ok(d);
+           d.c >= min_channels && !winograd16_ok(d) && !wide_winograd(d);
   }
   bool own_gemm_forward(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128); }
   bool own_gemm_data(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128) && d.k >= 128 && d.k % 16 == 0; }

@@ -1,10 +1,42 @@
 #include "kernels/cpu/dnnl_ops.h"
 
+#include <algorithm>
+
+#include "kernels/cpu/cpu_parallel.h"
 #include "kernels/cpu/dnnl_impl.h"
 #include "kernels/cpu/single_channel_conv.h"
 #include "kernels/cpu/winograd16_conv.h"
 
 namespace cnn {
+
+namespace {
+
+// flip_filters: for each tap a K x C -> C x K transpose, in blocks of 16 filters by 8 channels (a block's lines
+// stay in L1 while it is written), taps and blocks of 16 filters split over the threads. Flipped at every step
+// (the filters change), it took 6-7% of ResNet-50's step on 28x28 images as a single-threaded scatter
+// (docs/perf.md, eleventh pass).
+template <class T>
+void flip(const ConvDesc& d, const T* w, T* wf, int threads) {
+  constexpr long kBlock = 16, kCBlock = 8;  // 16 filters: whole destination lines (measured best of 8-32 each)
+  const long R = d.r, S = d.s, C = d.c, K = d.k, taps = R * S, kblocks = (K + kBlock - 1) / kBlock;
+  parallel_for(threads, static_cast<size_t>(K) * taps * C, taps * kblocks, [&](long long u) {
+    const long tap = static_cast<long>(u / kblocks), k0 = static_cast<long>(u % kblocks) * kBlock;
+    const long k1 = std::min(K, k0 + kBlock), flipped = (R - 1 - tap / S) * S + (S - 1 - tap % S);
+    for (long c0 = 0; c0 < C; c0 += kCBlock) {
+      const long c1 = std::min(C, c0 + kCBlock);
+      for (long k = k0; k < k1; ++k) {
+        const T* src = w + (k * taps + tap) * C;
+        T* dst = wf + flipped * K + k;
+        for (long c = c0; c < c1; ++c) dst[c * taps * K] = src[c];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void flip_filters(const ConvDesc& d, const float* w, float* wf, int threads) { flip(d, w, wf, threads); }
+void flip_filters(const ConvDesc& d, const uint16_t* w, uint16_t* wf, int threads) { flip(d, w, wf, threads); }
 
 using dnnl_detail::memory;
 using dnnl_detail::tag;
@@ -59,7 +91,9 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     return winograd16_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
                                     static_cast<float*>(dx));
   }
-  if (I.own_gemm_data(t, d) && (d.stride_h > 1 || d.stride_w > 1)) {
+  // cnntrain's implicit GEMM reads the filters as they are, stride 1 or not (as the forward with flipped filters
+  // it had to flip them at every step: 5 ms for 512 -> 512 3x3 at two threads, twice the product on 1x1 maps).
+  if (I.own_gemm_data(t, d)) {
     ++I.small_runs;
     return gemm_conv_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
                                    static_cast<float*>(dx));
@@ -71,25 +105,13 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     // (LeNet's 5x5) would get r-1 padding, i.e. mostly zero taps: they keep the backward-data primitive, as
     // do grouped, dilated and asymmetrically padded convs (whose transposes this flip does not build).
     const ConvDesc tr = Impl::flipped(d);
-    if (I.own_gemm_data(t, d)) {  // as the forward of dy with the flipped filters
-      ++I.small_runs;
-      const size_t count = static_cast<size_t>(d.k) * d.r * d.s * d.c;
-      const memory& wf = I.filters_for(w, Impl::key_of(tr, false, t), Impl::Use::kFlippedGemm,
-                                       memory::desc({static_cast<memory::dim>(count)}, dt::f32, tag::a),
-                                       [&](const memory& to) {
-                                         flip_filters(d, static_cast<const float*>(w),
-                                                      static_cast<float*>(to.get_data_handle()));
-                                       });
-      return gemm_conv_forward(I.threads, tr, static_cast<const float*>(dy),
-                               static_cast<const float*>(wf.get_data_handle()), nullptr, static_cast<float*>(dx));
-    }
     Impl::Conv& ct = I.conv(tr, false, t);
     auto flip = [&](const memory& to) {
       I.w_flip.resize(static_cast<size_t>(d.k) * d.r * d.s * d.c * dtype_size(t));
       if (t == DType::kF32)
-        flip_filters(d, static_cast<const float*>(w), reinterpret_cast<float*>(I.w_flip.data()));
+        flip_filters(d, static_cast<const float*>(w), reinterpret_cast<float*>(I.w_flip.data()), I.threads);
       else
-        flip_filters(d, static_cast<const uint16_t*>(w), reinterpret_cast<uint16_t*>(I.w_flip.data()));
+        flip_filters(d, static_cast<const uint16_t*>(w), reinterpret_cast<uint16_t*>(I.w_flip.data()), I.threads);
       Impl::bind(ct.w_user, I.w_flip.data());
       if (ct.fwd_reorder)
         I.run(ct.w_to_fwd, {{DNNL_ARG_FROM, &ct.w_user}, {DNNL_ARG_TO, &to}});

@@ -87,14 +87,12 @@ struct StridedRows {
 // The output pixels i = (n, p, q) of `d` in order.
 struct PixelWalk {
   long n, p, q;
-  PixelWalk(const ConvDesc& d, long i) {
-    const long pq = static_cast<long>(d.p()) * d.q();
-    n = i / pq, p = i % pq / d.q(), q = i % d.q();
-  }
-  void next(const ConvDesc& d) {
-    if (++q == d.q()) {
+  long P, Q;  // the output's rows and columns (ConvDesc computes them with divisions)
+  PixelWalk(const ConvDesc& d, long i) : P(d.p()), Q(d.q()) { n = i / (P * Q), p = i % (P * Q) / Q, q = i % Q; }
+  void next() {
+    if (++q == Q) {
       q = 0;
-      if (++p == d.p()) p = 0, ++n;
+      if (++p == P) p = 0, ++n;
     }
   }
   // x's row (C floats) under tap (r, s), or null on padding.
@@ -112,7 +110,7 @@ struct ConvRows {
   void operator()(long i0, long count, const Slice& sl, const float** table) const {
     const long tap = sl.q0 / d->c, c0 = sl.q0 % d->c;
     PixelWalk at(*d, i0);
-    for (long ii = 0; ii < count; ++ii, at.next(*d)) {
+    for (long ii = 0; ii < count; ++ii, at.next()) {
       const float* row = at.input(*d, x, tap / d->s, tap % d->s);
       table[ii] = row ? row + c0 : kZeros;
     }
@@ -161,9 +159,11 @@ void gemm_conv_backward_data(int threads, const ConvDesc& d, const float* dy, co
   // scattered into dx.
   const long sh = d.stride_h, sw = d.stride_w, P = d.p(), Q = d.q(), K = d.k, C = d.c;
   const long rsc = static_cast<long>(d.r) * d.s * C;
+  // With stride 1 the one class is all of dx, in dx's order: written in place.
+  const bool in_place = sh == 1 && sw == 1;
   static thread_local AlignedFloats compact;
   const size_t compact_floats = static_cast<size_t>(d.n) * d.h * d.w * C;
-  float* out = compact.get(compact_floats);
+  float* out = in_place ? dx : compact.get(compact_floats);
   if (!out) out_of_memory("backward-data's per-class results", compact_floats);
   struct Class {
     long ih0, iw0, rows, cols;  // first input row and column, how many of each
@@ -207,6 +207,7 @@ void gemm_conv_backward_data(int threads, const ConvDesc& d, const float* dy, co
       classes.push_back(k);
     }
   // Every input pixel is in one class (a class without taps, stride larger than the filter, got zeros).
+  if (in_place) return;
   for (const Class& k : classes) {
     const long rows = d.n * k.rows;
     parallel_for(threads, static_cast<size_t>(rows) * k.cols * C, rows, [&](long long q) {
@@ -235,7 +236,7 @@ struct TapSlivers {
   }
   void operator()(const Slice& sl, long s0, long s1, float* dst) const {
     PixelWalk at(d, sl.q0);
-    for (long q = 0; q < sl.kc; ++q, at.next(d))
+    for (long q = 0; q < sl.kc; ++q, at.next())
       for (long s = s0; s < s1; ++s) {
         float* o = dst + ((s - s0) * sl.kc + q) * kNr;
         const float* row = at.input(d, x, tap_r[s], tap_s[s]);
@@ -275,7 +276,7 @@ struct WholeRows {
       hv[h].next = _mm256_andnot_si256(hv[h].first, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(in_r + in_next)), lanes));
     }
     // Sliver by sliver, so that the stores run along one sliver's rows (those of one pixel are 16 KB apart).
-    const long P = d.p(), Q = d.q(), H = d.h, W = d.w, row = W * d.c;
+    const long H = d.h, W = d.w, row = W * d.c;
     for (long sv = s0; sv < s1; ++sv) {
       PixelWalk at(d, sl.q0);
       float* out = dst + (sv - s0) * sl.kc * kNr;
@@ -301,10 +302,7 @@ struct WholeRows {
             _mm256_store_ps(out + h * 8, v);
           }
         }
-        if (++at.q == Q) {
-          at.q = 0;
-          if (++at.p == P) at.p = 0, ++at.n;
-        }
+        at.next();
       }
     }
   }

@@ -7,13 +7,13 @@
 //   backward-weights  dw[k, r, s, c] += sum over i of dy[i, k] x[pixel(i, r, s), c]
 //   backward-data     dx[pixel(i, r, s), c] += dy[i, k] w[k, r, s, c]: for each class of input pixels that
 //                     take the same taps (stride 2: four), a product over those taps and k
-// (taps falling on padding read zeros). DnnlOps runs a stride-1 convolution's backward-data as the forward
-// convolution of dy with the filters flipped in space and their channels swapped.
+// (taps falling on padding read zeros); with stride 1 the one class is dx itself, written in place.
 // One kernel computes 6 x 16 blocks of the result over slices of up to 256 of the summed index (never across a
 // tap) from a packed copy of the right-hand operand (16 columns per sliver), reading the left-hand one in place
-// through a table of row addresses (or from a copy in panels of 6 rows where its rows are strided). Every result element is one sum taken in the same order (ascending over the
-// summed index, slice by slice) whichever thread computes it: the same bits for any thread count. Rounding differs
-// from oneDNN's kernels, which split the sums differently: the usual few ulps of the sums' magnitude.
+// through a table of row addresses (or from a copy in panels of 6 rows where its rows are strided). Every result
+// element is one sum taken in the same order (ascending over the summed index, slice by slice) whichever thread
+// computes it: the same bits for any thread count. Rounding differs from oneDNN's kernels, which split the sums
+// differently: the usual few ulps of the sums' magnitude.
 #pragma once
 #include "kernels/backend.h"
 
@@ -29,7 +29,7 @@ bool gemm_conv_filter_ok(const ConvDesc& d);
 
 // y = conv(x, w) + b (b may be null).
 void gemm_conv_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
-// dx = dL/dx (overwritten); written for strided convolutions (a stride-1 one is a single class).
+// dx = dL/dx (overwritten), any stride.
 void gemm_conv_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx);
 // dw += dL/dw; db += dL/db when db is not null (sums of dy over the pixels, in pixel order).
 void gemm_conv_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw, float* db);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/conv2d.h"
+#include "kernels/cpu/dnnl_conv_shape.h"
 #include "kernels/cpu/dnnl_ops.h"
 #include "kernels/cpu/gemm_conv.h"
 #include "dnnl.h"
@@ -305,6 +306,32 @@ TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
       const unsigned own = !avx512 && !*off ? rt.own : 0u;
       EXPECT_EQ(ops.small_conv_runs(), own) << d.c << "->" << d.k << " " << d.r << "x" << d.s << "/" << d.stride_h
                                             << ", off: " << off;
+    }
+  }
+}
+
+// The flipped filters (blocked and threaded) are the definition's: wf[c, R-1-r, S-1-s, k] = w[k, r, s, c], for
+// sizes that are no multiple of the blocks, fp32 and bf16 bits, 1 to 3 threads.
+TEST(GemmConv, FlipFiltersMatchesDefinition) {
+  for (const ConvDesc& d : {conv(1, 4, 4, 19, 37, 3, 1, 1), conv(1, 4, 4, 300, 70, 1, 1, 0), conv(1, 6, 6, 5, 3, 5, 1, 2)}) {
+    const size_t count = w_size(d), R = d.r, S = d.s, C = d.c, K = d.k;
+    std::vector<float> w(count), want(count);
+    std::vector<uint16_t> w16(count), want16(count);
+    for (size_t i = 0; i < count; ++i) w[i] = static_cast<float>(i), w16[i] = static_cast<uint16_t>(i * 7);
+    for (size_t k = 0; k < K; ++k)
+      for (size_t r = 0; r < R; ++r)
+        for (size_t s = 0; s < S; ++s)
+          for (size_t c = 0; c < C; ++c) {
+            const size_t to = ((c * R + R - 1 - r) * S + S - 1 - s) * K + k, from = ((k * R + r) * S + s) * C + c;
+            want[to] = w[from], want16[to] = w16[from];
+          }
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> got(count, -1.f);
+      std::vector<uint16_t> got16(count, 0xffff);
+      flip_filters(d, w.data(), got.data(), threads);
+      flip_filters(d, w16.data(), got16.data(), threads);
+      EXPECT_TRUE(got == want) << d.c << "->" << d.k << " " << d.r << "x" << d.s << ", " << threads << " threads";
+      EXPECT_TRUE(got16 == want16) << d.c << "->" << d.k << " " << d.r << "x" << d.s << ", " << threads << " threads";
     }
   }
 }

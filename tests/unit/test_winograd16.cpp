@@ -9,6 +9,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/cpu/dnnl_ops.h"
+#include "kernels/cpu/gemm_conv.h"
 #include "kernels/cpu/winograd16_conv.h"
 #include "dnnl.h"
 #include "tests/common/test_util.h"
@@ -201,6 +202,7 @@ TEST(Winograd16, DnnlOpsRoutesThem) {
 // CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0. The results match the reference on either path.
 TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
   const bool onednn_winograd = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  setenv("CNNTRAIN_WINOGRAD_MIN_PIXELS", "0", 1);  // these 192 pixels would otherwise take the direct kernels
   for (int c : {32, 64, 128, 256}) {
     const ConvDesc d = same16(3, 8, 8, c);
     const size_t filters = filter_size(d);
@@ -222,6 +224,39 @@ TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
       expect_close(dw, want_dw, "dw through DnnlOps", d, static_cast<double>(d.n) * d.h * d.w);
       const bool own = !onednn_winograd && !*off;
       EXPECT_EQ(ops.small_conv_runs(), own ? 3u : 0u) << c << " channels, off: " << off;
+    }
+  }
+  unsetenv("CNNTRAIN_WINOGRAD_MIN_PIXELS");
+}
+
+// From 64 channels the wide kernels need 4096 output pixels (n * h * w): below, DnnlOps runs the forward on
+// another kernel (for 128 channels cnntrain's implicit GEMM: its bits); at 32 channels, and from 4096 pixels,
+// on the Winograd kernels (their bits). CNNTRAIN_WINOGRAD_MIN_PIXELS moves the bound.
+TEST(WinogradWide, FewPixelsTakeTheDirectKernels) {
+  if ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core)
+    GTEST_SKIP() << "from AVX-512 on oneDNN runs its own Winograd kernels";
+  const struct {
+    ConvDesc d;
+    const char* bound;  // CNNTRAIN_WINOGRAD_MIN_PIXELS, or null
+    bool winograd;
+  } cases[] = {{same16(3, 8, 8, 128), nullptr, false},  {same16(64, 8, 8, 64), nullptr, true},
+               {same16(3, 8, 8, 32), nullptr, true},    {same16(63, 8, 8, 64), nullptr, false},
+               {same16(3, 8, 8, 128), "192", true},     {same16(64, 8, 8, 64), "5000", false}};
+  for (const auto& k : cases) {
+    const ConvDesc& d = k.d;
+    const auto x = random_vec(map_size(d), 11), w = random_vec(filter_size(d), 12, -0.3f, 0.3f);
+    if (k.bound) setenv("CNNTRAIN_WINOGRAD_MIN_PIXELS", k.bound, 1);
+    DnnlOps ops(2);
+    unsetenv("CNNTRAIN_WINOGRAD_MIN_PIXELS");
+    std::vector<float> y(map_size(d)), wino(map_size(d));
+    ops.conv_forward(d, x.data(), w.data(), nullptr, y.data());
+    winograd16_forward(2, d, x.data(), w.data(), nullptr, wino.data());
+    EXPECT_EQ(y == wino, k.winograd) << d.n << "x" << d.h << "x" << d.w << ", " << d.c << " channels, bound "
+                                     << (k.bound ? k.bound : "default");
+    if (!k.winograd && d.c >= 128) {
+      std::vector<float> gemm(map_size(d));
+      gemm_conv_forward(2, d, x.data(), w.data(), nullptr, gemm.data());
+      EXPECT_TRUE(y == gemm) << d.n << "x" << d.h << "x" << d.w << ", " << d.c << " channels";
     }
   }
 }
