@@ -243,6 +243,7 @@ struct DnnlOps::Impl {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   uint64_t small_runs = 0;
+  uint64_t pointwise_matmuls = 0;  // small_pointwise passes run as matmuls
   bool own_kernels(DType t) const { return t == DType::kF32 && small_allowed; }
   // oneDNN 2.6's Winograd kernels exist from AVX-512 on (ResNet-20's later stages use them and blocked
   // activations there); below it the 32 -> 32 and 64 -> 64 3x3 "same" convolutions run on cnntrain's own
@@ -262,6 +263,16 @@ struct DnnlOps::Impl {
     const char* e = std::getenv("CNNTRAIN_WINOGRAD_MIN_PIXELS");
     return e && *e ? std::max(0L, std::atol(e)) : 4096L;
   }();
+  // A 1x1 stride-1 convolution over NHWC on fewer than 1024 output pixels (n * h * w: ResNet-50's later stages
+  // on 28x28 images) runs its forward and backward-data as oneDNN matmuls, which read the KRSC filters as they
+  // are: the convolution primitive re-lays them out (and backward-data flips them) at every step, which there
+  // costs more than the product (1.3-2.6x forward, 1.2-5x backward-data; docs/perf.md, eleventh pass). Larger maps
+  // keep the convolution primitive (0.65-1.2x of it as a matmul at ResNet-50's 224x224 sizes).
+  static bool small_pointwise(const ConvDesc& d) {
+    return d.plain() && d.r == 1 && d.s == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 &&
+           d.pad_w == 0 && d.x_layout == ActLayout::kNHWC && d.y_layout == ActLayout::kNHWC &&
+           static_cast<long>(d.n) * d.h * d.w < 1024;
+  }
   bool wide_winograd(const ConvDesc& d) const {
     return winograd_wide_ok(d) && (d.c < 64 || static_cast<long>(d.n) * d.h * d.w >= wino_min_pixels);
   }

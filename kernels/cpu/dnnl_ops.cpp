@@ -70,6 +70,10 @@ void DnnlOps::conv_forward(DType t, const ConvDesc& d, const void* x, const void
     return gemm_conv_forward(I.threads, d, static_cast<const float*>(x), static_cast<const float*>(w), b,
                              static_cast<float*>(y));
   }
+  if (Impl::small_pointwise(d)) {
+    ++I.pointwise_matmuls;
+    return linear_forward(t, d.n * d.h * d.w, d.c, d.k, x, w, b, y);
+  }
   Impl::Conv& c = I.conv(d, b != nullptr, t);
   Impl::bind(c.w_user, w);
   auto relayout = [&](const memory& to) { I.run(c.w_to_fwd, {{DNNL_ARG_FROM, &c.w_user}, {DNNL_ARG_TO, &to}}); };
@@ -97,6 +101,10 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
     ++I.small_runs;
     return gemm_conv_backward_data(I.threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
                                    static_cast<float*>(dx));
+  }
+  if (Impl::small_pointwise(d)) {
+    ++I.pointwise_matmuls;
+    return linear_backward_data(t, d.n * d.h * d.w, d.c, d.k, dy, w, dx);
   }
   if (d.plain() && d.stride_h == 1 && d.stride_w == 1 && 2 * d.pad_h == d.r - 1 && 2 * d.pad_w == d.s - 1) {
     // With stride 1 the input gradient is a forward convolution of dy with the filters flipped in space and
@@ -291,6 +299,7 @@ uint64_t DnnlOps::winograd_runs() const { return p_->wino_runs; }
 uint64_t DnnlOps::blocked_reuses() const { return p_->blk_reuses; }
 uint64_t DnnlOps::layout_conversions() const { return p_->conversions; }
 uint64_t DnnlOps::small_conv_runs() const { return p_->small_runs; }
+uint64_t DnnlOps::pointwise_matmuls() const { return p_->pointwise_matmuls; }
 
 std::string DnnlOps::conv_impl(const ConvDesc& d, DType t) {
   Impl& I = *p_;

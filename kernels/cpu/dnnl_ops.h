@@ -75,6 +75,9 @@ class DnnlOps {
   // (kernels/cpu/single_channel_conv.h, small_channel_conv.h) and 16 -> 16 channel 3x3 on Winograd
   // (winograd16_conv.h); CNNTRAIN_SMALL_CONV=0: none.
   uint64_t small_conv_runs() const;
+  // Forward and backward-data passes of 1x1 stride-1 convolutions on fewer than 1024 output pixels that ran as
+  // oneDNN matmuls on the filters as they are (no per-step re-layout or flip; dnnl_impl.h, small_pointwise).
+  uint64_t pointwise_matmuls() const;
 
   // Implementation names oneDNN chose for a convolution shape without bias (fwd, bwd-data, bwd-weights), for
   // the bench.

@@ -310,6 +310,34 @@ TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
   }
 }
 
+// 1x1 stride-1 convolutions on fewer than 1024 output pixels run their forward (with bias) and backward-data as
+// matmuls on the filters as they are; from 1024 pixels, strided or padded ones, on the convolution primitive.
+// Results match the reference either way.
+TEST(GemmConv, SmallPointwiseConvolutionsRunAsMatmuls) {
+  ConvDesc padded = conv(2, 4, 4, 48, 40, 1, 1, 0);
+  padded.pad_h = padded.pad_w = 0, padded.extra_pad_h = 1;
+  const struct {
+    ConvDesc d;
+    unsigned matmuls;
+  } cases[] = {{conv(2, 5, 7, 48, 40, 1, 1, 0), 2},   {conv(3, 1, 1, 64, 256, 1, 1, 0), 2},
+               {conv(4, 16, 16, 32, 16, 1, 1, 0), 0}, {conv(2, 6, 6, 48, 40, 1, 2, 0), 0},
+               {padded, 0}};
+  for (const auto& k : cases) {
+    const ConvDesc& d = k.d;
+    const auto x = random_vec(x_size(d), 21), w = random_vec(w_size(d), 22), b = random_vec(d.k, 23);
+    const auto dy = random_vec(y_size(d), 24);
+    DnnlOps ops(2);
+    std::vector<float> y(y_size(d)), want(y_size(d)), dx(x_size(d)), want_dx(x_size(d));
+    ops.conv_forward(d, x.data(), w.data(), b.data(), y.data());
+    conv2d_forward_cpu(d, x.data(), w.data(), b.data(), want.data());
+    expect_close(y, want, "y", d, d.c);
+    ops.conv_backward_data(d, dy.data(), w.data(), dx.data());
+    conv2d_backward_data_cpu(d, dy.data(), w.data(), want_dx.data());
+    expect_close(dx, want_dx, "dx", d, d.k);
+    EXPECT_EQ(ops.pointwise_matmuls(), k.matmuls) << d.n << "x" << d.h << "x" << d.w << " " << d.c << "->" << d.k;
+  }
+}
+
 // The flipped filters (blocked and threaded) are the definition's: wf[c, R-1-r, S-1-s, k] = w[k, r, s, c], for
 // sizes that are no multiple of the blocks, fp32 and bf16 bits, 1 to 3 threads.
 TEST(GemmConv, FlipFiltersMatchesDefinition) {
