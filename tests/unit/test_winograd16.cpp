@@ -245,7 +245,10 @@ TEST(WinogradWide, FewPixelsTakeTheDirectKernels) {
   for (const auto& k : cases) {
     const ConvDesc& d = k.d;
     const auto x = random_vec(map_size(d), 11), w = random_vec(filter_size(d), 12, -0.3f, 0.3f);
-    if (k.bound) setenv("CNNTRAIN_WINOGRAD_MIN_PIXELS", k.bound, 1);
+    if (k.bound)
+      setenv("CNNTRAIN_WINOGRAD_MIN_PIXELS", k.bound, 1);
+    else
+      unsetenv("CNNTRAIN_WINOGRAD_MIN_PIXELS");
     DnnlOps ops(2);
     unsetenv("CNNTRAIN_WINOGRAD_MIN_PIXELS");
     std::vector<float> y(map_size(d)), wino(map_size(d));
