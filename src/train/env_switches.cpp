@@ -11,6 +11,7 @@ const std::vector<EnvVar>& known_env_vars() {
       // Read by kernels/cpu/cpu_backend.cpp, kernels/cpu/dnnl_ops.cpp, kernels/cuda/kernel_settings.cu.
       {"CNNTRAIN_CPU_KERNELS", EnvKind::kResults, ""},
       {"CNNTRAIN_WINOGRAD", EnvKind::kResults, ""},
+      {"CNNTRAIN_WINOGRAD_MIN_PIXELS", EnvKind::kResults, ""},
       {"CNNTRAIN_BLOCKED_LAYOUT", EnvKind::kResults, ""},
       {"CNNTRAIN_SMALL_CONV", EnvKind::kResults, ""},
       {"CNNTRAIN_GEMM_CONV", EnvKind::kResults, ""},
