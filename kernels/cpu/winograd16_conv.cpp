@@ -50,8 +50,16 @@ constexpr double G[6][3] = {{0.25, 0, 0},
                             {1.0 / 24, -1.0 / 12, 1.0 / 6},
                             {0, 0, 1}};
 
-// The call's filters transformed: u[(e * C + ci) * C + co] = (G g G^T)[e] for g = filter(co, ci, r, s), in
-// double and rounded once; output channels in parallel (128 channels: ~5 MFLOP in double per call).
+// The call's filters transformed: (G g G^T)[e] for g = filter(co, ci, r, s), in double and rounded once, at
+// u[e * C * C + panel_at(ci, co)]; output channels in parallel (128 channels: ~5 MFLOP in double per call).
+// Each tile element's C x C matrix is stored as C / 16 panels of 16 output channels, [co / 16][ci][co % 16]:
+// a product (panel()) reads one panel's 16 KB (256 channels) in order instead of one cache line per C floats,
+// lines that at 256 channels fall into 4 of L1's 64 sets and cannot stay there between a block's tiles.
+template <int C>
+constexpr size_t panel_at(int ci, int co) {
+  return (static_cast<size_t>(co / 16) * C + ci) * 16 + co % 16;
+}
+
 template <int C, class Filter>
 void transform_filters(int threads, Filter filter, float* u) {
   parallel_for(threads, static_cast<size_t>(C) * C * 36, C, [&](long long q) {
@@ -64,7 +72,7 @@ void transform_filters(int threads, Filter filter, float* u) {
       for (int a = 0; a < 6; ++a)
         for (int b = 0; b < 6; ++b) {
           const double v = G[b][0] * gg[a][0] + G[b][1] * gg[a][1] + G[b][2] * gg[a][2];
-          u[((6 * a + b) * C + ci) * C + co] = static_cast<float>(v);
+          u[(6 * a + b) * C * C + panel_at<C>(ci, co)] = static_cast<float>(v);
         }
     }
   });
@@ -153,15 +161,16 @@ void input_tile(const float* pixels, size_t row, int ch, float* v, int step) {
 }
 
 // For one tile element and output channels cb .. cb + 15: m[t][co] = sum over ci of v[t][ci] * u[ci][co] for the
-// block's T tiles, the input channels in order (two vectors per tile).
+// block's T tiles, the input channels in order (two vectors per tile; u's panel of cb, panel_at).
 template <int C, int T>
 void panel(const float* u, const float* v, int cb, float* m) {
   __m256 acc[T][2];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  const float* up = u + panel_at<C>(0, cb);
 #pragma GCC unroll 2
   for (int ci = 0; ci < C; ++ci) {
-    const __m256 u0 = _mm256_loadu_ps(u + ci * C + cb), u1 = _mm256_loadu_ps(u + ci * C + cb + 8);
+    const __m256 u0 = _mm256_loadu_ps(up + ci * 16), u1 = _mm256_loadu_ps(up + ci * 16 + 8);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m256 b = _mm256_broadcast_ss(v + t * C + ci);
