@@ -378,14 +378,16 @@ void gradient_tile(const Geom& g, const float* image, int i, int j, int ch, floa
 }
 
 // w[ci][co] += sum over the T tiles of v[t][ci] * y[t][co] for input channels ci0 .. ci0 + CB - 1 and output
-// channels cb .. cb + 15 (one tile element), the tiles in order.
+// channels cb .. cb + 15 (one tile element), the tiles in order. w is stored in panels (panel_at): the block is
+// CB adjacent lines, and consecutive calls (ci0 ascending) walk the panel in order.
 template <int C, int CB>
 void accumulate(const float* v, const float* y, int T, int ci0, int cb, float* w) {
   __m256 acc[CB][2];
+  float* wp = w + panel_at<C>(ci0, cb);
 #pragma GCC unroll 8
   for (int c = 0; c < CB; ++c) {
-    acc[c][0] = _mm256_loadu_ps(w + (ci0 + c) * C + cb);
-    acc[c][1] = _mm256_loadu_ps(w + (ci0 + c) * C + cb + 8);
+    acc[c][0] = _mm256_loadu_ps(wp + c * 16);
+    acc[c][1] = _mm256_loadu_ps(wp + c * 16 + 8);
   }
   for (int t = 0; t < T; ++t) {
     const __m256 u0 = _mm256_loadu_ps(y + t * C + cb), u1 = _mm256_loadu_ps(y + t * C + cb + 8);
@@ -398,8 +400,8 @@ void accumulate(const float* v, const float* y, int T, int ci0, int cb, float* w
   }
 #pragma GCC unroll 8
   for (int c = 0; c < CB; ++c) {
-    _mm256_storeu_ps(w + (ci0 + c) * C + cb, acc[c][0]);
-    _mm256_storeu_ps(w + (ci0 + c) * C + cb + 8, acc[c][1]);
+    _mm256_storeu_ps(wp + c * 16, acc[c][0]);
+    _mm256_storeu_ps(wp + c * 16 + 8, acc[c][1]);
   }
 }
 using AccumulateFn = void (*)(const float*, const float*, int, int, int, float*);
@@ -413,8 +415,8 @@ struct FilterScratch {
   explicit FilterScratch(int c) : v(kE * kMaxGroup * c), y(kE * kMaxGroup * c), edge(kE * c) {}
 };
 
-// part[e][ci][co] = the transformed-domain filter gradient of images n0 .. n1 - 1, their tiles in order in
-// groups of group_tiles(C) (small maps fill a group from several images).
+// part[e * C * C + panel_at(ci, co)] = the transformed-domain filter gradient of images n0 .. n1 - 1, their tiles
+// in order in groups of group_tiles(C) (small maps fill a group from several images).
 template <int C>
 void filter_chunk(const Geom& g, const float* x, const float* dy, int n0, int n1, FilterScratch& s, float* part) {
   constexpr int kGroup = group_tiles(C), step = kGroup * C;
@@ -494,7 +496,7 @@ void backward_filter_c(int threads, const ConvDesc& d, const float* x, const flo
       double t[6][3] = {};  // W G
       for (int a = 0; a < 6; ++a)
         for (int b = 0; b < 6; ++b)
-          for (int s = 0; s < 3; ++s) t[a][s] += parts[((6 * a + b) * C + ci) * C + co] * G[b][s];
+          for (int s = 0; s < 3; ++s) t[a][s] += parts[(6 * a + b) * C * C + panel_at<C>(ci, co)] * G[b][s];
       for (int r = 0; r < 3; ++r)
         for (int s = 0; s < 3; ++s) {
           double v = 0;
