@@ -27,6 +27,7 @@ constexpr long kMc = 144;  // rows per cache block (one table of A's row address
 constexpr long kChunk = 8;  // column slivers per pass over a cache block's rows
 constexpr long kPanelsFrom = 2;  // column slivers that make strided rows of A worth copying into panels (run_slice)
 constexpr size_t kApack = kMc * kKc;  // floats of one thread's packed rows of A (run_slice)
+constexpr long kPanelFloats = 32768;   // results per row panel of rows_split (128 KB, L2)
 
 // c[0..MR)[0..16) = (load ? c : bias or 0) + sum over q < kc of ap[i][q * a_cs] * bp[q][0..16).
 // nv < 16 columns go through a local tile.
@@ -244,12 +245,18 @@ void rows_split(const Work<Fill, Pack>& w, size_t whole_b) {
       w.pack(slices[sl], s, s + 1, base[sl] + s * slices[sl].kc * kNr);
     }
   };
+  // A thread's rows in panels of whole cache blocks whose results (kPanelFloats) stay in L2 over all the
+  // slices, instead of each slice passing over all of its rows: 6.4 MB per thread for ResNet-50's 56x56 stride-2
+  // 3x3 layer, read and written 9 times from L3 (docs/perf.md, twelfth pass). Each result is still one sum
+  // over the slices in order: the same bits.
+  const long panel_rows = std::max(kMc, kPanelFloats / (slivers * kNr) / kMc * kMc);
   auto rows = [&](int t, int nt) {
     const long i0 = split_at(g.m, t, nt), i1 = split_at(g.m, t + 1, nt);
     if (i0 >= i1) return;
     Fill f = w.fill;
-    for (size_t sl = 0; sl < slices.size(); ++sl)
-      run_slice(g, f, i0, i1, 0, slivers, slices[sl], base[sl], w.panels(t));
+    for (long r0 = i0; r0 < i1; r0 += panel_rows)
+      for (size_t sl = 0; sl < slices.size(); ++sl)
+        run_slice(g, f, r0, std::min(i1, r0 + panel_rows), 0, slivers, slices[sl], base[sl], w.panels(t));
   };
   if (w.threads == 1) {
     pack_part(0, 1);

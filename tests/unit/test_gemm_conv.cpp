@@ -50,6 +50,7 @@ TEST(PackedGemm, MatchesDoubleProductWithSameBitsForAnyThreadCount) {
       {30, 64, 3000, true, false, true, false},  // a long sum, few rows: B packed per slice and thread, split
       {40, 24, 2000, true, false, false, false}, // over column slivers (2 threads) or rows (3)
       {12, 20, 0, false, false, false, true},    // an empty sum: bias only
+      {1000, 40, 600, false, false, true, true}, // many rows, a sum of 3 slices: rows in panels of 576 (rows_split)
       // A with a stride (transposed) and >= 8 column slivers per thread: its rows copied into panels first, two
       // cache blocks of rows with a partial last panel, B packed once (rows split) or per thread (columns split)
       {151, 300, 700, true, false, true, true},  {20, 520, 600, true, false, false, false},
