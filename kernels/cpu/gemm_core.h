@@ -311,6 +311,53 @@ void parts_split(const Work<Fill, Pack>& w) {
   if (missing) out_of_memory("a thread's packed matrix operand", missing);
 }
 
+// A long sum into a small result (a first layer's filter gradient, 64 x 147 over 400k pixels): the slices
+// split into kSumParts fixed parts, each part's product into its own zeroed buffer (all columns, so B is packed
+// and A copied once in all), then c = (c, or bias, or 0) + ((part 0 + part 1) + ...): the same bits for any
+// thread count. Splitting columns or rows instead has each thread copy or pack all of one operand.
+constexpr long kSumParts = 8;
+constexpr long kSumResult = 1 << 16;  // results (m x n) at most
+template <class Fill, class Pack>
+void sum_split(const Work<Fill, Pack>& w) {
+  const Product& g = w.g;
+  const long slivers = w.slivers, parts = kSumParts, count = static_cast<long>(w.slices.size());
+  const size_t part = static_cast<size_t>(g.m) * g.n;
+  static thread_local AlignedFloats sums;
+  float* sp = sums.get(parts * part);
+  if (!sp) out_of_memory("a matrix product's partial sums", parts * part);
+  std::fill(sp, sp + parts * part, 0.0f);
+  std::atomic<size_t> missing{0};
+  auto run_part = [&](long j, float* panels) {
+    static thread_local AlignedFloats packed;
+    const size_t floats = static_cast<size_t>(kKc) * slivers * kNr;
+    float* bp = packed.get(floats);
+    if (!bp) {
+      missing = floats;
+      return;
+    }
+    const Product gp{g.m, g.n, g.a_cs, sp + j * part, g.n, true, nullptr};
+    Fill f = w.fill;
+    for (long sl = count * j / parts; sl < count * (j + 1) / parts; ++sl) {
+      w.pack(w.slices[sl], 0, slivers, bp);
+      run_slice(gp, f, 0, g.m, 0, slivers, w.slices[sl], bp, panels);
+    }
+  };
+  if (w.threads == 1) {
+    for (long j = 0; j < parts; ++j) run_part(j, w.panels(0));
+  } else {
+#pragma omp parallel for num_threads(w.threads) schedule(static)
+    for (long j = 0; j < parts; ++j) run_part(j, w.panels(omp_get_thread_num()));
+  }
+  if (missing) out_of_memory("a thread's packed matrix operand", missing);
+  for (long i = 0; i < g.m; ++i)
+    for (long jc = 0; jc < g.n; ++jc) {
+      float total = sp[i * g.n + jc];
+      for (long j = 1; j < parts; ++j) total += sp[j * part + i * g.n + jc];
+      float& c = g.c[i * g.ldc + jc];
+      c = (g.accumulate ? c : g.bias ? g.bias[jc] : 0.0f) + total;
+    }
+}
+
 template <class Fill, class Pack>
 void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, Fill fill, Pack pack) {
   if (g.m <= 0 || g.n <= 0) return;
@@ -335,7 +382,10 @@ void gemm_core(int threads, const Product& g, const std::vector<Slice>& slices, 
   const Work<Fill, Pack> w{threads, g, slices, fill, pack, slivers, apack};
   const long row_blocks = (g.m + kMr - 1) / kMr;
   const size_t whole_b = static_cast<size_t>(kdim) * slivers * kNr;
-  if (row_blocks >= 8L * threads && whole_b <= (size_t{1} << 22))
+  // The choice of sum_split must not depend on the thread count (its sums are grouped differently).
+  if (g.m * g.n <= kSumResult && static_cast<long>(slices.size()) >= 4 * kSumParts)
+    sum_split(w);
+  else if (row_blocks >= 8L * threads && whole_b <= (size_t{1} << 22))
     rows_split(w, whole_b);
   else
     parts_split(w);

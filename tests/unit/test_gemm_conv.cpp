@@ -51,6 +51,8 @@ TEST(PackedGemm, MatchesDoubleProductWithSameBitsForAnyThreadCount) {
       {40, 24, 2000, true, false, false, false}, // over column slivers (2 threads) or rows (3)
       {12, 20, 0, false, false, false, true},    // an empty sum: bias only
       {1000, 40, 600, false, false, true, true}, // many rows, a sum of 3 slices: rows in panels of 576 (rows_split)
+      // a long sum into a small result: 8 fixed parts of the sum, added in order (sum_split)
+      {20, 150, 9000, true, false, false, true}, {7, 40, 8500, false, true, true, false},
       // A with a stride (transposed) and >= 8 column slivers per thread: its rows copied into panels first, two
       // cache blocks of rows with a partial last panel, B packed once (rows split) or per thread (columns split)
       {151, 300, 700, true, false, true, true},  {20, 520, 600, true, false, false, false},
@@ -125,10 +127,12 @@ std::vector<ConvDesc> shapes() {
 // Filter gradients whose packed columns straddle taps (few channels, gemm_conv_filter_ok only): RGB 7x7 stride
 // 2 and 5x5 (75 columns: a partial last sliver), 3x3 over 3 channels (9 columns per filter row: 8-column halves
 // spanning two rows), 24 channels strided, 2 channels 4x4 (8 columns per row); maps small enough that most
-// pixels have taps on the padding, and one wide enough for the interior path.
+// pixels have taps on the padding, one wide enough for the interior path, and a stem over 9216 output pixels
+// (36 slices: the sum split into fixed parts).
 TEST(GemmConv, FilterGradientAcrossTapsMatchesReference) {
   for (const ConvDesc& d : {conv(2, 11, 10, 3, 64, 7, 2, 3), conv(2, 9, 30, 3, 20, 5, 1, 2), conv(3, 7, 20, 3, 16, 3, 1, 1),
-                            conv(1, 6, 7, 24, 16, 3, 2, 1), conv(2, 6, 9, 2, 16, 4, 1, 1), conv(1, 5, 40, 3, 8, 7, 2, 3)}) {
+                            conv(1, 6, 7, 24, 16, 3, 2, 1), conv(2, 6, 9, 2, 16, 4, 1, 1), conv(1, 5, 40, 3, 8, 7, 2, 3),
+                            conv(4, 96, 96, 3, 64, 7, 2, 3)}) {
     ASSERT_FALSE(gemm_conv_ok(d)) << d.c << "->" << d.k << " " << d.r << "x" << d.s;
     ASSERT_TRUE(gemm_conv_filter_ok(d)) << d.c << "->" << d.k << " " << d.r << "x" << d.s;
     const auto x = random_vec(x_size(d), 11), dy = random_vec(y_size(d), 12), db0 = random_vec(d.k, 13);
