@@ -296,7 +296,8 @@ struct DnnlOps::Impl {
   // pass): strided ones from 512 input channels (ResNet-50's later projection shortcuts; its jit_1x1 convolution:
   // 57-74 GFLOP/s at 2 threads, 1.55-1.71x slower; from 64-256 channels, ResNet-18's, 0.4-1.2x: left to it), and
   // the 256 -> 1024 expansions of ResNet-50/101/152 (its matmul: 43-62 GFLOP/s at 10x10-20x20 maps, batch 32 and
-  // 64; 1.6-1.8x slower). The other stride-1 1x1 ones stay on the matmul (0.6-1.3x of it).
+  // 64; 1.6-1.8x slower) and their 1024 -> 256 reductions (56-75 GFLOP/s at 2x2-28x28 maps, batch 32 and 64;
+  // 1.5-2.0x slower, twelfth pass). The other stride-1 1x1 ones stay on the matmul (0.45-1.2x of it).
   // And of the first layers whose few channels make the packed columns straddle taps (gemm_conv_filter_ok) with
   // at least 64 columns and 64 filters: ResNet's 7x7 stem on RGB (oneDNN: 43-51 GFLOP/s, cnntrain 1.16-1.30x
   // faster), not RGB 3x3 layers (27 columns: 0.4-0.9x).
@@ -304,7 +305,8 @@ struct DnnlOps::Impl {
     if (!own_kernels(t) || !gemm_allowed || onednn_winograd_isa) return false;
     if (d.r == 1 && d.s == 1)
       return gemm_conv_ok(d) &&
-             ((d.c >= 512 && (d.stride_h > 1 || d.stride_w > 1)) || (d.c == 256 && d.k == 1024));
+             ((d.c >= 512 && (d.stride_h > 1 || d.stride_w > 1)) || (d.c == 256 && d.k == 1024) ||
+              (d.c == 1024 && d.k == 256));
     if (!gemm_conv_ok(d)) return gemm_conv_filter_ok(d) && d.k >= 64 && d.r * d.s * d.c >= 64;
     return own_gemm(t, d, 64);
   }
