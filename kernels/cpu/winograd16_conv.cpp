@@ -246,7 +246,9 @@ constexpr std::array<BlockFn, kBlock + 1> kBlocks = {nullptr,          tile_bloc
                                                      tile_block<C, 6>};
 
 // y[n, h, w, C] = the convolution of x[n, h, w, C] with the transformed filters u, plus bias: blocks of kBlock
-// tiles counted over all the images (small maps fill a block from several images).
+// tiles counted over all the images (small maps fill a block from several images). (256 channels had a second
+// driver, which transformed up to 96 tiles before running one panel of U over them all; with U in panels this
+// one is 1.3-1.45x faster there, with the same bits: docs/perf.md, twelfth pass.)
 template <int C>
 void run(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
   const long long tiles = static_cast<long long>(g.n) * g.th * g.tw, blocks = (tiles + kBlock - 1) / kBlock;
@@ -263,71 +265,6 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   if (threads == 1) return work(0, 1);
 #pragma omp parallel num_threads(threads)
   work(omp_get_thread_num(), omp_get_num_threads());
-}
-
-// From 256 channels a tile element's transformed filters (C x C floats, 256 KB at 256 channels) no longer stay
-// in cache over a block's products: a larger block of tiles is transformed first, and the products run one
-// 16-channel panel of U at a time over all of the block's tiles, so U is read once per block of up to
-// wide_tiles(C) tiles instead of once per kBlock. Each output is the same sum in the same order as in run().
-constexpr int wide_tiles(int c) { return 24576 / c; }  // 96 tiles at 256 channels
-using PanelFn = void (*)(const float*, const float*, int, float*);
-template <int C>
-constexpr std::array<PanelFn, kBlock + 1> kPanels = {nullptr,     panel<C, 1>, panel<C, 2>, panel<C, 3>,
-                                                     panel<C, 4>, panel<C, 5>, panel<C, 6>};
-
-template <int C>
-void run_wide(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
-  constexpr int kMax = wide_tiles(C);
-  const long long tiles = static_cast<long long>(g.n) * g.th * g.tw;
-  const size_t image = static_cast<size_t>(g.h) * g.w * C;
-  if (static_cast<size_t>(g.n) * image < min_parallel_elements()) threads = 1;
-  threads = std::max(threads, 1);
-  // Blocks of S tiles: a multiple of kBlock, at most kMax, and small enough to give every thread work.
-  const long long per_thread = (tiles + threads - 1) / threads;
-  const int S = static_cast<int>(std::min<long long>(kMax, (per_thread + kBlock - 1) / kBlock * kBlock));
-  const long long blocks = (tiles + S - 1) / S;
-  threads = static_cast<int>(std::min<long long>(threads, blocks));
-  auto work = [&](int id, int nt) {
-    struct Buffers {
-      std::vector<float> v = std::vector<float>(static_cast<size_t>(kE) * kMax * C);  // [e][tile][ci]
-      std::vector<float> m = std::vector<float>(static_cast<size_t>(kE) * kMax * C);  // [tile][e][co]
-      std::vector<float> edge = std::vector<float>(kE * C);
-    };
-    static thread_local Buffers s;  // one per thread and C
-    for (long long b = blocks * id / nt; b < blocks * (id + 1) / nt; ++b) {
-      const long long t0 = b * S;
-      const int T = static_cast<int>(std::min<long long>(S, tiles - t0)), step = T * C;
-      for (int t = 0; t < T; ++t) {
-        int n, i, j;
-        g.tile(t0 + t, &n, &i, &j);
-        size_t row;
-        const float* pixels = tile_pixels<C>(g, x + n * image, i, j, s.edge.data(), &row);
-        for (int ch = 0; ch < C; ch += 8) input_tile<C>(pixels, row, ch, s.v.data() + t * C + ch, step);
-      }
-      for (int e = 0; e < kE; ++e)
-        for (int cb = 0; cb < C; cb += 16)
-          for (int tb = 0; tb < T; tb += kBlock)
-            kPanels<C>[std::min(kBlock, T - tb)](u + e * C * C, s.v.data() + e * step + tb * C, cb,
-                                                 s.m.data() + tb * kE * C + e * C);
-      for (int t = 0; t < T; ++t) {
-        int n, i, j;
-        g.tile(t0 + t, &n, &i, &j);
-        for (int ch = 0; ch < C; ch += 8)
-          output_tile<C>(g, s.m.data() + t * kE * C, ch, bias, y + n * image, 4 * i, 4 * j);
-      }
-    }
-  };
-  if (threads == 1) return work(0, 1);
-#pragma omp parallel num_threads(threads)
-  work(omp_get_thread_num(), omp_get_num_threads());
-}
-
-template <int C>
-void convolve(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
-  if constexpr (C >= 256)
-    run_wide<C>(threads, g, x, u, bias, y);
-  else
-    run<C>(threads, g, x, u, bias, y);
 }
 
 // --- Backward-weights: dW = G^T [sum over tiles of (B^T d B) .* (A dY A^T)] G, per channel pair ---
@@ -453,7 +390,7 @@ void forward_c(int threads, const ConvDesc& d, const float* x, const float* w, c
       threads, [w](int co, int ci, int r, int s) { return w[((co * 3 + r) * 3 + s) * C + ci]; }, u.data());
   float bias[C] = {};
   if (b) std::copy(b, b + C, bias);
-  convolve<C>(threads, Geom(d), x, u.data(), bias, y);
+  run<C>(threads, Geom(d), x, u.data(), bias, y);
 }
 
 template <int C>
@@ -465,7 +402,7 @@ void backward_data_c(int threads, const ConvDesc& d, const float* dy, const floa
   transform_filters<C>(
       threads, [w](int co, int ci, int r, int s) { return w[((ci * 3 + 2 - r) * 3 + 2 - s) * C + co]; }, u.data());
   const float bias[C] = {};
-  convolve<C>(threads, Geom(d), dy, u.data(), bias, dx);
+  run<C>(threads, Geom(d), dy, u.data(), bias, dx);
 }
 
 template <int C>
