@@ -13,8 +13,9 @@
 // through a table of row addresses (or from a copy in panels of 6 rows where its rows are strided). Every result
 // element is one sum taken in the same order (ascending over the summed index, slice by slice) whichever thread
 // computes it, or, for a long sum into a small result (an RGB first layer's filter gradient: at most 65536
-// results, 32 slices or more), eight fixed parts of it summed in order: the same bits for any thread count. Rounding differs from oneDNN's kernels, which split the sums
-// differently: the usual few ulps of the sums' magnitude.
+// results, 32 slices or more), eight fixed parts of it summed in order: the same bits for any thread count.
+// Rounding differs from oneDNN's kernels, which split the sums differently: the usual few ulps of the sums'
+// magnitude.
 #pragma once
 #include "kernels/backend.h"
 
