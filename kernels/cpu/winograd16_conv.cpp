@@ -51,7 +51,8 @@ constexpr double G[6][3] = {{0.25, 0, 0},
                             {0, 0, 1}};
 
 // The call's filters transformed: (G g G^T)[e] for g = filter(co, ci, r, s), in double and rounded once, at
-// u[e * C * C + panel_at(ci, co)]; output channels in parallel (128 channels: ~5 MFLOP in double per call).
+// u[e * C * C + panel_at(ci, co)]; panels of output channels in parallel (256 channels: ~21 MFLOP in double
+// per call).
 // Each tile element's C x C matrix is stored as C / 16 panels of 16 output channels, [co / 16][ci][co % 16]:
 // a product (panel()) reads one panel's 16 KB (256 channels) in order instead of one cache line per C floats,
 // lines that at 256 channels fall into 4 of L1's 64 sets and cannot stay there between a block's tiles.
@@ -60,19 +61,36 @@ constexpr size_t panel_at(int ci, int co) {
   return (static_cast<size_t>(co / 16) * C + ci) * 16 + co % 16;
 }
 
+// The filter transforms (and backward-weights' inverse) take a panel's 16 output channels side by side, which
+// the compiler turns into vector arithmetic, and kFilterRows input channels at a time, so that each tile
+// element's part of the panel is written (or read) as 512 B in order rather than one line at a time in 36
+// streams 4 * C * C bytes apart. One channel pair at a time took 6.1 ms per call at 256 channels, a fifth of a
+// 14x14 forward; 2.7 ms now (docs/perf.md, thirteenth pass).
+constexpr int kFilterRows = 8;
+
 template <int C, class Filter>
 void transform_filters(int threads, Filter filter, float* u) {
-  parallel_for(threads, static_cast<size_t>(C) * C * 36, C, [&](long long q) {
-    const int co = static_cast<int>(q);
-    for (int ci = 0; ci < C; ++ci) {
-      double gg[6][3] = {};  // G g
-      for (int a = 0; a < 6; ++a)
-        for (int s = 0; s < 3; ++s)
-          for (int r = 0; r < 3; ++r) gg[a][s] += G[a][r] * filter(co, ci, r, s);
+  parallel_for(threads, static_cast<size_t>(C) * C * 36, C / 16, [&](long long q) {
+    const int cb = static_cast<int>(q) * 16;
+    for (int c0 = 0; c0 < C; c0 += kFilterRows) {
+      double gg[kFilterRows][6][3][16] = {};  // G g for ci = c0 + i, co = cb + l
+      for (int i = 0; i < kFilterRows; ++i) {
+        double f[3][3][16];
+        for (int r = 0; r < 3; ++r)
+          for (int s = 0; s < 3; ++s)
+            for (int l = 0; l < 16; ++l) f[r][s][l] = filter(cb + l, c0 + i, r, s);
+        for (int a = 0; a < 6; ++a)
+          for (int s = 0; s < 3; ++s)
+            for (int r = 0; r < 3; ++r)
+              for (int l = 0; l < 16; ++l) gg[i][a][s][l] += G[a][r] * f[r][s][l];
+      }
       for (int a = 0; a < 6; ++a)
         for (int b = 0; b < 6; ++b) {
-          const double v = G[b][0] * gg[a][0] + G[b][1] * gg[a][1] + G[b][2] * gg[a][2];
-          u[(6 * a + b) * C * C + panel_at<C>(ci, co)] = static_cast<float>(v);
+          float* out = u + (6 * a + b) * C * C + panel_at<C>(c0, cb);  // kFilterRows rows of the panel
+          for (int i = 0; i < kFilterRows; ++i)
+            for (int l = 0; l < 16; ++l)
+              out[i * 16 + l] =
+                  static_cast<float>(G[b][0] * gg[i][a][0][l] + G[b][1] * gg[i][a][1][l] + G[b][2] * gg[i][a][2][l]);
         }
     }
   });
@@ -347,16 +365,22 @@ constexpr std::array<AccumulateFn, 7> kAccumulate = {nullptr,           accumula
                                                      accumulate<C, 3>, accumulate<C, 4>, accumulate<C, 5>,
                                                      accumulate<C, 6>};
 
+// The transformed tiles of a group are stored one tile element after another, kGroup * C floats each and a line
+// more: the transforms write each tile's 36 elements, which at a stride of a power of two (64 KB at 256 channels,
+// 4 KB at 64) would all fall into one L1 set (backward-weights 1.05-1.2x faster with it, the same bits;
+// docs/perf.md, thirteenth pass).
+constexpr int kStepPad = 16;
 struct FilterScratch {
   std::vector<float> v, y, edge;  // [e][tile][ci], [e][tile][co], an edge tile's pixels
-  explicit FilterScratch(int c) : v(kE * kMaxGroup * c), y(kE * kMaxGroup * c), edge(kE * c) {}
+  explicit FilterScratch(int c)
+      : v(kE * (kMaxGroup * c + kStepPad)), y(kE * (kMaxGroup * c + kStepPad)), edge(kE * c) {}
 };
 
 // part[e * C * C + panel_at(ci, co)] = the transformed-domain filter gradient of images n0 .. n1 - 1, their tiles
 // in order in groups of group_tiles(C) (small maps fill a group from several images).
 template <int C>
 void filter_chunk(const Geom& g, const float* x, const float* dy, int n0, int n1, FilterScratch& s, float* part) {
-  constexpr int kGroup = group_tiles(C), step = kGroup * C;
+  constexpr int kGroup = group_tiles(C), step = kGroup * C + kStepPad;
   const size_t image = static_cast<size_t>(g.h) * g.w * C;
   const long long per = static_cast<long long>(g.th) * g.tw, first = n0 * per, last = n1 * per;
   std::fill(part, part + kE * C * C, 0.f);
@@ -428,18 +452,27 @@ void backward_filter_c(int threads, const ConvDesc& d, const float* x, const flo
     for (int q = 1; q < chunks; ++q)
       for (size_t k = k0; k < k1; ++k) parts[k] += parts[static_cast<size_t>(q) * kPart + k];
   });
-  parallel_for(threads, kPart * 6, C, [&](long long co) {
-    for (int ci = 0; ci < C; ++ci) {
-      double t[6][3] = {};  // W G
+  parallel_for(threads, kPart * 6, C / 16, [&](long long q) {
+    const int cb = static_cast<int>(q) * 16;
+    for (int c0 = 0; c0 < C; c0 += kFilterRows) {
+      double t[kFilterRows][6][3][16] = {};  // W G for ci = c0 + i, co = cb + l
       for (int a = 0; a < 6; ++a)
-        for (int b = 0; b < 6; ++b)
-          for (int s = 0; s < 3; ++s) t[a][s] += parts[(6 * a + b) * C * C + panel_at<C>(ci, co)] * G[b][s];
-      for (int r = 0; r < 3; ++r)
-        for (int s = 0; s < 3; ++s) {
-          double v = 0;
-          for (int a = 0; a < 6; ++a) v += G[a][r] * t[a][s];
-          dw[((co * 3 + r) * 3 + s) * C + ci] += static_cast<float>(v);
+        for (int b = 0; b < 6; ++b) {
+          const float* in = parts + (6 * a + b) * C * C + panel_at<C>(c0, cb);
+          for (int i = 0; i < kFilterRows; ++i)
+            for (int s = 0; s < 3; ++s)
+              for (int l = 0; l < 16; ++l) t[i][a][s][l] += in[i * 16 + l] * G[b][s];
         }
+      for (int l = 0; l < 16; ++l)
+        for (int r = 0; r < 3; ++r)
+          for (int s = 0; s < 3; ++s) {
+            float* out = dw + (((cb + l) * 3 + r) * 3 + s) * C + c0;
+            for (int i = 0; i < kFilterRows; ++i) {
+              double v = 0;
+              for (int a = 0; a < 6; ++a) v += G[a][r] * t[i][a][s][l];
+              out[i] += static_cast<float>(v);
+            }
+          }
     }
   });
 }
