@@ -28,6 +28,7 @@ constexpr long kChunk = 8;  // column slivers per pass over a cache block's rows
 constexpr long kPanelsFrom = 2;  // column slivers that make strided rows of A worth copying into panels (run_slice)
 constexpr size_t kApack = kMc * kKc;  // floats of one thread's packed rows of A (run_slice)
 constexpr long kPanelFloats = 32768;   // results per row panel of rows_split (128 KB, L2)
+constexpr long kCopyRows = 8;  // summed indices (pixels of dy) per step of the copy of strided A (run_slice)
 
 // c[0..MR)[0..16) = (load ? c : bias or 0) + sum over q < kc of ap[i][q * a_cs] * bp[q][0..16).
 // nv < 16 columns go through a local tile.
@@ -161,6 +162,11 @@ struct Product {
 // touch one cache line per element, and at power-of-two strides of 1-4 KB all of a row's lines fall into the
 // same few L1 sets: before the products, such a cache block's rows are copied into panels of kMr rows,
 // element (q, ii) of a panel at q * kMr + ii, when enough column slivers reuse them (kMc * kKc floats at apack).
+// The copy takes kCopyRows summed indices at a time over all panels: their lines of A (a_cs floats apart, in
+// few L1 sets) stay in L1 for all panels, and each panel gets kCopyRows * kMr floats in order. (One index at a
+// time over all panels wrote 24 streams kKc * kMr floats apart; one panel at a time read each line back from L2
+// once per panel: the copy took 0.55 and 0.29 of the products' time at 14x14 x 256 -> 1024, 0.23 now;
+// docs/perf.md, thirteenth pass.)
 template <class Fill>
 void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1, const Slice& sl, const float* bp,
                float* apack) {
@@ -178,15 +184,18 @@ void run_slice(const Product& g, Fill& fill, long i0, long i1, long s0, long s1,
       const long count = ie - ib;
       bool adjacent = true;  // row ii at table[0] + ii (backward-weights: dy's channels), copied kMr at a time
       for (long ii = 1; ii < count; ++ii) adjacent = adjacent && table[ii] == table[0] + ii;
-      for (long q = 0; q < sl.kc; ++q) {
-        const long o = q * g.a_cs;
+      for (long q0 = 0; q0 < sl.kc; q0 += kCopyRows) {
+        const long q1 = std::min(sl.kc, q0 + kCopyRows);
         for (long b = 0; b * kMr < count; ++b) {
-          float* out = apack + (b * sl.kc + q) * kMr;
+          float* out = apack + b * sl.kc * kMr;
           const long n = std::min<long>(kMr, count - b * kMr);
-          if (adjacent && n == kMr)
-            std::memcpy(out, table[b * kMr] + o, kMr * sizeof(float));
-          else
-            for (long r = 0; r < n; ++r) out[r] = table[b * kMr + r][o];
+          if (adjacent && n == kMr) {
+            const float* src = table[b * kMr];
+            for (long q = q0; q < q1; ++q) std::memcpy(out + q * kMr, src + q * g.a_cs, kMr * sizeof(float));
+          } else {
+            for (long q = q0; q < q1; ++q)
+              for (long r = 0; r < n; ++r) out[q * kMr + r] = table[b * kMr + r][q * g.a_cs];
+          }
         }
       }
       for (long ii = 0; ii < count; ++ii) panels[ii] = apack + (ii / kMr) * sl.kc * kMr + ii % kMr;
