@@ -3,6 +3,7 @@
 #pragma once
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -293,20 +294,25 @@ struct DnnlOps::Impl {
   bool own_gemm_forward(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128); }
   bool own_gemm_data(DType t, const ConvDesc& d) const { return own_gemm(t, d, 128) && d.k >= 128 && d.k % 16 == 0; }
   // Backward-weights also of the 1x1 convolutions where oneDNN 2.7 is measured weak on AVX2 (docs/perf.md, tenth
-  // pass): strided ones from 512 input channels (ResNet-50's later projection shortcuts; its jit_1x1 convolution:
-  // 57-74 GFLOP/s at 2 threads, 1.55-1.71x slower; from 64-256 channels, ResNet-18's, 0.4-1.2x: left to it), and
-  // the 256 -> 1024 expansions of ResNet-50/101/152 (its matmul: 43-62 GFLOP/s at 10x10-20x20 maps, batch 32 and
-  // 64; 1.6-1.8x slower) and their 1024 -> 256 reductions (56-75 GFLOP/s at 2x2-28x28 maps, batch 32 and 64;
-  // 1.5-2.0x slower, twelfth pass). The other stride-1 1x1 ones stay on the matmul (0.45-1.2x of it).
+  // pass): strided ones from 256 input channels to 512 or more (the projection shortcuts of ResNet-50 and of
+  // ResNet-18's last stage; its jit_1x1 convolution: 57-106 GFLOP/s at 2 threads, 1.1-1.8x slower; 64-128 input
+  // channels, ResNet-18's others, 0.75-0.9x, and 256 -> 128 0.84-0.97x: left to it), the
+  // 256 -> 1024 expansions of ResNet-50/101/152 (its matmul: 43-62 GFLOP/s at 10x10-20x20 maps, batch 32 and 64;
+  // 1.6-1.8x slower) and their 1024 -> 256 reductions (56-75 GFLOP/s at 2x2-28x28 maps, batch 32 and 64;
+  // 1.5-2.0x slower, twelfth pass), and stride-1 ones with 128-512 channels on both sides (ResNet-50's 28x28
+  // layers: 1.04-1.4x at batch 16-64; 56x56 x 256 -> 128 0.97-1.2x; thirteenth pass). The others stay on the
+  // matmul: fewer channels (56x56 x 64 -> 256 and back: 0.76-0.9x) or 1024 and more (0.67-0.94x).
   // And of the first layers whose few channels make the packed columns straddle taps (gemm_conv_filter_ok) with
   // at least 64 columns and 64 filters: ResNet's 7x7 stem on RGB (oneDNN: 43-51 GFLOP/s, cnntrain 1.16-1.30x
   // faster), not RGB 3x3 layers (27 columns: 0.4-0.9x).
   bool own_gemm_filter(DType t, const ConvDesc& d) const {
     if (!own_kernels(t) || !gemm_allowed || onednn_winograd_isa) return false;
-    if (d.r == 1 && d.s == 1)
-      return gemm_conv_ok(d) &&
-             ((d.c >= 512 && (d.stride_h > 1 || d.stride_w > 1)) || (d.c == 256 && d.k == 1024) ||
-              (d.c == 1024 && d.k == 256));
+    if (d.r == 1 && d.s == 1) {
+      if (!gemm_conv_ok(d)) return false;
+      if (d.stride_h > 1 || d.stride_w > 1) return d.c >= 256 && d.k >= 512;
+      return (d.c == 256 && d.k == 1024) || (d.c == 1024 && d.k == 256) ||
+             (std::min(d.c, d.k) >= 128 && std::max(d.c, d.k) <= 512);
+    }
     if (!gemm_conv_ok(d)) return gemm_conv_filter_ok(d) && d.k >= 64 && d.r * d.s * d.c >= 64;
     return own_gemm(t, d, 64);
   }

@@ -266,9 +266,10 @@ TEST(GemmConv, OutOfMemoryIsAClearError) {
 
 // Below AVX-512 DnnlOps runs 3x3 convolutions without a Winograd kernel here: the forward from 128 input
 // channels, backward-data from 128 input and output channels (stride 1: as the forward with flipped filters), the
-// filter gradient from 64 input channels; and the filter gradient of strided 1x1 convolutions from 512 input
-// channels and of 256 -> 1024 and 1024 -> 256 1x1 ones, and that of few-channel first layers with at least 64
-// columns (R * S * C) and 64 filters. Not under CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0, not from
+// filter gradient from 64 input channels; and the filter gradient of strided 1x1 convolutions from 256 input
+// channels to 512 or more, of 256 -> 1024 and 1024 -> 256 1x1 ones and of stride-1 1x1 ones with 128-512
+// channels on both sides, and that of few-channel first layers with at least 64 columns (R * S * C) and 64
+// filters. Not under CNNTRAIN_GEMM_CONV=0 or CNNTRAIN_SMALL_CONV=0, not from
 // AVX-512 on. The results match the reference on every path.
 TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
   const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
@@ -283,11 +284,16 @@ TEST(GemmConv, DnnlOpsRoutesThemBelowAvx512) {
                 {conv(2, 5, 5, 128, 256, 3, 1, 1), 3},  // C != K, stride 1
                 {conv(2, 5, 5, 64, 128, 3, 1, 1), 1},   // ... from 64 input channels: filter gradient only
                 {conv(2, 6, 6, 512, 1024, 1, 2, 0), 1},  // strided 1x1: filter gradient only
-                {conv(2, 6, 6, 256, 512, 1, 2, 0), 0},   // ... from 512 input channels
+                {conv(2, 6, 6, 256, 512, 1, 2, 0), 1},   // ... from 256 input channels
+                {conv(2, 6, 6, 128, 256, 1, 2, 0), 0},   // ... not from 128
+                {conv(2, 6, 6, 256, 128, 1, 2, 0), 0},   // ... or to fewer than 512
                 {conv(2, 4, 4, 256, 1024, 1, 1, 0), 1},  // the 256 -> 1024 expansion: filter gradient only
                 {conv(2, 4, 4, 1024, 256, 1, 1, 0), 1},  // ... and the 1024 -> 256 reduction
+                {conv(2, 4, 4, 256, 512, 1, 1, 0), 1},   // stride-1 1x1 with 128-512 channels both sides
+                {conv(2, 4, 4, 512, 128, 1, 1, 0), 1},
                 {conv(2, 4, 4, 1024, 512, 1, 1, 0), 0},  // other stride-1 1x1: oneDNN's matmul
-                {conv(2, 4, 4, 256, 512, 1, 1, 0), 0},
+                {conv(2, 4, 4, 64, 256, 1, 1, 0), 0},
+                {conv(2, 4, 4, 512, 2048, 1, 1, 0), 0},
                 {conv(2, 12, 12, 3, 64, 7, 2, 3), 1},  // an RGB 7x7 stem: filter gradient only
                 {conv(2, 8, 8, 3, 64, 3, 1, 1), 0},    // ... not with 27 columns
                 {conv(2, 12, 12, 3, 32, 7, 2, 3), 0}};  // ... or 32 filters
