@@ -367,8 +367,8 @@ constexpr std::array<AccumulateFn, 7> kAccumulate = {nullptr,           accumula
 
 // The transformed tiles of a group are stored one tile element after another, kGroup * C floats each and a line
 // more: the transforms write each tile's 36 elements, which at a stride of a power of two (64 KB at 256 channels,
-// 4 KB at 64) would all fall into one L1 set (backward-weights 1.05-1.2x faster with it, the same bits;
-// docs/perf.md, thirteenth pass).
+// 4 KB at 64) would all fall into one L1 set (backward-weights 1.1-1.2x faster with it at 32 and 64 channels,
+// within +-10% at 128 and 256; the same bits; docs/perf.md, thirteenth pass).
 constexpr int kStepPad = 16;
 struct FilterScratch {
   std::vector<float> v, y, edge;  // [e][tile][ci], [e][tile][co], an edge tile's pixels
