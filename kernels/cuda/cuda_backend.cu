@@ -1,9 +1,10 @@
 // CudaBackend: the Backend interface on one CUDA device (or the SIMT emulator). Kernels run in order on one
 // compute stream; host->device uploads are staged through a ring of pinned buffers and copied on a second
-// stream, so a batch upload overlaps kernels still running from earlier work. On a GPU, convolutions, batch
-// norm and linear layers go to cuDNN/cuBLASLt first (kernels/cuda/vendor/vendor_libs.h) and to the custom kernels when the
-// library has no algorithm for the problem or --conv.impl custom asks for them. Nothing in a training step
+// stream, so a batch upload overlaps kernels still running from earlier work. On a GPU, convolutions and linear
+// layers go to cuDNN/cuBLASLt first (kernels/cuda/vendor/vendor_libs.h), batch norm only with --cudnn.batchnorm true,
+// and to the custom kernels when the library has no algorithm for the problem or --conv.impl custom asks for them. Nothing in a training step
 // synchronises the host: loss sums stay on the device (softmax_xent_totals).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -132,6 +133,12 @@ class CudaBackend final : public Backend {
     if (vendor) {
       AlgoPolicy policy;
       policy.workspace_cap = opts.workspace_bytes;
+      if (policy.workspace_cap == GpuOptions::kWorkspaceAuto) {
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        policy.workspace_cap = std::max(total_bytes / 16, size_t{512} << 20);
+      }
+      vendor_bn_ = opts.vendor_batchnorm;
       policy.deterministic = opts.deterministic;
       vendor_ = std::make_unique<gpu::VendorLibs>(stream_, arena_, policy, opts.algo_search, opts.tf32,
                                                   opts.log ? opts.log : log_to_stderr);
@@ -283,7 +290,7 @@ class CudaBackend final : public Backend {
                                const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    if (!relu && !residual)
+    if (vendor_bn_ && !relu && !residual)
       VENDOR_FIRST(bn.forward_train(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
                                     running_mean, running_var));
     CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
@@ -293,7 +300,7 @@ class CudaBackend final : public Backend {
   void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
                                bool relu, void* y) override {
-    if (!relu && !residual)
+    if (vendor_bn_ && !relu && !residual)
       VENDOR_FIRST(bn.forward_infer(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
     CUDA_CHECK(batchnorm_forward_infer_cuda(t, rows, c, x, residual, gamma, beta, running_mean, running_var, eps,
                                             relu, y, workspace(batchnorm_work_bytes(c)), stream_));
@@ -301,7 +308,7 @@ class CudaBackend final : public Backend {
   void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
                           const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
                           void* dresidual, float* dgamma, float* dbeta) override {
-    if (!relu_mask && !dresidual)
+    if (vendor_bn_ && !relu_mask && !dresidual)
       VENDOR_FIRST(bn.backward(t, rows, c, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
     CUDA_CHECK(batchnorm_backward_cuda(t, rows, c, x, relu_mask, dy, gamma, save_mean, save_invstd, dx, dresidual,
                                        dgamma, dbeta, workspace(batchnorm_work_bytes(c)), stream_));
@@ -497,6 +504,7 @@ class CudaBackend final : public Backend {
   size_t work_bytes_ = 0;
   InputSlot input_[2];
   int next_input_ = 0;
+  bool vendor_bn_ = false;  // GpuOptions::vendor_batchnorm, with the vendor libraries in use
 #if !CNN_SIMT_EMULATED
   std::unique_ptr<gpu::VendorLibs> vendor_;  // null: custom kernels only
 #endif

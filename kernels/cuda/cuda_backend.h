@@ -22,10 +22,16 @@ class Collectives;
 // How the CUDA backend computes (the --conv.*, --cudnn.*, --gpu.* and --deterministic options).
 struct GpuOptions {
   ConvImpl conv_impl = ConvImpl::kAuto;  // vendor libraries on a GPU under auto; never under the emulator
-  size_t workspace_bytes = size_t{512} << 20;  // cap of one cuDNN/cuBLASLt workspace
+  // Cap of one cuDNN/cuBLASLt workspace; kWorkspaceAuto: 1/16 of the GPU's memory, at least 512 MiB (on an H100,
+  // fp32 without TF32 at batch 256 trained 2.8x faster with the algorithms a 512 MiB cap ruled out; docs/perf.md).
+  static constexpr size_t kWorkspaceAuto = ~size_t{0};
+  size_t workspace_bytes = kWorkspaceAuto;
   bool algo_search = false;    // cuDNN: timed search per shape instead of heuristics
   bool deterministic = false;  // reproducible algorithms only; custom reductions without cross-block atomics
   bool tf32 = true;            // TF32 tensor cores for fp32 convolutions and matmuls (Ampere and newer)
+  // cuDNN for the batch norms it can take (no fused ReLU or residual join: ResNet projection shortcuts); off:
+  // the custom kernels, which ran these shapes 10x faster on an H100 (docs/perf.md, GPU second contact).
+  bool vendor_batchnorm = false;
   // 16-bit convolutions and matmuls of the custom kernels on tensor cores (wmma); false: the portable SIMT tile
   // kernel (as CNNTRAIN_CUDA_GEMM=simt makes it for every backend). Both are per backend, not per process.
   bool tensor_core_gemm = true;

@@ -29,8 +29,9 @@ struct ConvSection {  // [conv]
   std::string impl = "auto";  // auto | cudnn | custom
 };
 struct CudnnSection {  // [cudnn]
-  int workspace_mb = 512;
+  int workspace_mb = -1;           // -1: auto (1/16 of the GPU's memory, at least 512)
   std::string algo = "heuristic";  // heuristic | search
+  bool batchnorm = false;          // cuDNN for batch norms without a fused ReLU or residual join
 };
 struct GpuSection {  // [gpu]
   bool tf32 = true;

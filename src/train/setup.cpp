@@ -104,15 +104,6 @@ std::string staged_path(const Config& cfg, const std::string& path, const char* 
   return r.path;
 }
 
-GpuOptions make_gpu_options(const Config& cfg) {
-  GpuOptions o;
-  o.conv_impl = parse_conv_impl(cfg.conv.impl);
-  o.workspace_bytes = static_cast<size_t>(cfg.cudnn.workspace_mb) << 20;
-  o.algo_search = cfg.cudnn.algo == "search";
-  o.deterministic = cfg.deterministic;
-  o.tf32 = cfg.gpu.tf32;
-  return o;
-}
 
 std::unique_ptr<Backend> make_backend(const Config& cfg, BindingRow& row) {
   row.rank = world_rank();
@@ -195,6 +186,18 @@ OnnxImport import_graph(const Config& cfg, Setup& s) {
 }
 
 }  // namespace
+
+GpuOptions make_gpu_options(const Config& cfg) {
+  GpuOptions o;
+  o.conv_impl = parse_conv_impl(cfg.conv.impl);
+  o.workspace_bytes = cfg.cudnn.workspace_mb < 0 ? GpuOptions::kWorkspaceAuto
+                                                 : static_cast<size_t>(cfg.cudnn.workspace_mb) << 20;
+  o.vendor_batchnorm = cfg.cudnn.batchnorm;
+  o.algo_search = cfg.cudnn.algo == "search";
+  o.deterministic = cfg.deterministic;
+  o.tf32 = cfg.gpu.tf32;
+  return o;
+}
 
 void mkdir_p(const std::string& path) {
   std::string cur;

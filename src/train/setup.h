@@ -8,6 +8,7 @@
 #include "io/dataset.h"
 #include "kernels/backend.h"
 #include "kernels/collectives.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "src/comm/device_binding.h"
 #include "src/model/net.h"
 #include "src/train/config.h"
@@ -35,6 +36,9 @@ Setup local_setup(const Config& cfg);
 // NCCL for cuda/emu unless ranks share GPUs (then MPI on host copies). Collective: after local_setup has
 // succeeded on every rank.
 std::unique_ptr<Collectives> make_collectives(const Config& cfg, Setup& s);
+
+// The CUDA backend's settings from --conv.impl, --cudnn.*, --gpu.tf32 and --deterministic (also for emu).
+GpuOptions make_gpu_options(const Config& cfg);
 
 // mkdir -p with mode 0700; throws Error(kExitUsage) naming the directory.
 void mkdir_p(const std::string& path);

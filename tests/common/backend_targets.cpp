@@ -37,6 +37,7 @@ std::unique_ptr<Backend> make_gpu_test_backend(bool vendor, std::string* reason,
 #ifdef CNN_WITH_CUDA
   GpuOptions o;
   o.conv_impl = vendor ? ConvImpl::kCudnn : ConvImpl::kCustom;
+  o.vendor_batchnorm = vendor;  // the vendor target checks cuDNN's batch norm too (off by default in cnntrain)
   o.tf32 = false;
   o.deterministic = deterministic;
   try {

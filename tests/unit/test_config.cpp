@@ -2,6 +2,7 @@
 #include <fstream>
 
 #include "src/train/config.h"
+#include "src/train/setup.h"
 #include "src/base/error.h"
 #include "tests/common/test_util.h"
 
@@ -32,6 +33,30 @@ TEST(Config, IniThenCommandLineOverrides) {
   EXPECT_EQ(c.train.batch, 64);
   EXPECT_DOUBLE_EQ(c.train.lr, 0.01);
   EXPECT_TRUE(c.train.nesterov);
+}
+
+// The GPU settings: by default the workspace cap is automatic (1/16 of the GPU's memory, decided by the backend)
+// and batch norm runs on the custom kernels (cuDNN's chose 10x slower kernels for ResNet-50's projection
+// shortcuts on an H100, docs/perf.md); both can be set.
+TEST(Config, GpuOptionsDefaultsAndOverrides) {
+  Config c;
+  ASSERT_EQ(parse({"--data.train", "t.h5"}, c).action, ParseAction::kRun);
+  GpuOptions o = make_gpu_options(c);
+  EXPECT_EQ(o.workspace_bytes, GpuOptions::kWorkspaceAuto);
+  EXPECT_FALSE(o.vendor_batchnorm);
+  EXPECT_TRUE(o.tf32);
+  Config d;
+  parse({"--data.train", "t.h5", "--cudnn.workspace_mb", "256", "--cudnn.batchnorm", "true", "--gpu.tf32", "false", "--cudnn.algo", "search"},
+        d);
+  o = make_gpu_options(d);
+  EXPECT_EQ(o.workspace_bytes, size_t{256} << 20);
+  EXPECT_TRUE(o.vendor_batchnorm);
+  EXPECT_FALSE(o.tf32);
+  EXPECT_TRUE(o.algo_search);
+  Config z;
+  parse({"--data.train", "t.h5", "--cudnn.workspace_mb", "0"}, z);
+  EXPECT_EQ(make_gpu_options(z).workspace_bytes, 0u);  // no workspace at all: a valid, if slow, choice
+  expect_usage_error({"--data.train", "t.h5", "--cudnn.workspace_mb", "-2"}, "--cudnn.workspace_mb");
 }
 
 TEST(Config, ResolvedIniRoundTrips) {
