@@ -66,3 +66,21 @@ done
 section "ResNet-50 images/s (PyTorch: torchvision, channels_last, eager; bf16/fp16 with autocast, TF32 on)"
 say "$(printf '%-8s %-6s %-6s %12s' impl math batch images/s)"
 for line in "${table[@]}"; do say "$line"; done
+
+# Where a step's GPU time goes: one TF32 run at batch 256 traced kernel by kernel (lib/libcnntrain-ktrace.so,
+# loaded by the CUDA driver through CUDA_INJECTION64_PATH; CUPTI's activity records), summed per step by
+# libexec/kernel_time.sh over steps 7-11. The table goes into the report; its first line is the check's detail.
+section "GPU kernel time of a ResNet-50 TF32 training step (batch 256, CUPTI trace of steps 7-11)"
+ktrace_lib=$CNNTRAIN_BUNDLE/lib/libcnntrain-ktrace.so
+if [[ ! -f $ktrace_lib ]]; then
+  record kernel-time skip 0 "the bundle has no kernel tracer (lib/libcnntrain-ktrace.so: CUPTI was not found where it was built)"
+elif mkdir -p "$work" && step kernel-trace 240 env CUDA_INJECTION64_PATH="$ktrace_lib" KTRACE_OUT="$work/ktrace.txt" "$cnntrain" \
+    --model resnet50 --device cuda --data.synthetic 3072x224x224x3:1000 --train.batch 256 --train.max_steps 12 \
+    --log.every_steps 1 --checkpoint.at_end false --run-dir "$work/resnet50-traced"; then
+  if bash "$CNNTRAIN_BUNDLE/libexec/kernel_time.sh" "$work/ktrace.txt" 6 15 >"$LOGS/kernel-time.txt" 2>&1; then
+    while IFS= read -r line; do say "$line"; done <"$LOGS/kernel-time.txt"
+    record kernel-time pass 0 "$(head -n 1 "$LOGS/kernel-time.txt")"
+  else
+    record kernel-time fail 0 "$(tail -n 1 "$LOGS/kernel-time.txt") (logs/kernel-time.txt, the trace in runs/ktrace.txt)"
+  fi
+fi

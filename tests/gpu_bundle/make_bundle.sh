@@ -5,7 +5,8 @@
 # this machine's own dynamic loader, glibc and C++ runtime (programs start through them on a machine whose own
 # are older: the bundle runs on an older glibc than the one it was built with), Open MPI's plugins and data
 # relocated through OPAL_PREFIX, the CUDA toolkit version it was built with and the driver that needs, NVIDIA's
-# compute-sanitizer of that toolkit, a small Fashion-MNIST subset, and run-gpu-checks.sh.
+# compute-sanitizer of that toolkit, a kernel tracer with the toolkit's CUPTI, a small Fashion-MNIST subset, and
+# run-gpu-checks.sh.
 #   make_bundle.sh BUILD_DIR OUT.tar.gz   (NVCC: the CUDA build's compiler, default nvcc; BUNDLE_SANITIZER=0: no
 #                                          compute-sanitizer)
 set -euo pipefail
@@ -84,6 +85,27 @@ for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0
 done
 glibc=$(ldd --version | awk 'NR == 1 { print $NF }')
 echo "$glibc" >"$stage/GLIBC"
+
+# The kernel tracer of the speed checks (kernel_trace.c; docs/gpu.md): built against this toolkit's CUPTI, which
+# travels beside it in lib/ (found there through its RUNPATH, $ORIGIN). Without CUPTI the bundle has no tracer
+# and that check skips, saying so.
+cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v "${NVCC:-nvcc}")")")")
+cupti_h="" cupti_so=""
+for d in "$cuda_home/include" "$cuda_home/extras/CUPTI/include"; do
+  [[ -z $cupti_h && -f $d/cupti.h ]] && cupti_h=$d/cupti.h
+done
+for d in "$cuda_home/lib64" "$cuda_home/lib" "$cuda_home/extras/CUPTI/lib64"; do
+  for f in "$d"/libcupti.so.[0-9]*; do [[ -z $cupti_so && -f $f ]] && cupti_so=$f; done
+done
+if [[ -n $cupti_h && -n $cupti_so ]]; then
+  cp -L "$cupti_so" "$stage/lib/"
+  # shellcheck disable=SC2016  # $ORIGIN is for the loader, not the shell
+  gcc -std=c11 -O2 -Wall -shared -fPIC -I"$(dirname "$cupti_h")" -o "$stage/lib/libcnntrain-ktrace.so" \
+    "$src/kernel_trace.c" -L"$stage/lib" -l:"${cupti_so##*/}" -Wl,--enable-new-dtags,-rpath,'$ORIGIN' ||
+    die "building the kernel tracer (kernel_trace.c) against $cupti_so failed"
+else
+  echo "make_bundle.sh: warning: no CUPTI (cupti.h, libcupti.so) under $cuda_home: the bundle has no kernel tracer" >&2
+fi
 
 # Every other shared library the binaries and plugins load, except the NVIDIA ones.
 skip='^(linux-vdso|libcuda|libcudnn|libcublas|libcudart|libnccl|libnvidia|libnvrtc|libnvJitLink|libnvblas)'
@@ -178,6 +200,7 @@ cp "$repo/jobs/fashion_mnist.ini" "$stage/jobs/"
 install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_runs,checks_perf}.sh "$stage/libexec/"
 install -m 755 "$src/run-gpu-checks.sh" "$stage/run-gpu-checks.sh"
 install -m 644 "$repo/tests/bench/torch_resnet50.py" "$stage/libexec/"
+install -m 755 "$src/kernel_time.sh" "$stage/libexec/"
 # One wrapper per program, and one name for each loader per program (a symbolic link): the process then shows
 # as cnntrain, not ld-linux-x86-64, in ps and nvidia-smi. lib/ld: the bundle's loader; lib/ld-host: the machine's
 # at the path the x86-64 ABI fixes.

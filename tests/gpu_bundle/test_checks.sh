@@ -30,6 +30,7 @@ b=$tmp/bundle
 mkdir -p "$b"/{bin,libexec,jobs,data}
 install -m 755 "$src/run-gpu-checks.sh" "$b/"
 install -m 644 "$src"/{env,checks_lib,checks_fmnist,checks_runs,checks_perf}.sh "$b/libexec/"
+install -m 755 "$src/kernel_time.sh" "$b/libexec/"
 echo standin >"$b/VERSION"; echo 13.0.88 >"$b/CUDA_VERSION"; echo 580 >"$b/CUDA_DRIVER_MIN"; echo 2.36 >"$b/GLIBC"
 touch "$b/jobs/fashion_mnist.ini" "$b/data/fmnist_8k.h5" "$b/libexec/torch_resnet50.py"
 cat >"$b/bin/cnntrain" <<'EOF'
@@ -151,7 +152,8 @@ expect_standin=(gpu=pass driver=pass gpu-info=fail "$sweep/ok1__cuda=pass" "$swe
   fmnist-fp16-cudnn-losses=pass fmnist-bf16-custom-losses=pass fmnist-fp16-custom=fail vendor-speed/=fail
   resnet50-cudnn-bf16-tf32true-256=pass resnet50-custom-fp32-tf32false-128=fail pytorch-resnet50-fp32-128=skip
   pytorch-resnet50-fp16-256=skip nccl/=fail run-whole=pass run-stopped=pass run-resumed=pass resume-exact=pass
-  eval-cuda=pass eval-cpu=pass eval-cuda-vs-cpu=pass two-ranks-one-gpu-refused=pass two-ranks-gpu-share=pass)
+  eval-cuda=pass eval-cpu=pass eval-cuda-vs-cpu=pass two-ranks-one-gpu-refused=pass two-ranks-gpu-share=pass
+  kernel-time=skip)
 detail() { python3 -c 'import json, sys
 print({c["name"]: c["detail"] for c in json.load(open(sys.argv[1]))["checks"]}[sys.argv[2]])' "$1" "$2"; }
 
@@ -250,6 +252,30 @@ echo "ok: the runs part fails an inexact resume, a cuda/cpu evaluation mismatch 
 echo "ok: driver 535 with a forward-compatibility libcuda 580 on LD_LIBRARY_PATH: $(grep -o 'driver 535[^(]*' \
   "$tmp/out7/report.txt" | head -1)"
 
+# kernel_time.sh over a made-up trace: 9 steps of 10 ms (input preparation 1 ms, a custom batch norm 2 ms, a
+# cuDNN convolution 3 ms and a custom one 1 ms overlapping it on another stream, a 1 ms copy), out of order as
+# CUPTI's buffers give them; steps 7-8 are summed (the 9th is cut off by the end of the trace).
+awk 'BEGIN { print "# kernel_trace"
+  for (s = 0; s < 9; s++) { t = 1000000000 + s * 10000000
+    printf "K %d %d 7 _ZN3cnn3gpu12_GLOBAL__N_121batchnorm_apply_kernelIfEEvmi\n", t + 1000000, t + 3000000
+    printf "K %d %d 7 sm90_xmma_fprop_implicit_gemm_tf32_cudnn\n", t + 4000000, t + 7000000
+    printf "K %d %d 9 _ZN3cnn3gpu12_GLOBAL__N_116conv_fwd_kernelEv\n", t + 6000000, t + 7000000
+    printf "C %d %d 7 4096\n", t + 8000000, t + 9000000
+    printf "K %d %d 7 _ZN3cnn3gpu12_GLOBAL__N_121prepare_images_kernelEiiii\n", t, t + 1000000 } }' >"$tmp/ktrace.txt"
+kt=$(bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 6 3) || fail "kernel_time.sh on a made-up trace: exit $?"
+grep -q "^steps 7-8 (2), 10.0 ms per step: GPU busy 7.0 ms (70%), kernel time 8.0 ms" <<<"$kt" &&
+  grep -Eq "^  batch norm \(custom\) +2.00$" <<<"$kt" &&
+  grep -Eq "^  convolution/matmul \(cuDNN, cuBLASLt\) +3.00$" <<<"$kt" &&
+  grep -Eq "^  convolution/matmul \(custom\) +1.00$" <<<"$kt" && grep -Eq "^  copies and fills +1.00$" <<<"$kt" &&
+  grep -Eq "^ +3.00 +1.0 +3000.0  sm90_xmma_fprop" <<<"$kt" ||
+  fail "kernel_time.sh's sums of a made-up trace: $kt"
+! bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 8 2>"$tmp/kt.err" && grep -q "9 steps traced" "$tmp/kt.err" ||
+  fail "kernel_time.sh with too few steps after the skip: $(cat "$tmp/kt.err")"
+echo "# dropped 12 records" >>"$tmp/ktrace.txt"
+! bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 2>"$tmp/kt.err" && grep -q "dropped records" "$tmp/kt.err" ||
+  fail "kernel_time.sh summed a trace that lost records: $(cat "$tmp/kt.err")"
+echo "ok: kernel_time.sh sums a trace per step by kind of work, refuses too few steps and lost records"
+
 [[ -n ${1:-} ]] || { echo "test_checks.sh: passed (stand-ins only: no bundle given)"; exit 0; }
 mkdir "$tmp/real"
 tar -C "$tmp/real" -xzf "$1"
@@ -265,7 +291,8 @@ python3 "$src/check_report.py" "$tmp/out5/report.json" gpu=pass driver=pass gpu-
   fmnist-cuda-vs-cpu=fail nvml-figures=fail fmnist-bf16-cudnn fmnist-fp16-cudnn fmnist-bf16-custom fmnist-fp16-custom \
   vendor-speed/=fail resnet50-custom-fp32-tf32false-128=fail resnet50-cudnn-fp16-tf32true-256=fail pytorch-resnet50-fp32-128 \
   pytorch-resnet50-fp16-256 nccl/=fail run-whole=fail run-stopped=fail resume-exact=fail eval-cuda=fail eval-cpu \
-  eval-cuda-vs-cpu=fail two-ranks-one-gpu-refused=fail two-ranks-gpu-share=fail || fail "real bundle: report.json"
+  eval-cuda-vs-cpu=fail two-ranks-one-gpu-refused=fail two-ranks-gpu-share=fail kernel-trace=fail ||
+  fail "real bundle: report.json"
 echo "ok: real bundle, driver 580: every check ran (here: failed, no GPU), exit 1 in $((SECONDS - t0)) s"
 # Python (PyTorch's rows, the wrappers' site-packages search) ran with the caller's library path, nothing of the
 # bundle's; the bundle's programs got the caller's path after their own libraries.
