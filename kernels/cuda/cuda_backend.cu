@@ -1,9 +1,9 @@
 // CudaBackend: the Backend interface on one CUDA device (or the SIMT emulator). Kernels run in order on one
 // compute stream; host->device uploads are staged through a ring of pinned buffers and copied on a second
 // stream, so a batch upload overlaps kernels still running from earlier work. On a GPU, convolutions and linear
-// layers go to cuDNN/cuBLASLt first (kernels/cuda/vendor/vendor_libs.h), batch norm only with --cudnn.batchnorm true,
-// and to the custom kernels when the library has no algorithm for the problem or --conv.impl custom asks for them. Nothing in a training step
-// synchronises the host: loss sums stay on the device (softmax_xent_totals).
+// layers go to cuDNN/cuBLASLt first (kernels/cuda/vendor/vendor_libs.h), batch norm only with --cudnn.batchnorm
+// true, and to the custom kernels when the library has no algorithm for the problem or --conv.impl custom asks
+// for them. Nothing in a training step synchronises the host: loss sums stay on the device (softmax_xent_totals).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

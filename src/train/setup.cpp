@@ -104,7 +104,6 @@ std::string staged_path(const Config& cfg, const std::string& path, const char* 
   return r.path;
 }
 
-
 std::unique_ptr<Backend> make_backend(const Config& cfg, BindingRow& row) {
   row.rank = world_rank();
   row.host = host_name();
