@@ -15,8 +15,13 @@ if grep -q '^# dropped' "$trace"; then
 fi
 demangle() { if command -v c++filt >/dev/null; then c++filt; else cat; fi; }
 # Records by start time (CUPTI writes them per buffer, not in order), names demangled: "start end name...".
-grep '^[KCS] ' "$trace" | awk '{ n = ($1 == "K") ? substr($0, index($0, $5)) : ($1 == "C" ? "[memcpy]" : "[memset]")
-  print $2, $3, n }' | sort -n -k1,1 | demangle |
+# CUPTI's timestamps are ns since the epoch (19 digits), past the 2^53 that awk's doubles hold exactly: they
+# are taken relative to the first record's, split at the 15th digit from the right so every step stays exact.
+grep '^[KCS] ' "$trace" | awk '
+function rel(t, l) { l = length(t); return (substr(t, 1, l - 15) - p0) * 1e15 + substr(t, l > 15 ? l - 14 : 1) }
+{ n = ($1 == "K") ? substr($0, index($0, $5)) : ($1 == "C" ? "[memcpy]" : "[memset]")
+  if (NR == 1) p0 = substr($2, 1, length($2) - 15) + 0
+  printf "%.0f %.0f %s\n", rel($2), rel($3), n }' | sort -n -k1,1 | demangle |
 awk -v skip="$skip" -v top="$top" -v trace="$trace" '
 function kind(n, l) {
   l = tolower(n)
@@ -37,7 +42,7 @@ function kind(n, l) {
   if (marks < skip + 1) next
   n++; S[n] = start; E[n] = end; N[n] = name }
 END {
-  if (steps < 1) { printf "kernel_time.sh: %s: %d steps traced (prepare_images_kernel), need at least %d to skip %d and sum one\n", trace, marks, skip + 2, skip > "/dev/stderr"; exit 1 }
+  if (steps < 1) { printf "kernel_time.sh: %s: %d steps traced (prepare_images_kernel), need at least %d to skip %d and sum one: trace more steps (--train.max_steps) or give a smaller SKIP\n", trace, marks, skip + 2, skip > "/dev/stderr"; exit 1 }
   for (i = 1; i <= n; i++) {
     if (S[i] >= t1) break
     d = (E[i] - S[i]) / 1e6; total += d; bykind[kind(N[i])] += d; byname[N[i]] += d; calls[N[i]]++

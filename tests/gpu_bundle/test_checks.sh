@@ -261,20 +261,27 @@ awk 'BEGIN { print "# kernel_trace"
     printf "K %d %d 7 sm90_xmma_fprop_implicit_gemm_tf32_cudnn\n", t + 4000000, t + 7000000
     printf "K %d %d 9 _ZN3cnn3gpu12_GLOBAL__N_116conv_fwd_kernelEv\n", t + 6000000, t + 7000000
     printf "C %d %d 7 4096\n", t + 8000000, t + 9000000
+    printf "K %d %d 7 _ZN3cnn3gpu12_GLOBAL__N_117sgd_update_kernelEv\n", t + 9500000, t + 9500100
     printf "K %d %d 7 _ZN3cnn3gpu12_GLOBAL__N_121prepare_images_kernelEiiii\n", t, t + 1000000 } }' >"$tmp/ktrace.txt"
-kt=$(bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 6 3) || fail "kernel_time.sh on a made-up trace: exit $?"
+kt=$(bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 6 10) || fail "kernel_time.sh on a made-up trace: exit $?"
 grep -q "^steps 7-8 (2), 10.0 ms per step: GPU busy 7.0 ms (70%), kernel time 8.0 ms" <<<"$kt" &&
+  grep -Eq "^ +0.00 +1.0 +0.1  .*sgd_update_kernel" <<<"$kt" &&
   grep -Eq "^  batch norm \(custom\) +2.00$" <<<"$kt" &&
   grep -Eq "^  convolution/matmul \(cuDNN, cuBLASLt\) +3.00$" <<<"$kt" &&
   grep -Eq "^  convolution/matmul \(custom\) +1.00$" <<<"$kt" && grep -Eq "^  copies and fills +1.00$" <<<"$kt" &&
   grep -Eq "^ +3.00 +1.0 +3000.0  sm90_xmma_fprop" <<<"$kt" ||
   fail "kernel_time.sh's sums of a made-up trace: $kt"
+# The same trace with CUPTI's real timestamps (ns since the epoch, 19 digits: beyond a double's exact integers):
+# the same sums, the 100 ns kernel still 0.1 us.
+awk '/^[KCS] / { $2 = "179580129" $2; $3 = "179580129" $3 } { print }' "$tmp/ktrace.txt" >"$tmp/ktrace19.txt"
+[[ $(bash "$src/kernel_time.sh" "$tmp/ktrace19.txt" 6 10) == "$kt" ]] ||
+  fail "kernel_time.sh with 19-digit timestamps: $(bash "$src/kernel_time.sh" "$tmp/ktrace19.txt" 6 10)"
 ! bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 8 2>"$tmp/kt.err" && grep -q "9 steps traced" "$tmp/kt.err" ||
   fail "kernel_time.sh with too few steps after the skip: $(cat "$tmp/kt.err")"
 echo "# dropped 12 records" >>"$tmp/ktrace.txt"
 ! bash "$src/kernel_time.sh" "$tmp/ktrace.txt" 2>"$tmp/kt.err" && grep -q "dropped records" "$tmp/kt.err" ||
   fail "kernel_time.sh summed a trace that lost records: $(cat "$tmp/kt.err")"
-echo "ok: kernel_time.sh sums a trace per step by kind of work, refuses too few steps and lost records"
+echo "ok: kernel_time.sh sums a trace per step by kind of work, exactly with 19-digit timestamps, refuses too few steps and lost records"
 
 [[ -n ${1:-} ]] || { echo "test_checks.sh: passed (stand-ins only: no bundle given)"; exit 0; }
 mkdir "$tmp/real"
