@@ -37,6 +37,12 @@ function kind(n, l) {
   if (l ~ /bn_fw|bn_bw|batchnorm|batch_norm/) return "batch norm (cuDNN)"
   return "convolution/matmul (cuDNN, cuBLASLt)"
 }
+# Fills keys[1..] with the keys of vals, largest value first; returns their count.
+function by_value(vals, keys, m, k, i, j, t) {
+  m = 0; for (k in vals) keys[++m] = k
+  for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (vals[keys[j]] > vals[keys[i]]) { t = keys[i]; keys[i] = keys[j]; keys[j] = t }
+  return m
+}
 { start = $1; end = $2; name = substr($0, length($1) + length($2) + 3)
   if (name ~ /prepare_images_kernel/) { marks++; if (marks == skip + 1) t0 = start; if (marks > skip + 1) { t1 = start; steps = marks - skip - 1 } }
   if (marks < skip + 1) next
@@ -52,12 +58,10 @@ END {
   span = (t1 - t0) / 1e6
   printf "steps %d-%d (%d), %.1f ms per step: GPU busy %.1f ms (%.0f%%), kernel time %.1f ms\n", skip + 1, skip + steps, steps, span / steps, busy / 1e6 / steps, 100 * busy / 1e6 / span, total / steps
   printf "  %-40s %9s\n", "kind of work", "ms/step"
-  m = 0; for (k in bykind) K[++m] = k
-  for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (bykind[K[j]] > bykind[K[i]]) { t = K[i]; K[i] = K[j]; K[j] = t }
+  m = by_value(bykind, K)
   for (i = 1; i <= m; i++) printf "  %-40s %9.2f\n", K[i], bykind[K[i]] / steps
   printf "  heaviest kernels: ms/step, calls/step, us/call, name\n"
-  m = 0; for (k in byname) L[++m] = k
-  for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (byname[L[j]] > byname[L[i]]) { t = L[i]; L[i] = L[j]; L[j] = t }
+  m = by_value(byname, L)
   for (i = 1; i <= m && i <= top; i++)
     printf "  %8.2f %6.1f %9.1f  %s\n", byname[L[i]] / steps, calls[L[i]] / steps, 1000 * byname[L[i]] / calls[L[i]], substr(L[i], 1, 150)
 }'
