@@ -26,6 +26,31 @@ inline std::string load_average() {
   return s.substr(0, s.find(' ', s.find(' ', s.find(' ') + 1) + 1));
 }
 
+// The CPU the figures were taken on, from /proc/cpuinfo: "<model name> (family F model M), N online CPUs".
+// Shared VMs change CPUs between sessions; the ratios against PyTorch depend on which (docs/perf.md).
+inline std::string cpu_description() {
+  std::string name = "unknown CPU", family = "?", model = "?";
+  int cpus = 0;
+  if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+      std::string l(line);
+      const size_t colon = l.find(':');
+      if (colon == std::string::npos) continue;
+      std::string key = l.substr(0, l.find_last_not_of(" \t", colon - 1) + 1);
+      std::string value = l.substr(std::min(l.size(), colon + 2));
+      value = value.substr(0, value.find_last_not_of(" \n") + 1);
+      if (key == "processor") ++cpus;
+      if (cpus > 1) continue;  // the first CPU's fields
+      if (key == "model name") name = value;
+      if (key == "cpu family") family = value;
+      if (key == "model") model = value;
+    }
+    std::fclose(f);
+  }
+  return name + " (family " + family + " model " + model + "), " + std::to_string(cpus) + " online CPUs";
+}
+
 // The non-empty items of a comma-separated list ("a,b,,c" -> a, b, c).
 inline std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;

@@ -437,6 +437,7 @@ int main_impl(int argc, char** argv) {
   int max_t = *std::max_element(threads.begin(), threads.end());
   for (const auto& t : split_list(torch_threads)) max_t = std::max(max_t, std::stoi(t));
 
+  std::printf("CPU: %s\n", cpu_description().c_str());
   const Peak peak = measure_peak(max_t);
   std::printf("FP32 peak (FMA micro-benchmark, %s): %.1f GFLOP/s per core alone; %d threads at once: %.1f GFLOP/s "
               "(%.1f per core)\n", peak.isa, peak.per_core, max_t, peak.all_threads, peak.all_threads / max_t);
