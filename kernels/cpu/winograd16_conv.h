@@ -5,7 +5,8 @@
 // A 4x4 output tile needs 36 products per (input, output) channel pair instead of 144, at the cost of the tile
 // transforms; with 16 channels a pixel is two AVX2 vectors, so the transforms are vector additions and FMAs by
 // constants, and the products are a 16 x 16 matrix-vector product per tile element, with six tiles' sums held
-// in registers. Backward-data is the forward convolution of dy with the filters flipped in space and their
+// in registers. On CPUs with AVX-512F the 16-channel tile work runs on 512-bit registers instead, with the same
+// bits (winograd16_avx512.h). Backward-data is the forward convolution of dy with the filters flipped in space and their
 // channels swapped; backward-weights sums, per tile element, the products of the transformed input and
 // gradient tiles over the tiles and transforms the 6x6 sums back to 3x3 filters.
 //

@@ -32,6 +32,7 @@ const std::vector<EnvVar>& known_env_vars() {
       {"CNNTRAIN_SIMT_STRICT_DEVICE", EnvKind::kTestHook, "the emulator fails CUDA calls on an unbound thread"},
       {"CNNTRAIN_CKPT_IO", EnvKind::kSetting, ""},
       {"CNNTRAIN_HUGE_PAGES", EnvKind::kSetting, ""},
+      {"CNNTRAIN_AVX512_KERNELS", EnvKind::kSetting, ""},
       {"CNNTRAIN_CUDA_PLUGIN", EnvKind::kSetting, ""},
       {"CNNTRAIN_CUDA_LIBS", EnvKind::kSetting, ""},
       {"CNNTRAIN_PYTHON", EnvKind::kSetting, ""},

@@ -1,0 +1,263 @@
+// AVX-512 tile work of the 16-channel Winograd F(4x4, 3x3) kernels (kernels/cpu/winograd16_avx512.h). Only the
+// functions marked CNN_AVX512 contain AVX-512 instructions, and they run only where wino16_avx512_enabled()
+// says so; nothing here instantiates a template shared with other files (std:: containers and algorithms
+// included), so no AVX-512 copy of such code can stand in for the x86-64-v3 one elsewhere.
+// The transforms are the AVX2 code's (winograd16_conv.cpp), operation for operation.
+#include "kernels/cpu/winograd16_avx512.h"
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CNN_WINO16_AVX512 1
+#define CNN_AVX512 __attribute__((target("avx512f")))
+#endif
+
+namespace cnn {
+
+#ifndef CNN_WINO16_AVX512
+
+bool wino16_avx512_enabled() { return false; }
+void wino16_avx512_tiles(int, int, int, const float*, const float*, const float*, long long, long long, float*) {
+  std::abort();  // unreachable: wino16_avx512_enabled() is false
+}
+void wino16_avx512_filter_chunk(int, int, int, const float*, const float*, int, int, float*) { std::abort(); }
+
+#else
+
+namespace {
+
+constexpr int kE = 36;          // elements of a 6x6 input tile (4x4 outputs)
+constexpr int kT = 8;           // forward tiles per block: 8 sums and the 16 filter rows in registers
+constexpr int kGroup = 8;       // backward-weights tiles per group (16 sums in registers)
+constexpr int kStep = kT * 16 + 16;  // floats between tile elements in the buffers (a line more: L1 sets)
+
+struct Geo {
+  int h, w, th, tw;
+  long long per;  // tiles per image
+  size_t image;   // floats per image
+  Geo(int h_, int w_)
+      : h(h_), w(w_), th((h_ + 3) / 4), tw((w_ + 3) / 4), per(static_cast<long long>(th) * tw),
+        image(static_cast<size_t>(h_) * w_ * 16) {}
+  void tile(long long t, int* n, int* i, int* j) const {
+    const long long in = t % per;
+    *n = static_cast<int>(t / per), *i = static_cast<int>(in / tw), *j = static_cast<int>(in % tw);
+  }
+};
+
+CNN_AVX512 inline __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+CNN_AVX512 inline __m512 sub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
+CNN_AVX512 inline __m512 mul(float k, __m512 a) { return _mm512_mul_ps(_mm512_set1_ps(k), a); }
+CNN_AVX512 inline __m512 fma(float k, __m512 a, __m512 b) { return _mm512_fmadd_ps(_mm512_set1_ps(k), a, b); }
+
+// B^T applied to six vectors (winograd16_conv.cpp's bt6).
+CNN_AVX512 inline void bt6(const __m512 d[6], __m512 t[6]) {
+  const __m512 a = fma(-4.f, d[2], d[4]), b = fma(-4.f, d[1], d[3]);
+  const __m512 c = sub(d[4], d[2]), e = mul(2.f, sub(d[3], d[1]));
+  t[0] = fma(4.f, d[0], fma(-5.f, d[2], d[4]));
+  t[1] = add(a, b);
+  t[2] = sub(a, b);
+  t[3] = add(c, e);
+  t[4] = sub(c, e);
+  t[5] = fma(4.f, d[1], fma(-5.f, d[3], d[5]));
+}
+
+// A^T applied to six vectors (at6 there).
+CNN_AVX512 inline void at6(const __m512 m[6], __m512 y[4]) {
+  const __m512 p = add(m[1], m[2]), q = sub(m[1], m[2]), r = add(m[3], m[4]), s = sub(m[3], m[4]);
+  y[0] = add(add(m[0], p), r);
+  y[1] = fma(2.f, s, q);
+  y[2] = fma(4.f, r, p);
+  y[3] = add(fma(8.f, s, q), m[5]);
+}
+
+// A applied to four vectors (a4 there).
+CNN_AVX512 inline void a4(const __m512 m[4], __m512 t[6]) {
+  const __m512 p = add(m[0], m[2]), q = add(m[1], m[3]), r = fma(4.f, m[2], m[0]), s = fma(8.f, m[3], mul(2.f, m[1]));
+  t[0] = m[0];
+  t[1] = add(p, q);
+  t[2] = sub(p, q);
+  t[3] = add(r, s);
+  t[4] = sub(r, s);
+  t[5] = m[3];
+}
+
+// B^T d B of tile (i, j) of `image`: rows 4i - 1 .. 4i + 4, columns 4j - 1 .. 4j + 4, zero outside the image
+// (masked loads; a masked-off load reads a pixel inside the image and drops it), into v[e * kStep].
+CNN_AVX512 void input_tile(const Geo& g, const float* image, int i, int j, float* v) {
+  __mmask16 rk[6], ck[6];
+  const float* rows[6];
+  int cols[6];
+  for (int k = 0; k < 6; ++k) {
+    const int y = 4 * i - 1 + k, x = 4 * j - 1 + k;
+    const bool yin = y >= 0 && y < g.h, xin = x >= 0 && x < g.w;
+    rk[k] = yin ? 0xFFFF : 0;
+    ck[k] = xin ? 0xFFFF : 0;
+    rows[k] = image + static_cast<size_t>(yin ? y : 0) * g.w * 16;
+    cols[k] = (xin ? x : 0) * 16;
+  }
+  __m512 t[6][6];  // B^T d, column by column
+  for (int c = 0; c < 6; ++c) {
+    __m512 d[6], col[6];
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) d[r] = _mm512_maskz_loadu_ps(rk[r] & ck[c], rows[r] + cols[c]);
+    bt6(d, col);
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) t[a][c] = col[a];
+  }
+  for (int a = 0; a < 6; ++a) {
+    __m512 out[6];
+    bt6(t[a], out);
+#pragma GCC unroll 6
+    for (int b = 0; b < 6; ++b) _mm512_storeu_ps(v + (6 * a + b) * kStep, out[b]);
+  }
+}
+
+// m[t * kE * 16] = sum over ci of v[t * 16 + ci] * u[ci] for the block's kT tiles, ci in order (one tile element;
+// tiles past the block's end compute on stale values nobody reads).
+CNN_AVX512 void products(const float* u, const float* v, float* m) {
+  __m512 U[16], acc[kT];
+#pragma GCC unroll 16
+  for (int ci = 0; ci < 16; ++ci) U[ci] = _mm512_loadu_ps(u + ci * 16);
+#pragma GCC unroll 8
+  for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int ci = 0; ci < 16; ++ci)
+#pragma GCC unroll 8
+    for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(v[t * 16 + ci]), U[ci], acc[t]);
+#pragma GCC unroll 8
+  for (int t = 0; t < kT; ++t) _mm512_storeu_ps(m + t * kE * 16, acc[t]);
+}
+
+// A^T M A + bias of one tile (m[e * 16]), stored where inside the output image.
+CNN_AVX512 void output_tile(const Geo& g, const float* m, __m512 bias, float* image, int oy, int ox) {
+  __m512 s[4][6];  // A^T M, column by column
+  for (int c = 0; c < 6; ++c) {
+    __m512 col[6], out[4];
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) col[a] = _mm512_loadu_ps(m + (6 * a + c) * 16);
+    at6(col, out);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) s[r][c] = out[r];
+  }
+  for (int r = 0; r < 4 && oy + r < g.h; ++r) {
+    __m512 out[4];
+    at6(s[r], out);
+    float* row = image + (static_cast<size_t>(oy + r) * g.w + ox) * 16;
+    for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm512_storeu_ps(row + k * 16, add(out[k], bias));
+  }
+}
+
+// Zero-initialised per thread (thread_local arrays of floats need no constructor), so the tiles past a last
+// partial block read finite values.
+alignas(64) thread_local float tls_v[kE * kStep];
+alignas(64) thread_local float tls_m[kT * kE * 16];
+alignas(64) thread_local float tls_y[kE * kStep];
+
+CNN_AVX512 void tiles(const Geo& g, const float* x, const float* u, const float* bias, long long t0, long long t1,
+                      float* y) {
+  float* v = tls_v;
+  float* m = tls_m;
+  const __m512 b = _mm512_loadu_ps(bias);
+  for (long long tb = t0; tb < t1; tb += kT) {
+    const int T = static_cast<int>(t1 - tb < kT ? t1 - tb : kT);
+    for (int t = 0; t < T; ++t) {
+      int n, i, j;
+      g.tile(tb + t, &n, &i, &j);
+      input_tile(g, x + n * g.image, i, j, v + t * 16);
+    }
+    for (int e = 0; e < kE; ++e) products(u + e * 256, v + e * kStep, m + e * 16);
+    for (int t = 0; t < T; ++t) {
+      int n, i, j;
+      g.tile(tb + t, &n, &i, &j);
+      output_tile(g, m + t * kE * 16, b, y + n * g.image, 4 * i, 4 * j);
+    }
+  }
+}
+
+// A dY A^T of the 4x4 gradient tile (i, j), zero outside the output, into y[e * kStep].
+CNN_AVX512 void gradient_tile(const Geo& g, const float* image, int i, int j, float* y) {
+  __m512 t[6][4];  // A dY, column by column
+  for (int c = 0; c < 4; ++c) {
+    __m512 m[4], col[6];
+    const int x = 4 * j + c;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const int yy = 4 * i + r;
+      const bool in = yy < g.h && x < g.w;
+      m[r] = _mm512_maskz_loadu_ps(in ? 0xFFFF : 0, image + (in ? static_cast<size_t>(yy) * g.w + x : 0) * 16);
+    }
+    a4(m, col);
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) t[a][c] = col[a];
+  }
+  for (int a = 0; a < 6; ++a) {
+    __m512 out[6];
+    a4(t[a], out);
+#pragma GCC unroll 6
+    for (int b = 0; b < 6; ++b) _mm512_storeu_ps(y + (6 * a + b) * kStep, out[b]);
+  }
+}
+
+// w[ci] (16 output channels) += sum over the T tiles of v[t * 16 + ci] * y[t * 16], the tiles in order.
+CNN_AVX512 void accumulate(const float* v, const float* y, int T, float* w) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int ci = 0; ci < 16; ++ci) acc[ci] = _mm512_loadu_ps(w + ci * 16);
+  for (int t = 0; t < T; ++t) {
+    const __m512 yt = _mm512_loadu_ps(y + t * 16);
+#pragma GCC unroll 16
+    for (int ci = 0; ci < 16; ++ci) acc[ci] = _mm512_fmadd_ps(_mm512_set1_ps(v[t * 16 + ci]), yt, acc[ci]);
+  }
+#pragma GCC unroll 16
+  for (int ci = 0; ci < 16; ++ci) _mm512_storeu_ps(w + ci * 16, acc[ci]);
+}
+
+CNN_AVX512 void filter_chunk(const Geo& g, const float* x, const float* dy, int n0, int n1, float* part) {
+  float* v = tls_v;
+  float* yb = tls_y;
+  std::memset(part, 0, sizeof(float) * kE * 256);
+  const long long first = n0 * g.per, last = n1 * g.per;
+  for (long long t0 = first; t0 < last; t0 += kGroup) {
+    const int T = static_cast<int>(last - t0 < kGroup ? last - t0 : kGroup);
+    for (int t = 0; t < T; ++t) {
+      int n, i, j;
+      g.tile(t0 + t, &n, &i, &j);
+      input_tile(g, x + n * g.image, i, j, v + t * 16);
+      gradient_tile(g, dy + n * g.image, i, j, yb + t * 16);
+    }
+    for (int e = 0; e < kE; ++e) accumulate(v + e * kStep, yb + e * kStep, T, part + e * 256);
+  }
+}
+
+bool cpu_has_avx512f() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+}  // namespace
+
+// The switch is read at each call (a few per convolution), so tests can compare both paths in one process.
+bool wino16_avx512_enabled() {
+  static const bool cpu = cpu_has_avx512f();
+  if (!cpu) return false;
+  const char* e = std::getenv("CNNTRAIN_AVX512_KERNELS");
+  return !(e && std::strcmp(e, "0") == 0);
+}
+
+void wino16_avx512_tiles(int n, int h, int w, const float* x, const float* u, const float* bias, long long t0,
+                         long long t1, float* y) {
+  (void)n;
+  tiles(Geo(h, w), x, u, bias, t0, t1, y);
+}
+
+void wino16_avx512_filter_chunk(int n, int h, int w, const float* x, const float* dy, int n0, int n1, float* part) {
+  (void)n;
+  filter_chunk(Geo(h, w), x, dy, n0, n1, part);
+}
+
+#endif
+
+}  // namespace cnn

@@ -1,0 +1,27 @@
+// AVX-512 versions of the 16-channel Winograd F(4x4, 3x3) kernels' tile work (kernels/cpu/winograd16_conv.h):
+// at 16 channels a pixel is one 512-bit register instead of two 256-bit ones, which halves the instructions of
+// the tile transforms (most of these kernels' time, docs/perf.md) as well as of the products, and the masked
+// loads read a border tile's pixels in place instead of copying it with zeros first. Each lane does the same
+// operations in the same order as the AVX2 code, so the results have the same bits (tests/unit/
+// test_winograd16_avx512.cpp); winograd16_conv.cpp keeps the filter transforms, the work split over threads
+// and the sums over chunks, and calls these on CPUs with AVX-512F (the code is compiled for it with target
+// attributes, so the rest of the program stays x86-64-v3).
+#pragma once
+
+namespace cnn {
+
+// Whether winograd16_conv.cpp calls the functions below: the CPU and the OS support AVX-512F and
+// CNNTRAIN_AVX512_KERNELS is not 0 (docs/environment.md).
+bool wino16_avx512_enabled();
+
+// Tiles t0 .. t1 - 1 (counted over the n images' 4x4 output tiles, row by row) of the convolution of x[n, h, w,
+// 16] with the transformed filters u[36][16 in][16 out] (winograd16_conv.cpp's panels at 16 channels), plus
+// bias[16], into y[n, h, w, 16].
+void wino16_avx512_tiles(int n, int h, int w, const float* x, const float* u, const float* bias, long long t0,
+                         long long t1, float* y);
+
+// part[e][ci][co] = the transformed-domain filter gradient (sum over the tiles of images n0 .. n1 - 1, in
+// order, of (B^T x B)[e][ci] * (A dY A^T)[e][co]); overwritten.
+void wino16_avx512_filter_chunk(int n, int h, int w, const float* x, const float* dy, int n0, int n1, float* part);
+
+}  // namespace cnn
