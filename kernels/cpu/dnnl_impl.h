@@ -19,6 +19,7 @@
 #include "kernels/cpu/gemm_conv.h"
 #include "kernels/cpu/host_memory.h"
 #include "kernels/cpu/small_channel_conv.h"
+#include "kernels/cpu/winograd16_avx512.h"
 #include "kernels/cpu/winograd16_conv.h"
 #include "kernels/dtype.h"
 #include "src/base/error.h"
@@ -253,7 +254,15 @@ struct DnnlOps::Impl {
   bool onednn_winograd_isa =
       (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   bool own_winograd(DType t, const ConvDesc& d) const {
-    return own_kernels(t) && (winograd16_ok(d) || (wino_allowed && !onednn_winograd_isa && wide_winograd(d)));
+    return own_kernels(t) &&
+           (winograd16_ok(d) || (wino_allowed && wide_winograd(d) && (!onednn_winograd_isa || avx512_wide(d))));
+  }
+  // From AVX-512 on, the 32 -> 32 and 64 -> 64 ones (ResNet-20's second and third stages) run on cnntrain's
+  // kernels all the same, on their AVX-512 code (winograd16_avx512.h): 1.3-1.9x oneDNN 2.6's jit_wino_4x3 and
+  // direct avx512_core kernels per pass, NHWC activations instead of oneDNN's blocked ones (blocked_ok says no
+  // to them); CNNTRAIN_AVX512_KERNELS=0 leaves them to oneDNN (docs/perf.md, fifteenth pass).
+  static bool avx512_wide(const ConvDesc& d) {
+    return d.c >= 32 && wino16_avx512_takes(d.c) && wino16_avx512_enabled();
   }
   // The wide Winograd kernels transform the filters at every call (C x K x 36 values) and compute whole 4x4 tiles,
   // so with few output pixels the direct kernels are faster: from 64 channels they need 4096 of them (n * h * w;

@@ -283,6 +283,7 @@ bool DnnlOps::blocked_ok(const ConvDesc& d) {
   if (!I.blocked_allowed || !I.wino_eligible(d, false, DType::kF32)) return false;
   ConvDesc plain = d;
   plain.x_layout = plain.y_layout = ActLayout::kNHWC;
+  if (I.own_winograd(DType::kF32, plain)) return false;  // cnntrain's kernels take NHWC (Impl::avx512_wide)
   Impl::Conv& c = I.conv(plain, false, DType::kF32);
   I.conv_backward_prims(plain, c, false);
   const ConvDesc tr = Impl::flipped(plain);

@@ -20,6 +20,7 @@ namespace cnn {
 #ifndef CNN_WINO16_AVX512
 
 bool wino16_avx512_enabled() { return false; }
+bool wino16_avx512_takes(int) { return false; }
 void wino16_avx512_tiles(int, int, int, const float*, const float*, const float*, long long, long long, float*) {
   std::abort();  // unreachable: wino16_avx512_enabled() is false
 }
@@ -29,18 +30,22 @@ void wino16_avx512_filter_chunk(int, int, int, const float*, const float*, int, 
 
 namespace {
 
-constexpr int kE = 36;          // elements of a 6x6 input tile (4x4 outputs)
-constexpr int kT = 8;           // forward tiles per block: 8 sums and the 16 filter rows in registers
-constexpr int kGroup = 8;       // backward-weights tiles per group (16 sums in registers)
-constexpr int kStep = kT * 16 + 16;  // floats between tile elements in the buffers (a line more: L1 sets)
+constexpr int kE = 36;  // elements of a 6x6 input tile (4x4 outputs)
+constexpr int kT = 8;   // forward tiles per block (8 sums in registers over a panel's products)
+// Backward-weights tiles per group: each group reads and writes the 36 C x C sums once (winograd16_conv.cpp).
+constexpr int group_of(int c) { return c == 16 ? 8 : 16; }
+// Floats between tile elements in the buffers: a line more than the tiles' data (L1 sets, as there).
+constexpr int fwd_step(int c) { return kT * c + 16; }
+constexpr int filter_step(int c) { return group_of(c) * c + 16; }
+constexpr int kMaxC = 64;
 
 struct Geo {
   int h, w, th, tw;
   long long per;  // tiles per image
   size_t image;   // floats per image
-  Geo(int h_, int w_)
+  Geo(int h_, int w_, int c)
       : h(h_), w(w_), th((h_ + 3) / 4), tw((w_ + 3) / 4), per(static_cast<long long>(th) * tw),
-        image(static_cast<size_t>(h_) * w_ * 16) {}
+        image(static_cast<size_t>(h_) * w_ * c) {}
   void tile(long long t, int* n, int* i, int* j) const {
     const long long in = t % per;
     *n = static_cast<int>(t / per), *i = static_cast<int>(in / tw), *j = static_cast<int>(in % tw);
@@ -85,8 +90,10 @@ CNN_AVX512 inline void a4(const __m512 m[4], __m512 t[6]) {
 }
 
 // B^T d B of tile (i, j) of `image`: rows 4i - 1 .. 4i + 4, columns 4j - 1 .. 4j + 4, zero outside the image
-// (masked loads; a masked-off load reads a pixel inside the image and drops it), into v[e * kStep].
-CNN_AVX512 void input_tile(const Geo& g, const float* image, int i, int j, float* v) {
+// (masked loads; a masked-off load reads a pixel inside the image and drops it), 16 channels at a time, into
+// v[e * step + channel].
+template <int C>
+CNN_AVX512 void input_tile(const Geo& g, const float* image, int i, int j, float* v, int step) {
   __mmask16 rk[6], ck[6];
   const float* rows[6];
   int cols[6];
@@ -95,140 +102,185 @@ CNN_AVX512 void input_tile(const Geo& g, const float* image, int i, int j, float
     const bool yin = y >= 0 && y < g.h, xin = x >= 0 && x < g.w;
     rk[k] = yin ? 0xFFFF : 0;
     ck[k] = xin ? 0xFFFF : 0;
-    rows[k] = image + static_cast<size_t>(yin ? y : 0) * g.w * 16;
-    cols[k] = (xin ? x : 0) * 16;
+    rows[k] = image + static_cast<size_t>(yin ? y : 0) * g.w * C;
+    cols[k] = (xin ? x : 0) * C;
   }
-  __m512 t[6][6];  // B^T d, column by column
-  for (int c = 0; c < 6; ++c) {
-    __m512 d[6], col[6];
+  for (int ch = 0; ch < C; ch += 16) {
+    __m512 t[6][6];  // B^T d, column by column
+    for (int c = 0; c < 6; ++c) {
+      __m512 d[6], col[6];
 #pragma GCC unroll 6
-    for (int r = 0; r < 6; ++r) d[r] = _mm512_maskz_loadu_ps(rk[r] & ck[c], rows[r] + cols[c]);
-    bt6(d, col);
+      for (int r = 0; r < 6; ++r) d[r] = _mm512_maskz_loadu_ps(rk[r] & ck[c], rows[r] + cols[c] + ch);
+      bt6(d, col);
 #pragma GCC unroll 6
-    for (int a = 0; a < 6; ++a) t[a][c] = col[a];
-  }
-  for (int a = 0; a < 6; ++a) {
-    __m512 out[6];
-    bt6(t[a], out);
+      for (int a = 0; a < 6; ++a) t[a][c] = col[a];
+    }
+    for (int a = 0; a < 6; ++a) {
+      __m512 out[6];
+      bt6(t[a], out);
 #pragma GCC unroll 6
-    for (int b = 0; b < 6; ++b) _mm512_storeu_ps(v + (6 * a + b) * kStep, out[b]);
+      for (int b = 0; b < 6; ++b) _mm512_storeu_ps(v + (6 * a + b) * step + ch, out[b]);
+    }
   }
 }
 
-// m[t * kE * 16] = sum over ci of v[t * 16 + ci] * u[ci] for the block's kT tiles, ci in order (one tile element;
-// tiles past the block's end compute on stale values nobody reads).
+// One tile element: m[t * kE * C + co] = sum over ci of v[t * C + ci] * u[panel_at(ci, co)] for the block's kT
+// tiles, 16 output channels (one panel of u, winograd16_conv.cpp) at a time, ci in order (tiles past the block's
+// end compute on stale values nobody reads).
+template <int C>
 CNN_AVX512 void products(const float* u, const float* v, float* m) {
-  __m512 U[16], acc[kT];
-#pragma GCC unroll 16
-  for (int ci = 0; ci < 16; ++ci) U[ci] = _mm512_loadu_ps(u + ci * 16);
+  for (int cb = 0; cb < C; cb += 16) {
+    __m512 acc[kT];
 #pragma GCC unroll 8
-  for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
-#pragma GCC unroll 16
-  for (int ci = 0; ci < 16; ++ci)
-#pragma GCC unroll 8
-    for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(v[t * 16 + ci]), U[ci], acc[t]);
-#pragma GCC unroll 8
-  for (int t = 0; t < kT; ++t) _mm512_storeu_ps(m + t * kE * 16, acc[t]);
-}
-
-// A^T M A + bias of one tile (m[e * 16]), stored where inside the output image.
-CNN_AVX512 void output_tile(const Geo& g, const float* m, __m512 bias, float* image, int oy, int ox) {
-  __m512 s[4][6];  // A^T M, column by column
-  for (int c = 0; c < 6; ++c) {
-    __m512 col[6], out[4];
-#pragma GCC unroll 6
-    for (int a = 0; a < 6; ++a) col[a] = _mm512_loadu_ps(m + (6 * a + c) * 16);
-    at6(col, out);
+    for (int t = 0; t < kT; ++t) acc[t] = _mm512_setzero_ps();
+    const float* up = u + cb * C;
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) s[r][c] = out[r];
-  }
-  for (int r = 0; r < 4 && oy + r < g.h; ++r) {
-    __m512 out[4];
-    at6(s[r], out);
-    float* row = image + (static_cast<size_t>(oy + r) * g.w + ox) * 16;
-    for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm512_storeu_ps(row + k * 16, add(out[k], bias));
+    for (int ci = 0; ci < C; ++ci) {
+      const __m512 ur = _mm512_loadu_ps(up + ci * 16);
+#pragma GCC unroll 8
+      for (int t = 0; t < kT; ++t) acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(v[t * C + ci]), ur, acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < kT; ++t) _mm512_storeu_ps(m + t * kE * C + cb, acc[t]);
   }
 }
 
-// Zero-initialised per thread (thread_local arrays of floats need no constructor), so the tiles past a last
-// partial block read finite values.
-alignas(64) thread_local float tls_v[kE * kStep];
-alignas(64) thread_local float tls_m[kT * kE * 16];
-alignas(64) thread_local float tls_y[kE * kStep];
+// A^T M A + bias of one tile (m[e * C + channel]), stored where inside the output image.
+template <int C>
+CNN_AVX512 void output_tile(const Geo& g, const float* m, const float* bias, float* image, int oy, int ox) {
+  for (int ch = 0; ch < C; ch += 16) {
+    __m512 s[4][6];  // A^T M, column by column
+    for (int c = 0; c < 6; ++c) {
+      __m512 col[6], out[4];
+#pragma GCC unroll 6
+      for (int a = 0; a < 6; ++a) col[a] = _mm512_loadu_ps(m + (6 * a + c) * C + ch);
+      at6(col, out);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) s[r][c] = out[r];
+    }
+    const __m512 b = _mm512_loadu_ps(bias + ch);
+    for (int r = 0; r < 4 && oy + r < g.h; ++r) {
+      __m512 out[4];
+      at6(s[r], out);
+      float* row = image + (static_cast<size_t>(oy + r) * g.w + ox) * C + ch;
+      for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm512_storeu_ps(row + k * C, add(out[k], b));
+    }
+  }
+}
 
+// One thread's buffers, allocated at its first call (for the widest C; thread_local objects with a destructor
+// and no std:: template behind them).
+struct Buffers {
+  float *v = nullptr, *m = nullptr, *y = nullptr;  // [e][tile][ci], [tile][e][co], [e][tile][co]
+  ~Buffers() {
+    std::free(v);
+    std::free(m);
+    std::free(y);
+  }
+  static float* zeroed(size_t floats) {
+    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) std::abort();  // a few hundred KB
+    return static_cast<float*>(std::memset(p, 0, bytes));
+  }
+  void ensure() {
+    if (v) return;
+    const size_t vs = static_cast<size_t>(kE) * filter_step(kMaxC);  // >= fwd_step
+    v = zeroed(vs);
+    y = zeroed(vs);
+    m = zeroed(static_cast<size_t>(kT) * kE * kMaxC);
+  }
+};
+thread_local Buffers tls_buffers;
+
+template <int C>
 CNN_AVX512 void tiles(const Geo& g, const float* x, const float* u, const float* bias, long long t0, long long t1,
                       float* y) {
-  float* v = tls_v;
-  float* m = tls_m;
-  const __m512 b = _mm512_loadu_ps(bias);
+  tls_buffers.ensure();
+  float* v = tls_buffers.v;
+  float* m = tls_buffers.m;
+  constexpr int step = fwd_step(C);
   for (long long tb = t0; tb < t1; tb += kT) {
     const int T = static_cast<int>(t1 - tb < kT ? t1 - tb : kT);
     for (int t = 0; t < T; ++t) {
       int n, i, j;
       g.tile(tb + t, &n, &i, &j);
-      input_tile(g, x + n * g.image, i, j, v + t * 16);
+      input_tile<C>(g, x + n * g.image, i, j, v + t * C, step);
     }
-    for (int e = 0; e < kE; ++e) products(u + e * 256, v + e * kStep, m + e * 16);
+    for (int e = 0; e < kE; ++e) products<C>(u + e * C * C, v + e * step, m + e * C);
     for (int t = 0; t < T; ++t) {
       int n, i, j;
       g.tile(tb + t, &n, &i, &j);
-      output_tile(g, m + t * kE * 16, b, y + n * g.image, 4 * i, 4 * j);
+      output_tile<C>(g, m + t * kE * C, bias, y + n * g.image, 4 * i, 4 * j);
     }
   }
 }
 
-// A dY A^T of the 4x4 gradient tile (i, j), zero outside the output, into y[e * kStep].
-CNN_AVX512 void gradient_tile(const Geo& g, const float* image, int i, int j, float* y) {
-  __m512 t[6][4];  // A dY, column by column
-  for (int c = 0; c < 4; ++c) {
-    __m512 m[4], col[6];
-    const int x = 4 * j + c;
+// A dY A^T of the 4x4 gradient tile (i, j), zero outside the output, into y[e * step + channel].
+template <int C>
+CNN_AVX512 void gradient_tile(const Geo& g, const float* image, int i, int j, float* y, int step) {
+  for (int ch = 0; ch < C; ch += 16) {
+    __m512 t[6][4];  // A dY, column by column
+    for (int c = 0; c < 4; ++c) {
+      __m512 m[4], col[6];
+      const int x = 4 * j + c;
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const int yy = 4 * i + r;
-      const bool in = yy < g.h && x < g.w;
-      m[r] = _mm512_maskz_loadu_ps(in ? 0xFFFF : 0, image + (in ? static_cast<size_t>(yy) * g.w + x : 0) * 16);
+      for (int r = 0; r < 4; ++r) {
+        const int yy = 4 * i + r;
+        const bool in = yy < g.h && x < g.w;
+        m[r] = _mm512_maskz_loadu_ps(in ? 0xFFFF : 0,
+                                     image + (in ? static_cast<size_t>(yy) * g.w + x : 0) * C + ch);
+      }
+      a4(m, col);
+#pragma GCC unroll 6
+      for (int a = 0; a < 6; ++a) t[a][c] = col[a];
     }
-    a4(m, col);
+    for (int a = 0; a < 6; ++a) {
+      __m512 out[6];
+      a4(t[a], out);
 #pragma GCC unroll 6
-    for (int a = 0; a < 6; ++a) t[a][c] = col[a];
-  }
-  for (int a = 0; a < 6; ++a) {
-    __m512 out[6];
-    a4(t[a], out);
-#pragma GCC unroll 6
-    for (int b = 0; b < 6; ++b) _mm512_storeu_ps(y + (6 * a + b) * kStep, out[b]);
+      for (int b = 0; b < 6; ++b) _mm512_storeu_ps(y + (6 * a + b) * step + ch, out[b]);
+    }
   }
 }
 
-// w[ci] (16 output channels) += sum over the T tiles of v[t * 16 + ci] * y[t * 16], the tiles in order.
+// One tile element: w[panel_at(ci, co)] += sum over the T tiles of v[t * C + ci] * y[t * C + co], the tiles in
+// order, 16 input by 16 output channels at a time (16 sums in registers).
+template <int C>
 CNN_AVX512 void accumulate(const float* v, const float* y, int T, float* w) {
-  __m512 acc[16];
+  for (int cb = 0; cb < C; cb += 16)
+    for (int ci0 = 0; ci0 < C; ci0 += 16) {
+      float* wp = w + cb * C + ci0 * 16;
+      __m512 acc[16];
 #pragma GCC unroll 16
-  for (int ci = 0; ci < 16; ++ci) acc[ci] = _mm512_loadu_ps(w + ci * 16);
-  for (int t = 0; t < T; ++t) {
-    const __m512 yt = _mm512_loadu_ps(y + t * 16);
+      for (int k = 0; k < 16; ++k) acc[k] = _mm512_loadu_ps(wp + k * 16);
+      for (int t = 0; t < T; ++t) {
+        const __m512 yt = _mm512_loadu_ps(y + t * C + cb);
 #pragma GCC unroll 16
-    for (int ci = 0; ci < 16; ++ci) acc[ci] = _mm512_fmadd_ps(_mm512_set1_ps(v[t * 16 + ci]), yt, acc[ci]);
-  }
+        for (int k = 0; k < 16; ++k) acc[k] = _mm512_fmadd_ps(_mm512_set1_ps(v[t * C + ci0 + k]), yt, acc[k]);
+      }
 #pragma GCC unroll 16
-  for (int ci = 0; ci < 16; ++ci) _mm512_storeu_ps(w + ci * 16, acc[ci]);
+      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(wp + k * 16, acc[k]);
+    }
 }
 
+template <int C>
 CNN_AVX512 void filter_chunk(const Geo& g, const float* x, const float* dy, int n0, int n1, float* part) {
-  float* v = tls_v;
-  float* yb = tls_y;
-  std::memset(part, 0, sizeof(float) * kE * 256);
+  tls_buffers.ensure();
+  float* v = tls_buffers.v;
+  float* yb = tls_buffers.y;
+  constexpr int group = group_of(C), step = filter_step(C);
+  std::memset(part, 0, sizeof(float) * kE * C * C);
   const long long first = n0 * g.per, last = n1 * g.per;
-  for (long long t0 = first; t0 < last; t0 += kGroup) {
-    const int T = static_cast<int>(last - t0 < kGroup ? last - t0 : kGroup);
+  for (long long t0 = first; t0 < last; t0 += group) {
+    const int T = static_cast<int>(last - t0 < group ? last - t0 : group);
     for (int t = 0; t < T; ++t) {
       int n, i, j;
       g.tile(t0 + t, &n, &i, &j);
-      input_tile(g, x + n * g.image, i, j, v + t * 16);
-      gradient_tile(g, dy + n * g.image, i, j, yb + t * 16);
+      input_tile<C>(g, x + n * g.image, i, j, v + t * C, step);
+      gradient_tile<C>(g, dy + n * g.image, i, j, yb + t * C, step);
     }
-    for (int e = 0; e < kE; ++e) accumulate(v + e * kStep, yb + e * kStep, T, part + e * 256);
+    for (int e = 0; e < kE; ++e) accumulate<C>(v + e * step, yb + e * step, T, part + e * C * C);
   }
 }
 
@@ -247,15 +299,27 @@ bool wino16_avx512_enabled() {
   return !(e && std::strcmp(e, "0") == 0);
 }
 
-void wino16_avx512_tiles(int n, int h, int w, const float* x, const float* u, const float* bias, long long t0,
+bool wino16_avx512_takes(int c) { return c == 16 || c == 32 || c == 64; }
+
+void wino16_avx512_tiles(int c, int h, int w, const float* x, const float* u, const float* bias, long long t0,
                          long long t1, float* y) {
-  (void)n;
-  tiles(Geo(h, w), x, u, bias, t0, t1, y);
+  const Geo g(h, w, c);
+  switch (c) {
+    case 16: return tiles<16>(g, x, u, bias, t0, t1, y);
+    case 32: return tiles<32>(g, x, u, bias, t0, t1, y);
+    case 64: return tiles<64>(g, x, u, bias, t0, t1, y);
+    default: std::abort();  // callers ask wino16_avx512_takes first
+  }
 }
 
-void wino16_avx512_filter_chunk(int n, int h, int w, const float* x, const float* dy, int n0, int n1, float* part) {
-  (void)n;
-  filter_chunk(Geo(h, w), x, dy, n0, n1, part);
+void wino16_avx512_filter_chunk(int c, int h, int w, const float* x, const float* dy, int n0, int n1, float* part) {
+  const Geo g(h, w, c);
+  switch (c) {
+    case 16: return filter_chunk<16>(g, x, dy, n0, n1, part);
+    case 32: return filter_chunk<32>(g, x, dy, n0, n1, part);
+    case 64: return filter_chunk<64>(g, x, dy, n0, n1, part);
+    default: std::abort();
+  }
 }
 
 #endif

@@ -1,5 +1,5 @@
 // Winograd F(4x4, 3x3) for C -> C channel convolutions, C 16 to 256, on AVX2 (kernels/cpu/winograd16_conv.h); at
-// 16 channels on CPUs with AVX-512F the tile work is winograd16_avx512.cpp's.
+// 16 to 64 channels on CPUs with AVX-512F the tile work is winograd16_avx512.cpp's.
 // With g the 3x3 filter of one channel pair, d a 6x6 input tile and e = 6a + b its 36 elements:
 // y (4x4) = A^T [(G g G^T) .* (B^T d B)] A, summed over the input channels before the output transform
 // (Lavin and Gray's matrices for the points 0, 1, -1, 2, -2).
@@ -275,10 +275,10 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   const size_t image = static_cast<size_t>(g.h) * g.w * C;
   if (static_cast<size_t>(g.n) * image < min_parallel_elements()) threads = 1;
   threads = static_cast<int>(std::min<long long>(std::max(threads, 1), blocks));
-  const bool avx512 = C == 16 && wino16_avx512_enabled();  // the same bits (winograd16_avx512.h)
+  const bool avx512 = wino16_avx512_takes(C) && wino16_avx512_enabled();  // the same bits (winograd16_avx512.h)
   auto work = [&](int id, int nt) {
     if (avx512)
-      return wino16_avx512_tiles(g.n, g.h, g.w, x, u, bias, blocks * id / nt * kBlock,
+      return wino16_avx512_tiles(C, g.h, g.w, x, u, bias, blocks * id / nt * kBlock,
                                  std::min(tiles, blocks * (id + 1) / nt * kBlock), y);
     static thread_local Scratch s(C);  // one per thread and C
     for (long long b = blocks * id / nt; b < blocks * (id + 1) / nt; ++b) {
@@ -445,10 +445,10 @@ void backward_filter_c(int threads, const ConvDesc& d, const float* x, const flo
   parts_buf.resize(static_cast<size_t>(chunks) * kPart);
   float* const parts = parts_buf.data();  // workers reach it through this pointer, not their own thread_local
   const size_t work = static_cast<size_t>(d.n) * d.h * d.w * C;
-  const bool avx512 = C == 16 && wino16_avx512_enabled();
+  const bool avx512 = wino16_avx512_takes(C) && wino16_avx512_enabled();
   parallel_for(threads, work, chunks, [&](long long q) {
     const int n0 = static_cast<int>(q) * kChunk, n1 = std::min(d.n, n0 + kChunk);
-    if (avx512) return wino16_avx512_filter_chunk(d.n, d.h, d.w, x, dy, n0, n1, parts + q * kPart);
+    if (avx512) return wino16_avx512_filter_chunk(C, d.h, d.w, x, dy, n0, n1, parts + q * kPart);
     static thread_local FilterScratch s(C);  // one per thread and C
     filter_chunk<C>(g, x, dy, n0, n1, s, parts + q * kPart);
   });

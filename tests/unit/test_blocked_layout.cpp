@@ -162,6 +162,7 @@ struct Case {
 class BlockedLayout : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BlockedLayout, TrainsAndEvaluatesAsNhwc) {
+  const test::OnednnWinogradPath onednn_path;
   if (!cpu_has_winograd())
     GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
   const Case& c = GetParam();
@@ -191,6 +192,7 @@ INSTANTIATE_TEST_SUITE_P(Models, BlockedLayout,
 
 // 16-bit nets and synchronised batch norm stay NHWC (no Winograd kernels in bf16; no blocked statistics ops).
 TEST(BlockedLayout, NotForBf16OrSynchronisedBatchNorm) {
+  const test::OnednnWinogradPath onednn_path;
   if (!cpu_has_winograd())
     GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
   auto be = make_cpu_backend(1, CpuKernels::kFast);

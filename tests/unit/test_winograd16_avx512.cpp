@@ -1,5 +1,5 @@
-// The AVX-512 tile work of the 16-channel Winograd kernels (kernels/cpu/winograd16_avx512.h) gives the same bits
-// as their AVX2 code: forward with and without bias, backward-data and backward-weights, over maps cut by the
+// The AVX-512 tile work of the Winograd kernels at 16, 32 and 64 channels (kernels/cpu/winograd16_avx512.h) gives
+// the same bits as their AVX2 code: forward with and without bias, backward-data and backward-weights, over maps cut by the
 // edges, smaller than a tile, batches whose last block or group of tiles is partial, and 1 or 2 threads.
 // CNNTRAIN_AVX512_KERNELS=0 selects the AVX2 code in the same process. (test_winograd16.cpp checks both against
 // the reference kernels: whichever the CPU runs by default.) Needs a CPU with AVX-512F.
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/dnnl_ops.h"
 #include "kernels/cpu/winograd16_avx512.h"
 #include "kernels/cpu/winograd16_conv.h"
 #include "tests/common/test_util.h"
@@ -23,9 +24,9 @@ struct Outputs {
 
 Outputs run_all(int threads, const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& w,
                 const std::vector<float>& b, const std::vector<float>& dy) {
-  const size_t map = static_cast<size_t>(d.n) * d.h * d.w * 16;
+  const size_t map = static_cast<size_t>(d.n) * d.h * d.w * d.c;
   Outputs o{std::vector<float>(map, 7.f), std::vector<float>(map, 7.f), std::vector<float>(map, 7.f),
-            std::vector<float>(16 * 9 * 16, 0.5f)};
+            std::vector<float>(static_cast<size_t>(d.c) * 9 * d.c, 0.5f)};
   winograd16_forward(threads, d, x.data(), w.data(), nullptr, o.y.data());
   winograd16_forward(threads, d, x.data(), w.data(), b.data(), o.yb.data());
   winograd16_backward_data(threads, d, dy.data(), w.data(), o.dx.data());
@@ -37,13 +38,18 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
   unsetenv("CNNTRAIN_AVX512_KERNELS");
   if (!wino16_avx512_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
   int checked = 0;
-  for (const auto& [n, h, w] : std::vector<std::array<int, 3>>{
-           {2, 32, 32}, {3, 7, 9}, {1, 1, 1}, {2, 2, 3}, {2, 5, 2}, {1, 3, 30}, {2, 16, 13}, {9, 11, 26}, {5, 4, 4}}) {
+  // 16 channels over many map shapes; 32 and 64 (ResNet-20's later stages) over a few, with 16x16 and 8x8 maps.
+  std::vector<std::array<int, 4>> cases = {{16, 2, 32, 32}, {16, 3, 7, 9},  {16, 1, 1, 1},  {16, 2, 2, 3},
+                                           {16, 2, 5, 2},   {16, 1, 3, 30}, {16, 2, 16, 13}, {16, 9, 11, 26},
+                                           {16, 5, 4, 4},   {32, 9, 16, 16}, {32, 3, 7, 9},  {32, 2, 5, 2},
+                                           {64, 17, 8, 8},  {64, 3, 6, 5},  {64, 1, 1, 1}};
+  for (const auto& [c, n, h, w] : cases) {
     ConvDesc d;
-    d.n = n, d.h = h, d.w = w, d.c = 16, d.k = 16, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
-    ASSERT_TRUE(winograd16_ok(d));
-    const size_t map = static_cast<size_t>(n) * h * w * 16;
-    const auto x = random_vec(map, 11), wt = random_vec(16 * 9 * 16, 12, -0.3f, 0.3f), b = random_vec(16, 13);
+    d.n = n, d.h = h, d.w = w, d.c = c, d.k = c, d.r = 3, d.s = 3, d.pad_h = 1, d.pad_w = 1;
+    ASSERT_TRUE(c == 16 ? winograd16_ok(d) : winograd_wide_ok(d));
+    ASSERT_TRUE(wino16_avx512_takes(c));
+    const size_t map = static_cast<size_t>(n) * h * w * c, filters = static_cast<size_t>(c) * 9 * c;
+    const auto x = random_vec(map, 11), wt = random_vec(filters, 12, -0.3f, 0.3f), b = random_vec(c, 13);
     const auto dy = random_vec(map, 14);
     for (int threads : {1, 2}) {
       const Outputs fast = run_all(threads, d, x, wt, b, dy);
@@ -51,8 +57,8 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
       ASSERT_FALSE(wino16_avx512_enabled());
       const Outputs avx2 = run_all(threads, d, x, wt, b, dy);
       unsetenv("CNNTRAIN_AVX512_KERNELS");
-      const std::string at = std::to_string(n) + "x" + std::to_string(h) + "x" + std::to_string(w) + ", " +
-                             std::to_string(threads) + " threads";
+      const std::string at = std::to_string(c) + " channels, " + std::to_string(n) + "x" + std::to_string(h) + "x" +
+                             std::to_string(w) + ", " + std::to_string(threads) + " threads";
       EXPECT_TRUE(fast.y == avx2.y) << "forward, " << at;
       EXPECT_TRUE(fast.yb == avx2.yb) << "forward with bias, " << at;
       EXPECT_TRUE(fast.dx == avx2.dx) << "backward-data, " << at;
@@ -64,7 +70,39 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 18);
+  EXPECT_EQ(checked, 30);
+  EXPECT_FALSE(wino16_avx512_takes(128));
+}
+
+// The fast backend (DnnlOps) runs ResNet-20's 32- and 64-channel layers on these kernels, NHWC, where they are on,
+// and on oneDNN's Winograd kernels with blocked activations where CNNTRAIN_AVX512_KERNELS=0 (oneDNN 2.6 has them
+// from AVX-512 on); 128 channels stay with oneDNN either way.
+TEST(Winograd16Avx512, DnnlOpsRoutesThem) {
+  unsetenv("CNNTRAIN_AVX512_KERNELS");
+  if (!wino16_avx512_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
+  for (int c : {32, 64, 128}) {
+    ConvDesc d;
+    d.n = 128, d.h = d.w = 8, d.c = d.k = c, d.r = d.s = 3, d.pad_h = d.pad_w = 1;  // 8192 pixels
+    const size_t map = static_cast<size_t>(d.n) * d.h * d.w * c, filters = static_cast<size_t>(c) * 9 * c;
+    const auto x = random_vec(map, 21), w = random_vec(filters, 22, -0.3f, 0.3f), dy = random_vec(map, 23);
+    for (bool on : {true, false}) {
+      if (!on) setenv("CNNTRAIN_AVX512_KERNELS", "0", 1);
+      DnnlOps ops(2);
+      std::vector<float> y(map), dx(map), dw(filters, 0.f);
+      const bool blocked = ops.blocked_ok(d);
+      ops.conv_forward(d, x.data(), w.data(), nullptr, y.data());
+      ops.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw.data(), nullptr, dx.data());
+      unsetenv("CNNTRAIN_AVX512_KERNELS");
+      const bool own = on && c <= 64;
+      EXPECT_EQ(ops.small_conv_runs(), own ? 3u : 0u) << c << " channels, AVX-512 kernels " << on;
+      EXPECT_EQ(blocked, !own) << c << " channels, AVX-512 kernels " << on;
+      if (own) {  // their bits
+        std::vector<float> want(map);
+        winograd16_forward(2, d, x.data(), w.data(), nullptr, want.data());
+        EXPECT_TRUE(y == want) << c;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ bool cpu_has_winograd() {
 }
 
 TEST(Winograd, RunsOnTheEligibleShapesOnly) {
+  const test::OnednnWinogradPath onednn_path;
   if (!cpu_has_winograd())
     GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
   struct Case {
@@ -96,6 +97,7 @@ TEST(Winograd, RunsOnTheEligibleShapesOnly) {
 }
 
 TEST(Winograd, OffWithTheEnvironmentSwitch) {
+  const test::OnednnWinogradPath onednn_path;
   if (!cpu_has_winograd())
     GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
   setenv("CNNTRAIN_WINOGRAD", "0", 1);
@@ -109,6 +111,7 @@ TEST(Winograd, OffWithTheEnvironmentSwitch) {
 // converted once (blocked_reuses) exactly where both passes run on Winograd and dx is wanted. The second pair
 // reuses the first pair's dy buffer with other values: nothing blocked may outlive a call.
 TEST(Winograd, BackwardPairConvertsDyOnce) {
+  const test::OnednnWinogradPath onednn_path;
   if (!cpu_has_winograd())
     GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
   struct Case {
@@ -167,6 +170,7 @@ std::vector<float> relayout(const std::vector<float>& v, int n, int hw, int c, b
 // are used in place: the same bits as the NHWC calls (whose own conversions oneDNN does), with no layout
 // conversion for a tensor given blocked. Every combination of the two layouts.
 TEST(Winograd, BlockedActivationsInPlace) {
+  const test::OnednnWinogradPath onednn_path;
   if (!cpu_has_winograd())
     GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512 (this CPU, or ONEDNN_MAX_CPU_ISA, lacks it)";
   DnnlOps ops(2), ref(2);
