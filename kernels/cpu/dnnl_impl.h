@@ -237,8 +237,8 @@ struct DnnlOps::Impl {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   // cnntrain's own fp32 kernels for convolutions with few channels (kernels/cpu/single_channel_conv.h,
-  // small_channel_conv.h) and 16 -> 16 channel 3x3 ones (winograd16_conv.h; 32 and 64 channels below
-  // AVX-512, own_winograd), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
+  // small_channel_conv.h) and 16 -> 16 channel 3x3 ones (winograd16_conv.h; 32 and 64 channels too, and below
+  // AVX-512 128 and 256: own_winograd), counted in small_runs; CNNTRAIN_SMALL_CONV=0 leaves them to oneDNN
   // (docs/environment.md).
   bool small_allowed = [] {
     const char* e = std::getenv("CNNTRAIN_SMALL_CONV");
@@ -247,10 +247,10 @@ struct DnnlOps::Impl {
   uint64_t small_runs = 0;
   uint64_t pointwise_matmuls = 0;  // small_pointwise passes run as matmuls
   bool own_kernels(DType t) const { return t == DType::kF32 && small_allowed; }
-  // oneDNN 2.6's Winograd kernels exist from AVX-512 on (ResNet-20's later stages use them and blocked
-  // activations there); below it the 32 -> 32 and 64 -> 64 3x3 "same" convolutions run on cnntrain's own
-  // Winograd kernels (winograd16_conv.h) instead of oneDNN's direct ones (docs/perf.md), unless either
-  // CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0.
+  // oneDNN 2.6's Winograd kernels exist from AVX-512 on (ResNet-50's 128- and 256-channel 3x3 layers use
+  // them and blocked activations there); below it the 32 -> 256 channel 3x3 "same" convolutions run on
+  // cnntrain's own Winograd kernels (winograd16_conv.h) instead of oneDNN's direct ones (docs/perf.md), unless
+  // either CNNTRAIN_SMALL_CONV=0 or CNNTRAIN_WINOGRAD=0.
   bool onednn_winograd_isa =
       (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
   bool own_winograd(DType t, const ConvDesc& d) const {
@@ -259,7 +259,7 @@ struct DnnlOps::Impl {
   }
   // From AVX-512 on, the 32 -> 32 and 64 -> 64 ones (ResNet-20's second and third stages) run on cnntrain's
   // kernels all the same, on their AVX-512 code (winograd16_avx512.h): 1.3-1.9x oneDNN 2.6's jit_wino_4x3 and
-  // direct avx512_core kernels per pass, NHWC activations instead of oneDNN's blocked ones (blocked_ok says no
+  // direct avx512_core kernels per pass on ResNet-20's layers, 1.05-1.4x on ResNet-50's 56x56 ones, NHWC activations instead of oneDNN's blocked ones (blocked_ok says no
   // to them); CNNTRAIN_AVX512_KERNELS=0 leaves them to oneDNN (docs/perf.md, fifteenth pass).
   static bool avx512_wide(const ConvDesc& d) {
     return d.c >= 32 && wino16_avx512_takes(d.c) && wino16_avx512_enabled();

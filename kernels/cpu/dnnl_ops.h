@@ -72,8 +72,8 @@ class DnnlOps {
   // Activation layout conversions (NHWC <-> nChw16c around the Winograd kernels) so far.
   uint64_t layout_conversions() const;
   // fp32 convolution passes that ran on cnntrain's own kernels instead of oneDNN's: few channels
-  // (kernels/cpu/single_channel_conv.h, small_channel_conv.h) and 16 -> 16 channel 3x3 on Winograd
-  // (winograd16_conv.h); CNNTRAIN_SMALL_CONV=0: none.
+  // (kernels/cpu/single_channel_conv.h, small_channel_conv.h), 3x3 "same" ones on Winograd (winograd16_conv.h) and
+  // implicit GEMM (gemm_conv.h); CNNTRAIN_SMALL_CONV=0: none.
   uint64_t small_conv_runs() const;
   // Forward and backward-data passes of 1x1 stride-1 convolutions on fewer than 1024 output pixels that ran as
   // oneDNN matmuls on the filters as they are (no per-step re-layout or flip; dnnl_impl.h, small_pointwise).

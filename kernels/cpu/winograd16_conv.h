@@ -27,7 +27,8 @@ bool winograd16_ok(const ConvDesc& d);
 // of tiles may span several images (an 8x8 map has 4); at 256 channels, blocks of up to 96 tiles run one
 // 16-channel panel of the transformed filters at a time. Not 512 (7x7 maps, where these tiles waste a quarter of
 // their outputs): oneDNN's direct kernels are faster there.
-// DnnlOps uses them only where oneDNN has no Winograd kernel of its own (below AVX-512: docs/perf.md).
+// DnnlOps uses them where oneDNN has no Winograd kernel of its own (below AVX-512: docs/perf.md) and, at 32 and
+// 64 channels, where their AVX-512 code runs (winograd16_avx512.h).
 bool winograd_wide_ok(const ConvDesc& d);
 
 // y = conv(x, w) + b (b may be null).

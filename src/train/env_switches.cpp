@@ -15,6 +15,7 @@ const std::vector<EnvVar>& known_env_vars() {
       {"CNNTRAIN_BLOCKED_LAYOUT", EnvKind::kResults, ""},
       {"CNNTRAIN_SMALL_CONV", EnvKind::kResults, ""},
       {"CNNTRAIN_GEMM_CONV", EnvKind::kResults, ""},
+      {"CNNTRAIN_AVX512_KERNELS", EnvKind::kResults, ""},
       {"CNNTRAIN_MIN_PARALLEL_MFLOP", EnvKind::kResults, ""},
       {"CNNTRAIN_CUDA_GEMM", EnvKind::kResults, ""},
       // The SIMT emulator (kernels/simt/): block and thread order, and with it the order of atomic sums.
@@ -32,7 +33,6 @@ const std::vector<EnvVar>& known_env_vars() {
       {"CNNTRAIN_SIMT_STRICT_DEVICE", EnvKind::kTestHook, "the emulator fails CUDA calls on an unbound thread"},
       {"CNNTRAIN_CKPT_IO", EnvKind::kSetting, ""},
       {"CNNTRAIN_HUGE_PAGES", EnvKind::kSetting, ""},
-      {"CNNTRAIN_AVX512_KERNELS", EnvKind::kSetting, ""},
       {"CNNTRAIN_CUDA_PLUGIN", EnvKind::kSetting, ""},
       {"CNNTRAIN_CUDA_LIBS", EnvKind::kSetting, ""},
       {"CNNTRAIN_PYTHON", EnvKind::kSetting, ""},
