@@ -257,10 +257,11 @@ struct DnnlOps::Impl {
     return own_kernels(t) &&
            (winograd16_ok(d) || (wino_allowed && wide_winograd(d) && (!onednn_winograd_isa || avx512_wide(d))));
   }
-  // From AVX-512 on, the 32 -> 32 and 64 -> 64 ones (ResNet-20's second and third stages) run on cnntrain's
-  // kernels all the same, on their AVX-512 code (winograd16_avx512.h): 1.3-1.9x oneDNN 2.6's jit_wino_4x3 and
-  // direct avx512_core kernels per pass on ResNet-20's layers, 1.05-1.4x on ResNet-50's 56x56 ones, NHWC activations instead of oneDNN's blocked ones (blocked_ok says no
-  // to them); CNNTRAIN_AVX512_KERNELS=0 leaves them to oneDNN (docs/perf.md, fifteenth pass).
+  // From AVX-512 on, the 32 -> 32 and 64 -> 64 ones (ResNet-20's second and third stages, ResNet-50's 64-channel
+  // 3x3 layers) run on cnntrain's kernels all the same, on their AVX-512 code (winograd16_avx512.h): 1.3-1.9x
+  // oneDNN 2.6's jit_wino_4x3 and direct avx512_core kernels per pass on ResNet-20's layers, 1.05-1.4x on
+  // ResNet-50's 56x56 ones; NHWC activations instead of oneDNN's blocked ones (blocked_ok says no to them).
+  // CNNTRAIN_AVX512_KERNELS=0 leaves them to oneDNN (docs/perf.md, fifteenth pass).
   static bool avx512_wide(const ConvDesc& d) {
     return d.c >= 32 && wino16_avx512_takes(d.c) && wino16_avx512_enabled();
   }

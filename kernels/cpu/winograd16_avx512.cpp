@@ -1,13 +1,16 @@
-// AVX-512 tile work of the 16-channel Winograd F(4x4, 3x3) kernels (kernels/cpu/winograd16_avx512.h). Only the
-// functions marked CNN_AVX512 contain AVX-512 instructions, and they run only where wino16_avx512_enabled()
-// says so; nothing here instantiates a template shared with other files (std:: containers and algorithms
-// included), so no AVX-512 copy of such code can stand in for the x86-64-v3 one elsewhere.
+// AVX-512 tile work of the Winograd F(4x4, 3x3) kernels at 16, 32 and 64 channels (kernels/cpu/winograd16_avx512.h).
+// The file is compiled for x86-64-v3 like the rest of the program; only the functions marked CNN_AVX512 (a target
+// attribute) contain AVX-512 instructions, and they run only where wino16_avx512_enabled() says so. Inline and
+// template code they call is instantiated for the file's own target and inlined into them, so no AVX-512 copy of
+// shared code can stand in for the x86-64-v3 one elsewhere (which -mavx512f on the whole file would risk).
 // The transforms are the AVX2 code's (winograd16_conv.cpp), operation for operation.
 #include "kernels/cpu/winograd16_avx512.h"
 
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+
+#include "src/base/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -22,9 +25,11 @@ namespace cnn {
 bool wino16_avx512_enabled() { return false; }
 bool wino16_avx512_takes(int) { return false; }
 void wino16_avx512_tiles(int, int, int, const float*, const float*, const float*, long long, long long, float*) {
-  std::abort();  // unreachable: wino16_avx512_enabled() is false
+  raise(kExitFailure, "internal: the AVX-512 Winograd kernels need an x86-64 GCC build");
 }
-void wino16_avx512_filter_chunk(int, int, int, const float*, const float*, int, int, float*) { std::abort(); }
+void wino16_avx512_filter_chunk(int, int, int, const float*, const float*, int, int, float*) {
+  raise(kExitFailure, "internal: the AVX-512 Winograd kernels need an x86-64 GCC build");
+}
 
 #else
 
@@ -168,8 +173,7 @@ CNN_AVX512 void output_tile(const Geo& g, const float* m, const float* bias, flo
   }
 }
 
-// One thread's buffers, allocated at its first call (for the widest C; thread_local objects with a destructor
-// and no std:: template behind them).
+// One thread's buffers, allocated at its first call for the widest C, 64-byte aligned.
 struct Buffers {
   float *v = nullptr, *m = nullptr, *y = nullptr;  // [e][tile][ci], [tile][e][co], [e][tile][co]
   ~Buffers() {
@@ -180,7 +184,7 @@ struct Buffers {
   static float* zeroed(size_t floats) {
     const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, bytes);
-    if (!p) std::abort();  // a few hundred KB
+    if (!p) raise(kExitFailure, "out of memory: %zu bytes of Winograd buffers for a CPU thread", bytes);
     return static_cast<float*>(std::memset(p, 0, bytes));
   }
   void ensure() {
@@ -308,7 +312,7 @@ void wino16_avx512_tiles(int c, int h, int w, const float* x, const float* u, co
     case 16: return tiles<16>(g, x, u, bias, t0, t1, y);
     case 32: return tiles<32>(g, x, u, bias, t0, t1, y);
     case 64: return tiles<64>(g, x, u, bias, t0, t1, y);
-    default: std::abort();  // callers ask wino16_avx512_takes first
+    default: raise(kExitFailure, "internal: AVX-512 Winograd kernels for %d channels (ask wino16_avx512_takes)", c);
   }
 }
 
@@ -318,7 +322,7 @@ void wino16_avx512_filter_chunk(int c, int h, int w, const float* x, const float
     case 16: return filter_chunk<16>(g, x, dy, n0, n1, part);
     case 32: return filter_chunk<32>(g, x, dy, n0, n1, part);
     case 64: return filter_chunk<64>(g, x, dy, n0, n1, part);
-    default: std::abort();
+    default: raise(kExitFailure, "internal: AVX-512 Winograd kernels for %d channels (ask wino16_avx512_takes)", c);
   }
 }
 
