@@ -32,12 +32,13 @@ void expect_throws(F f, int code, const std::string& needle) {
   expect_throws(f, code, std::vector<std::string>{needle});
 }
 
-// Sets an environment variable for the guard's scope and restores what was there (or its absence) after.
+// Sets (value null: unsets) an environment variable for the guard's scope and restores what was there, or its
+// absence, after.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) had_ = true, old_ = old;
-    setenv(name, value, 1);
+    value ? (void)setenv(name, value, 1) : (void)unsetenv(name);
   }
   ~ScopedEnv() { had_ ? (void)setenv(name_.c_str(), old_.c_str(), 1) : (void)unsetenv(name_.c_str()); }
   ScopedEnv(const ScopedEnv&) = delete;

@@ -35,7 +35,7 @@ Outputs run_all(int threads, const ConvDesc& d, const std::vector<float>& x, con
 }
 
 TEST(Winograd16Avx512, SameBitsAsAvx2) {
-  unsetenv("CNNTRAIN_AVX512_KERNELS");
+  const test::ScopedEnv on("CNNTRAIN_AVX512_KERNELS", nullptr);
   if (!wino16_avx512_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
   int checked = 0;
   // 16 channels over many map shapes; 32 and 64 (ResNet-20's later stages) over a few, with 16x16 and 8x8 maps.
@@ -53,10 +53,12 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
     const auto dy = random_vec(map, 14);
     for (int threads : {1, 2}) {
       const Outputs fast = run_all(threads, d, x, wt, b, dy);
-      setenv("CNNTRAIN_AVX512_KERNELS", "0", 1);
-      ASSERT_FALSE(wino16_avx512_enabled());
-      const Outputs avx2 = run_all(threads, d, x, wt, b, dy);
-      unsetenv("CNNTRAIN_AVX512_KERNELS");
+      Outputs avx2;
+      {
+        const test::ScopedEnv off("CNNTRAIN_AVX512_KERNELS", "0");
+        ASSERT_FALSE(wino16_avx512_enabled());
+        avx2 = run_all(threads, d, x, wt, b, dy);
+      }
       const std::string at = std::to_string(c) + " channels, " + std::to_string(n) + "x" + std::to_string(h) + "x" +
                              std::to_string(w) + ", " + std::to_string(threads) + " threads";
       EXPECT_TRUE(fast.y == avx2.y) << "forward, " << at;
@@ -78,24 +80,23 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
 // and on oneDNN's Winograd kernels with blocked activations where CNNTRAIN_AVX512_KERNELS=0 (oneDNN 2.6 has them
 // from AVX-512 on); 128 channels stay with oneDNN either way.
 TEST(Winograd16Avx512, DnnlOpsRoutesThem) {
-  unsetenv("CNNTRAIN_AVX512_KERNELS");
+  const test::ScopedEnv on("CNNTRAIN_AVX512_KERNELS", nullptr);
   if (!wino16_avx512_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
   for (int c : {32, 64, 128}) {
     ConvDesc d;
     d.n = 128, d.h = d.w = 8, d.c = d.k = c, d.r = d.s = 3, d.pad_h = d.pad_w = 1;  // 8192 pixels
     const size_t map = static_cast<size_t>(d.n) * d.h * d.w * c, filters = static_cast<size_t>(c) * 9 * c;
     const auto x = random_vec(map, 21), w = random_vec(filters, 22, -0.3f, 0.3f), dy = random_vec(map, 23);
-    for (bool on : {true, false}) {
-      if (!on) setenv("CNNTRAIN_AVX512_KERNELS", "0", 1);
+    for (bool avx512 : {true, false}) {
+      const test::ScopedEnv off("CNNTRAIN_AVX512_KERNELS", avx512 ? nullptr : "0");
       DnnlOps ops(2);
       std::vector<float> y(map), dx(map), dw(filters, 0.f);
       const bool blocked = ops.blocked_ok(d);
       ops.conv_forward(d, x.data(), w.data(), nullptr, y.data());
       ops.conv_backward(DType::kF32, d, x.data(), dy.data(), w.data(), dw.data(), nullptr, dx.data());
-      unsetenv("CNNTRAIN_AVX512_KERNELS");
-      const bool own = on && c <= 64;
-      EXPECT_EQ(ops.small_conv_runs(), own ? 3u : 0u) << c << " channels, AVX-512 kernels " << on;
-      EXPECT_EQ(blocked, !own) << c << " channels, AVX-512 kernels " << on;
+      const bool own = avx512 && c <= 64;
+      EXPECT_EQ(ops.small_conv_runs(), own ? 3u : 0u) << c << " channels, AVX-512 kernels " << avx512;
+      EXPECT_EQ(blocked, !own) << c << " channels, AVX-512 kernels " << avx512;
       if (own) {  // their bits
         std::vector<float> want(map);
         winograd16_forward(2, d, x.data(), w.data(), nullptr, want.data());
