@@ -187,12 +187,11 @@ struct Buffers {
     if (!p) raise(kExitFailure, "out of memory: %zu bytes of Winograd buffers for a CPU thread", bytes);
     return static_cast<float*>(std::memset(p, 0, bytes));
   }
-  void ensure() {
-    if (v) return;
+  void ensure() {  // each buffer on its own, so that a failed allocation leaves no half-made set behind
     const size_t vs = static_cast<size_t>(kE) * filter_step(kMaxC);  // >= fwd_step
-    v = zeroed(vs);
-    y = zeroed(vs);
-    m = zeroed(static_cast<size_t>(kT) * kE * kMaxC);
+    if (!v) v = zeroed(vs);
+    if (!y) y = zeroed(vs);
+    if (!m) m = zeroed(static_cast<size_t>(kT) * kE * kMaxC);
   }
 };
 thread_local Buffers tls_buffers;
