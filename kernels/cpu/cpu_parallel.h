@@ -1,38 +1,44 @@
-// Static OpenMP work split and chunked reductions shared by the fast CPU kernels (kernels/cpu/fast_cpu.cpp,
-// kernels/cpu/batchnorm_fast.cpp, kernels/cpu/batchnorm_blocked.cpp). Compile users with -fopenmp
-// (kernels/cpu/fast.mk).
+// Static work split over the fast CPU backend's pool (cpu_pool.h) and chunked reductions shared by its kernels
+// (kernels/cpu/fast_cpu.cpp, kernels/cpu/batchnorm_fast.cpp, kernels/cpu/batchnorm_blocked.cpp, ...).
 #pragma once
 #include <strings.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/cpu_pool.h"
+
 namespace cnn {
 
-// Below this many elements a parallel region costs more than it saves. Starting one wakes the team: its threads
-// spin a while after a region by default (~6 us a region on the 2-core test VM), but sleep at once under
-// OMP_WAIT_POLICY=passive, as shared machines and `make bench` run (~40-70 us: a futex wake-up per thread).
-// There LeNet-5's 14 regions a step cost ~0.6 ms of ~6; its second pooling (0.4 M elements) runs faster on one
-// thread, its gradient zeroing and largest SGD update (~50 K) too (docs/perf.md).
+// Below this many elements a parallel job costs more than it saves. Starting one wakes the workers: libgomp's
+// spin a while after a region by default (~6 us a region on the 2-core test VM) and cpu_pool.h's do under
+// OMP_WAIT_POLICY=passive too (~1-3 us a job when they are still waiting actively; docs/perf.md, sixteenth pass),
+// but with CNNTRAIN_CPU_SPIN_US=0 they sleep at once (~40-70 us: a futex wake-up per thread). There LeNet-5's 14
+// regions a step cost ~0.6 ms of ~6; its second pooling (0.4 M elements) runs faster on one thread, its gradient
+// zeroing and largest SGD update (~50 K) too (docs/perf.md).
 inline size_t min_parallel_elements() {
   static const size_t n = [] {
     const char* policy = std::getenv("OMP_WAIT_POLICY");
-    return policy && strcasecmp(policy, "passive") == 0 ? size_t{1} << 19 : size_t{1} << 15;
+    const bool sleep_at_once = policy && strcasecmp(policy, "passive") == 0 && pool_spin_us() == 0;
+    return sleep_at_once ? size_t{1} << 19 : size_t{1} << 15;
   }();
   return n;
 }
 
-// for i in [0, count): body(i), statically split over the threads when `work` (elements touched) is large
-// enough. One thread runs the loop directly: a one-thread OpenMP region still allocates a team every time.
+// for i in [0, count): body(i), statically split over the threads (cpu_pool.h) when `work` (elements touched) is
+// large enough.
 template <class F>
 void parallel_for(int threads, size_t work, long long count, F body) {
   if (threads <= 1 || work < min_parallel_elements() || count <= 1) {
     for (long long i = 0; i < count; ++i) body(i);
     return;
   }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (long long i = 0; i < count; ++i) body(i);
+  const int nt = static_cast<int>(std::min<long long>(threads, count));
+  pool_run(nt, [&](int id, int n) {
+    for (long long i = count * id / n; i < count * (id + 1) / n; ++i) body(i);
+  });
 }
 
 // The end of a chunked two-term reduction: slots holds [chunks][2c] per-chunk sums; sum_a[j] and sum_b[j] are

@@ -6,7 +6,7 @@ $(BUILD)/obj/kernels/cpu/fast_cpu.o $(BUILD)/obj/kernels/cpu/batchnorm_fast.o $(
   $(BUILD)/obj/kernels/cpu/graph_fast.o $(BUILD)/obj/kernels/cpu/batchnorm_blocked.o \
   $(BUILD)/obj/kernels/cpu/single_channel_conv.o $(BUILD)/obj/kernels/cpu/single_channel_rows.o \
   $(BUILD)/obj/kernels/cpu/small_channel_conv.o $(BUILD)/obj/kernels/cpu/gemm_conv.o \
-  $(BUILD)/obj/kernels/cpu/winograd16_conv.o: \
+  $(BUILD)/obj/kernels/cpu/winograd16_conv.o $(BUILD)/obj/kernels/cpu/cpu_pool.o: \
   EXTRA_CXXFLAGS += -fopenmp
 # The activation kernels' loops (graph_fast.cpp) pick values with float comparisons (act_derivative's
 # `x > alpha && x < beta ? 1 : 0`): under g++'s default -ftrapping-math it will not if-convert them, so they ran

@@ -6,8 +6,6 @@
 // The loops over a register block's accumulators carry `#pragma GCC unroll` (see small_channel_conv.cpp).
 #include "kernels/cpu/winograd16_conv.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <array>
 #include <vector>
@@ -286,9 +284,7 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
       kBlocks<C>[std::min<long long>(kBlock, tiles - t0)](g, x, u, bias, t0, s, y);
     }
   };
-  if (threads == 1) return work(0, 1);
-#pragma omp parallel num_threads(threads)
-  work(omp_get_thread_num(), omp_get_num_threads());
+  pool_run(threads, work);
 }
 
 // --- Backward-weights: dW = G^T [sum over tiles of (B^T d B) .* (A dY A^T)] G, per channel pair ---

@@ -33,6 +33,7 @@ const std::vector<EnvVar>& known_env_vars() {
       {"CNNTRAIN_SIMT_STRICT_DEVICE", EnvKind::kTestHook, "the emulator fails CUDA calls on an unbound thread"},
       {"CNNTRAIN_CKPT_IO", EnvKind::kSetting, ""},
       {"CNNTRAIN_HUGE_PAGES", EnvKind::kSetting, ""},
+      {"CNNTRAIN_CPU_SPIN_US", EnvKind::kSetting, ""},
       {"CNNTRAIN_CUDA_PLUGIN", EnvKind::kSetting, ""},
       {"CNNTRAIN_CUDA_LIBS", EnvKind::kSetting, ""},
       {"CNNTRAIN_PYTHON", EnvKind::kSetting, ""},
