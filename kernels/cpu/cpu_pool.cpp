@@ -20,6 +20,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -174,7 +175,12 @@ long pool_spin_us() {
     if (!s || !*s) return 100L;
     char* end = nullptr;
     const long v = std::strtol(s, &end, 10);
-    return *end == '\0' && v >= 0 ? std::min(v, 1000000L) : 100L;
+    if (*end == '\0' && v >= 0 && v <= 1000000) return v;
+    std::fprintf(stderr,
+                 "cnntrain: CNNTRAIN_CPU_SPIN_US=%s is not a whole number of microseconds from 0 to 1000000; "
+                 "using 100 (docs/environment.md)\n",
+                 s);
+    return 100L;
   }();
   return us;
 }
