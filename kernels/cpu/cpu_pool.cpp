@@ -188,9 +188,9 @@ long pool_spin_us() {
 void pool_run_task(int threads, PoolTask task, void* context) {
   if (threads <= 1) return run_alone(threads < 1 ? 1 : threads, task, context);
   if (t_in_task || omp_in_parallel()) return run_alone(threads, task, context);
-  if (!omp_workers_sleep()) return run_openmp(threads, task, context);
+  // More threads than the job word can count (255) go to OpenMP's team too.
+  if (!omp_workers_sleep() || threads > kMaxThreads) return run_openmp(threads, task, context);
   Pool& p = pool();
-  if (threads > kMaxThreads) return run_alone(threads, task, context);
   std::unique_lock<std::mutex> lock(p.busy, std::try_to_lock);
   if (!lock.owns_lock() || !start_workers(p, threads)) return run_alone(threads, task, context);
   p.task = task;

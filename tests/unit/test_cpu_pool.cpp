@@ -47,6 +47,10 @@ TEST_P(PoolPath, EveryIdRunsOnceOnItsOwnThread) {
   for (int round = 0; round < 300; ++round) check_job(1 + (round * 7) % 5);
 }
 
+TEST_P(PoolPath, MoreThreadsThanTheJobWordCounts) {
+  check_job(300);  // the pool's word counts up to 255: OpenMP's team takes such jobs on both paths
+}
+
 TEST_P(PoolPath, WorkersAndCallerThatFellAsleepWakeUp) {
   // Longer than the spin (100 us by default): the idle worker sleeps between jobs, the caller while a worker
   // is still busy.
