@@ -1,11 +1,9 @@
 // Static work split over the fast CPU backend's pool (cpu_pool.h) and chunked reductions shared by its kernels
 // (kernels/cpu/fast_cpu.cpp, kernels/cpu/batchnorm_fast.cpp, kernels/cpu/batchnorm_blocked.cpp, ...).
 #pragma once
-#include <strings.h>
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
 #include <vector>
 
 #include "kernels/cpu/cpu_pool.h"
@@ -19,11 +17,7 @@ namespace cnn {
 // regions a step cost ~0.6 ms of ~6; its second pooling (0.4 M elements) runs faster on one thread, its gradient
 // zeroing and largest SGD update (~50 K) too (docs/perf.md).
 inline size_t min_parallel_elements() {
-  static const size_t n = [] {
-    const char* policy = std::getenv("OMP_WAIT_POLICY");
-    const bool sleep_at_once = policy && strcasecmp(policy, "passive") == 0 && pool_spin_us() == 0;
-    return sleep_at_once ? size_t{1} << 19 : size_t{1} << 15;
-  }();
+  static const size_t n = omp_workers_sleep() && pool_spin_us() == 0 ? size_t{1} << 19 : size_t{1} << 15;
   return n;
 }
 

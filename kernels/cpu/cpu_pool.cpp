@@ -142,15 +142,6 @@ void run_alone(int threads, PoolTask task, void* context) {
   for (int id = 0; id < threads; ++id) task(context, id, threads);
 }
 
-// Whether libgomp's workers sleep as soon as a region ends (OMP_WAIT_POLICY=passive); otherwise they spin (by
-// default for up to 300,000 iterations) and would take a core from this pool's workers, so the jobs run as
-// OpenMP regions on their team instead. Read at each job (well under a microsecond), so that the tests can
-// run both paths in one process.
-bool omp_workers_sleep() {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  return policy && strcasecmp(policy, "passive") == 0;
-}
-
 void run_openmp(int threads, PoolTask task, void* context) {
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
@@ -168,6 +159,12 @@ void run_openmp(int threads, PoolTask task, void* context) {
 }
 
 }  // namespace
+
+// Read at each job (well under a microsecond), so that the tests can run both paths in one process.
+bool omp_workers_sleep() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  return policy && strcasecmp(policy, "passive") == 0;
+}
 
 long pool_spin_us() {
   static const long us = [] {

@@ -33,6 +33,11 @@ void pool_run(int threads, F&& body) {
       const_cast<void*>(static_cast<const void*>(&body)));
 }
 
+// Whether libgomp's workers sleep as soon as a region ends (OMP_WAIT_POLICY=passive), and the jobs therefore run
+// on the pool; otherwise libgomp's workers spin after a region (by default up to 300,000 iterations) and would take
+// a core from the pool's, so the jobs run as OpenMP regions on their team.
+bool omp_workers_sleep();
+
 // How long (microseconds) an idle pool worker, and a caller waiting for its workers, wait actively before
 // sleeping: CNNTRAIN_CPU_SPIN_US (docs/environment.md), default 100; 0 sleeps at once, as libgomp's workers do
 // under OMP_WAIT_POLICY=passive. Read once.
