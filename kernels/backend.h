@@ -126,6 +126,22 @@ struct BnShape {
 // 32-bit words of a ReLU mask over n elements (Backend::batchnorm_forward_train).
 inline size_t relu_mask_words(size_t n) { return (n + 31) / 32; }
 
+// The activation that ends a fused batch norm (Backend::batchnorm_forward_*): none, ReLU (y = v > 0 ? v : 0),
+// or ReLU capped at `cap` (y = min(relu(v), cap): ReLU6, torchvision's MobileNetV2, is cap 6). Converts
+// implicitly from the bool `relu` of callers that know only ReLU.
+struct BnAct {
+  bool relu = false;
+  bool capped = false;
+  float cap = 0.f;  // when capped (> 0)
+  BnAct(bool r = false) : relu(r) {}  // NOLINT: implicit on purpose
+  static BnAct relu_capped(float c) {
+    BnAct a(true);
+    a.capped = true;
+    a.cap = c;
+    return a;
+  }
+};
+
 // What a training step adds up on the device (see Backend::softmax_xent_totals); read with download().
 struct LossTotals {
   double loss_sum;
@@ -243,22 +259,22 @@ class Backend {
   // --- Normalisation, regularisation, pooling, residual joins, AdamW (kernels/batchnorm.h, dropout.h,
   // pooling.h, elementwise.h, optimizer.h) ---
 
-  // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC), optionally fused with what
-  // follows it: y = act(bn(x) + residual), residual: [rows, c] or null (the join of a residual block), act =
-  // ReLU when `relu`, else the identity. Training uses the batch statistics (biased variance), saves
-  // mean/invstd [c] for backward and updates the running statistics: r = (1-momentum) r + momentum * batch
-  // (unbiased variance); with `relu` it also writes relu_mask (relu_mask_words(rows*c) words; bit i % 32 of
-  // word i / 32 set when y[i] > 0), the ReLU's state for backward (1 bit per element instead of
-  // re-reading y). Inference uses the running statistics. In 16 bits the join is added in fp32 before the
-  // one rounding of y, and relu_mask is taken from the fp32 value (bit set when it is > 0, so also when it
-  // rounds to a positive 16-bit y).
+    // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC), optionally fused with what follows
+  // it: y = act(bn(x) + residual), residual: [rows, c] or null (the join of a residual block), act = `act` (BnAct: the
+  // identity, ReLU, or ReLU capped). Training uses the batch statistics (biased variance), saves mean/invstd [c] for
+  // backward and updates the running statistics: r = (1-momentum) r + momentum * batch (unbiased variance); with a ReLU
+  // it also writes relu_mask (relu_mask_words(rows*c) words; bit i % 32 of word i / 32 set when the activation passes
+  // the gradient at i: v > 0, and v < cap when capped, v the value before the activation), its state for backward (1
+  // bit per element instead of re-reading y). Inference uses the running statistics. In 16 bits the join is added in
+  // fp32 before the one rounding of y, and relu_mask is taken from the fp32 value (bit set when it is > 0, so also when
+  // it rounds to a positive 16-bit y; when capped, clear when it is >= cap).
   virtual void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual,
-                                       const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                       const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                        void* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                        float* running_mean, float* running_var) = 0;
   virtual void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual,
                                        const float* gamma, const float* beta, const float* running_mean,
-                                       const float* running_var, float eps, bool relu, void* y) = 0;
+                                       const float* running_var, float eps, BnAct act, void* y) = 0;
   // Backward of batchnorm_forward_train. relu_mask: its mask when it ran with `relu`, else null. g = dy
   // masked by the ReLU: dgamma += sum(g * xhat), dbeta += sum(g); dx overwritten with the gradient of x (may
   // be null); dresidual overwritten with g, the gradient of the residual input (may be null).
@@ -273,15 +289,15 @@ class Backend {
   virtual bool blocked_batchnorm_ok(DType t) { return false; }
   virtual void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
                                               const float* gamma, const float* beta, float eps, float momentum,
-                                              bool relu, void* y, uint32_t* relu_mask, float* save_mean,
+                                              BnAct act, void* y, uint32_t* relu_mask, float* save_mean,
                                               float* save_invstd, float* running_mean, float* running_var) {
-    batchnorm_forward_train(t, nhwc_rows(s), s.c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
+    batchnorm_forward_train(t, nhwc_rows(s), s.c, x, residual, gamma, beta, eps, momentum, act, y, relu_mask,
                             save_mean, save_invstd, running_mean, running_var);
   }
   virtual void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
                                               const float* gamma, const float* beta, const float* running_mean,
-                                              const float* running_var, float eps, bool relu, void* y) {
-    batchnorm_forward_infer(t, nhwc_rows(s), s.c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);
+                                              const float* running_var, float eps, BnAct act, void* y) {
+    batchnorm_forward_infer(t, nhwc_rows(s), s.c, x, residual, gamma, beta, running_mean, running_var, eps, act, y);
   }
   virtual void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask,
                                          const void* dy, const float* gamma, const float* save_mean,

@@ -12,22 +12,23 @@ namespace {
 
 // y = act(x * scale + shift + residual), row by row; the ReLU's mask bits when mask is not null.
 void apply(int rows, int c, const float* x, const float* residual, const std::vector<float>& scale,
-           const std::vector<float>& shift, bool relu, float* y, uint32_t* mask) {
+           const std::vector<float>& shift, BnAct act, float* y, uint32_t* mask) {
   if (mask) std::fill(mask, mask + relu_mask_words(static_cast<size_t>(rows) * c), 0u);
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < c; ++j) {
       const size_t i = static_cast<size_t>(r) * c + j;
       float v = x[i] * scale[j] + shift[j];
       if (residual) v += residual[i];
-      y[i] = relu && !(v > 0.f) ? 0.f : v;
-      if (mask && v > 0.f) mask[i / 32] |= 1u << (i % 32);
+      const bool pass = v > 0.f && !(act.capped && v >= act.cap);
+      y[i] = !act.relu ? v : !(v > 0.f) ? 0.f : act.capped && v >= act.cap ? act.cap : v;
+      if (mask && pass) mask[i / 32] |= 1u << (i % 32);
     }
 }
 
 }  // namespace
 
 void batchnorm_forward_train_cpu(int rows, int c, const float* x, const float* residual, const float* gamma,
-                                 const float* beta, float eps, float momentum, bool relu, float* y,
+                                 const float* beta, float eps, float momentum, BnAct act, float* y,
                                  uint32_t* relu_mask, float* save_mean, float* save_invstd, float* running_mean,
                                  float* running_var) {
   // Two passes in double: the one-pass E[x^2]-E[x]^2 form loses the variance of large-mean channels.
@@ -44,19 +45,19 @@ void batchnorm_forward_train_cpu(int rows, int c, const float* x, const float* r
   for (int j = 0; j < c; ++j)
     batchnorm_finalize(rows, mean[j], var[j] / rows, gamma[j], beta[j], eps, momentum, &save_mean[j],
                        &save_invstd[j], &running_mean[j], &running_var[j], &scale[j], &shift[j]);
-  apply(rows, c, x, residual, scale, shift, relu, y, relu ? relu_mask : nullptr);
+  apply(rows, c, x, residual, scale, shift, act, y, act.relu ? relu_mask : nullptr);
 }
 
 void batchnorm_forward_infer_cpu(int rows, int c, const float* x, const float* residual, const float* gamma,
                                  const float* beta, const float* running_mean, const float* running_var, float eps,
-                                 bool relu, float* y) {
+                                 BnAct act, float* y) {
   std::vector<float> scale(c), shift(c);
   for (int j = 0; j < c; ++j) {
     const double invstd = 1.0 / std::sqrt(static_cast<double>(running_var[j]) + eps);
     scale[j] = static_cast<float>(gamma[j] * invstd);
     shift[j] = static_cast<float>(beta[j] - running_mean[j] * gamma[j] * invstd);
   }
-  apply(rows, c, x, residual, scale, shift, relu, y, nullptr);
+  apply(rows, c, x, residual, scale, shift, act, y, nullptr);
 }
 
 void batchnorm_backward_cpu(int rows, int c, const float* x, const uint32_t* relu_mask, const float* dy,

@@ -149,9 +149,10 @@ void channel_sums(int threads, const Plan& P, MakeTerm make, Scratch& s) {
 
 // y = act(x * scale + shift + residual) (per-channel scale/shift); with a mask, byte 2s + h of it holds the
 // ReLU's bits of half h of segment s.
-template <bool kResidual, bool kRelu>
+template <bool kResidual, bool kRelu, bool kCapped>
 void apply_pieces(int threads, const Plan& P, const float* x, const float* residual, const float* scale,
-                  const float* shift, float* y, uint8_t* mask) {
+                  const float* shift, float cap, float* y, uint8_t* mask) {
+  const V8 cap8 = broadcast8(cap);
   parallel_for(threads, P.segs * kSeg, P.chunks, [&](long long q) {
     for_pieces(P, q, [=](int i, int cb, int p0, int p1, size_t s0) {
       const float* xp = x + P.x.at(i, cb, p0);
@@ -165,8 +166,13 @@ void apply_pieces(int threads, const Plan& P, const float* x, const float* resid
           V8 v = fma8(load8(xp + j * xs + 8 * h), sc[h], sf[h]);
           if (kResidual) v = add8(v, load8(rp + j * rs + 8 * h));
           if (kRelu) {
-            if (mask) mask[2 * (s0 + j) + h] = static_cast<uint8_t>(positive_bits8(v));
+            unsigned bits = positive_bits8(v);
             v = relu8(v);
+            if (kCapped) {
+              bits &= below_bits8(v, cap8);
+              v = min8(v, cap8);
+            }
+            if (mask) mask[2 * (s0 + j) + h] = static_cast<uint8_t>(bits);
           }
           store8(yp + j * ys + 8 * h, v);
         }
@@ -174,14 +180,24 @@ void apply_pieces(int threads, const Plan& P, const float* x, const float* resid
   });
 }
 
-void apply(int threads, const Plan& P, const float* x, const float* residual, bool relu, const float* scale,
-           const float* shift, float* y, uint8_t* mask) {
-  if (residual)
-    relu ? apply_pieces<true, true>(threads, P, x, residual, scale, shift, y, mask)
-         : apply_pieces<true, false>(threads, P, x, residual, scale, shift, y, mask);
+template <bool kResidual>
+void apply_act(int threads, const Plan& P, const float* x, const float* residual, BnAct act, const float* scale,
+               const float* shift, float* y, uint8_t* mask) {
+  if (act.capped)
+    apply_pieces<kResidual, true, true>(threads, P, x, residual, scale, shift, act.cap, y, mask);
+  else if (act.relu)
+    apply_pieces<kResidual, true, false>(threads, P, x, residual, scale, shift, 0.f, y, mask);
   else
-    relu ? apply_pieces<false, true>(threads, P, x, residual, scale, shift, y, mask)
-         : apply_pieces<false, false>(threads, P, x, residual, scale, shift, y, mask);
+    apply_pieces<kResidual, false, false>(threads, P, x, residual, scale, shift, 0.f, y, mask);
+}
+
+void apply(int threads, const Plan& P, const float* x, const float* residual, BnAct act, const float* scale,
+           const float* shift, float* y, uint8_t* mask) {
+  CNN_CHECK(act.relu || !act.capped, "batch norm: a capped activation without its ReLU");
+  if (residual)
+    apply_act<true>(threads, P, x, residual, act, scale, shift, y, mask);
+  else
+    apply_act<false>(threads, P, x, residual, act, scale, shift, y, mask);
 }
 
 // dx = A*g + C*(x - mean) + B with g = dy masked by the ReLU (per-channel constants); dresidual = g.
@@ -247,13 +263,13 @@ void check_layouts(const BnShape& s) {
 }  // namespace
 
 void batchnorm_forward_train_layout(int threads, const BnShape& s, const float* x, const float* residual,
-                                    const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                    const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                     float* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                     float* running_mean, float* running_var) {
   check_layouts(s);
   const int rows = static_cast<int>(s.rows()), c = s.c;
   if (all_nhwc(s))
-    return batchnorm_forward_train_fast(threads, rows, c, x, residual, gamma, beta, eps, momentum, relu, y,
+    return batchnorm_forward_train_fast(threads, rows, c, x, residual, gamma, beta, eps, momentum, act, y,
                                         relu_mask, save_mean, save_invstd, running_mean, running_var);
   if (rows <= 0 || c <= 0) return;
   const Plan P = plan_of(s);
@@ -286,18 +302,18 @@ void batchnorm_forward_train_layout(int threads, const BnShape& s, const float* 
     batchnorm_finalize(rows, sc.shift[j] + m1, sc.sum_b[j] / rows - m1 * m1, gamma[j], beta[j], eps, momentum,
                        &save_mean[j], &save_invstd[j], &running_mean[j], &running_var[j], &sc.scale[j], &sc.sh[j]);
   }
-  apply(threads, P, x, residual, relu, sc.scale.data(), sc.sh.data(), y,
-        relu ? reinterpret_cast<uint8_t*>(relu_mask) : nullptr);
+  apply(threads, P, x, residual, act, sc.scale.data(), sc.sh.data(), y,
+        act.relu ? reinterpret_cast<uint8_t*>(relu_mask) : nullptr);
 }
 
 void batchnorm_forward_infer_layout(int threads, const BnShape& s, const float* x, const float* residual,
                                     const float* gamma, const float* beta, const float* running_mean,
-                                    const float* running_var, float eps, bool relu, float* y) {
+                                    const float* running_var, float eps, BnAct act, float* y) {
   check_layouts(s);
   const int rows = static_cast<int>(s.rows()), c = s.c;
   if (all_nhwc(s))
     return batchnorm_forward_infer_fast(threads, rows, c, x, residual, gamma, beta, running_mean, running_var, eps,
-                                        relu, y);
+                                        act, y);
   if (rows <= 0 || c <= 0) return;
   Scratch& sc = scratch();
   sc.scale.resize(c);
@@ -307,7 +323,7 @@ void batchnorm_forward_infer_layout(int threads, const BnShape& s, const float* 
     sc.scale[j] = static_cast<float>(gamma[j] * invstd);
     sc.sh[j] = static_cast<float>(beta[j] - running_mean[j] * gamma[j] * invstd);
   }
-  apply(threads, plan_of(s), x, residual, relu, sc.scale.data(), sc.sh.data(), y, nullptr);
+  apply(threads, plan_of(s), x, residual, act, sc.scale.data(), sc.sh.data(), y, nullptr);
 }
 
 void batchnorm_backward_layout(int threads, const BnShape& s, const float* x, const uint32_t* relu_mask,

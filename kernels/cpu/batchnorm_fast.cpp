@@ -160,15 +160,20 @@ void channel_sums(int threads, const Layout& L, Term8 term8, Term1 term1, Scratc
 // Walks each chunk in memory order like for_chunk, four groups at a time: their 32 mask bits are one store (chunks
 // start on mask words) where a byte per group made the pass store-bound (8 MB at 16 channels, 2 threads:
 // 0.44 ms with byte stores, 0.35 ms with words, 0.33 ms with no mask; docs/perf.md, fifteenth pass).
-template <class T, bool kResidual, bool kRelu>
+template <class T, bool kResidual, bool kRelu, bool kCapped>
 void apply_chunks(int threads, const Layout& L, const T* x, const T* residual, const float* scale,
-                  const float* shift, T* y, uint8_t* mask) {
+                  const float* shift, float cap, T* y, uint8_t* mask) {
+  const V8 cap8 = broadcast8(cap);
   auto group = [=](size_t i, size_t l, unsigned* bits) {
     V8 v = fma8(load8(x + i), load8(scale + l), load8(shift + l));
     if (kResidual) v = add8(v, load8(residual + i));
     if (kRelu) {
       *bits = positive_bits8(v);
       v = relu8(v);
+      if (kCapped) {
+        *bits &= below_bits8(v, cap8);
+        v = min8(v, cap8);
+      }
     }
     store8(y + i, v);
   };
@@ -196,26 +201,38 @@ void apply_chunks(int threads, const Layout& L, const T* x, const T* residual, c
       float v = std::fma(to_float(x[i]), scale[l], shift[l]);
       if (kResidual) v += to_float(residual[i]);
       if (kRelu) {
+        v = v > 0.f ? v : 0.f;
+        const bool pass = v > 0.f && !(kCapped && v >= cap);
+        if (kCapped && v >= cap) v = cap;
         if (mask) {
           const uint8_t bit = static_cast<uint8_t>(1u << (i % 8));
-          mask[i / 8] = static_cast<uint8_t>(v > 0.f ? mask[i / 8] | bit : mask[i / 8] & ~bit);
+          mask[i / 8] = static_cast<uint8_t>(pass ? mask[i / 8] | bit : mask[i / 8] & ~bit);
         }
-        v = v > 0.f ? v : 0.f;
       }
       y[i] = from_float<T>(v);
     }
   });
 }
 
-template <class T>
-void apply(int threads, const Layout& L, const T* x, const T* residual, bool relu, const float* scale,
-           const float* shift, T* y, uint8_t* mask) {
-  if (residual)
-    relu ? apply_chunks<T, true, true>(threads, L, x, residual, scale, shift, y, mask)
-         : apply_chunks<T, true, false>(threads, L, x, residual, scale, shift, y, mask);
+template <class T, bool kResidual>
+void apply_act(int threads, const Layout& L, const T* x, const T* residual, BnAct act, const float* scale,
+               const float* shift, T* y, uint8_t* mask) {
+  if (act.capped)
+    apply_chunks<T, kResidual, true, true>(threads, L, x, residual, scale, shift, act.cap, y, mask);
+  else if (act.relu)
+    apply_chunks<T, kResidual, true, false>(threads, L, x, residual, scale, shift, 0.f, y, mask);
   else
-    relu ? apply_chunks<T, false, true>(threads, L, x, residual, scale, shift, y, mask)
-         : apply_chunks<T, false, false>(threads, L, x, residual, scale, shift, y, mask);
+    apply_chunks<T, kResidual, false, false>(threads, L, x, residual, scale, shift, 0.f, y, mask);
+}
+
+template <class T>
+void apply(int threads, const Layout& L, const T* x, const T* residual, BnAct act, const float* scale,
+           const float* shift, T* y, uint8_t* mask) {
+  CNN_CHECK(act.relu || !act.capped, "batch norm: a capped activation without its ReLU");
+  if (residual)
+    apply_act<T, true>(threads, L, x, residual, act, scale, shift, y, mask);
+  else
+    apply_act<T, false>(threads, L, x, residual, act, scale, shift, y, mask);
 }
 
 // dx = A*g + C*(x - mean) + B with g = dy masked by the ReLU (per-lane constants); dresidual = g.
@@ -251,7 +268,7 @@ void backward_data(int threads, const Layout& L, const T* x, const uint8_t* mask
 
 template <class T>
 void forward_train(int threads, int rows, int c, const T* x, const T* residual, const float* gamma,
-                   const float* beta, float eps, float momentum, bool relu, T* y, uint32_t* relu_mask,
+                   const float* beta, float eps, float momentum, BnAct act, T* y, uint32_t* relu_mask,
                    float* save_mean, float* save_invstd, float* running_mean, float* running_var) {
   if (rows <= 0 || c <= 0) return;
   const Layout L = layout_of(rows, c);
@@ -290,13 +307,13 @@ void forward_train(int threads, int rows, int c, const T* x, const T* residual, 
     scale[j] = sc;
     sh[j] = sf;
   }
-  apply(threads, L, x, residual, relu, widen(L, scale, s.w1), widen(L, sh, s.w2), y,
-        relu ? reinterpret_cast<uint8_t*>(relu_mask) : nullptr);
+  apply(threads, L, x, residual, act, widen(L, scale, s.w1), widen(L, sh, s.w2), y,
+        act.relu ? reinterpret_cast<uint8_t*>(relu_mask) : nullptr);
 }
 
 template <class T>
 void forward_infer(int threads, int rows, int c, const T* x, const T* residual, const float* gamma,
-                   const float* beta, const float* running_mean, const float* running_var, float eps, bool relu,
+                   const float* beta, const float* running_mean, const float* running_var, float eps, BnAct act,
                    T* y) {
   if (rows <= 0 || c <= 0) return;
   const Layout L = layout_of(rows, c);
@@ -310,7 +327,7 @@ void forward_infer(int threads, int rows, int c, const T* x, const T* residual, 
     scale[j] = static_cast<float>(gamma[j] * invstd);
     sh[j] = static_cast<float>(beta[j] - running_mean[j] * gamma[j] * invstd);
   }
-  apply(threads, L, x, residual, relu, widen(L, scale, s.w1), widen(L, sh, s.w2), y, nullptr);
+  apply(threads, L, x, residual, act, widen(L, scale, s.w1), widen(L, sh, s.w2), y, nullptr);
 }
 
 template <class T>
@@ -375,16 +392,16 @@ void backward(int threads, int rows, int c, const T* x, const uint32_t* relu_mas
 
 #define CNN_BATCHNORM_FAST(T)                                                                                    \
   void batchnorm_forward_train_fast(int threads, int rows, int c, const T* x, const T* residual,                 \
-                                    const float* gamma, const float* beta, float eps, float momentum, bool relu, \
+                                    const float* gamma, const float* beta, float eps, float momentum, BnAct act, \
                                     T* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,             \
                                     float* running_mean, float* running_var) {                                   \
-    forward_train(threads, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask, save_mean,      \
+    forward_train(threads, rows, c, x, residual, gamma, beta, eps, momentum, act, y, relu_mask, save_mean,       \
                   save_invstd, running_mean, running_var);                                                       \
   }                                                                                                              \
   void batchnorm_forward_infer_fast(int threads, int rows, int c, const T* x, const T* residual,                 \
                                     const float* gamma, const float* beta, const float* running_mean,            \
-                                    const float* running_var, float eps, bool relu, T* y) {                      \
-    forward_infer(threads, rows, c, x, residual, gamma, beta, running_mean, running_var, eps, relu, y);          \
+                                    const float* running_var, float eps, BnAct act, T* y) {                      \
+    forward_infer(threads, rows, c, x, residual, gamma, beta, running_mean, running_var, eps, act, y);           \
   }                                                                                                              \
   void batchnorm_backward_fast(int threads, int rows, int c, const T* x, const uint32_t* relu_mask, const T* dy, \
                                const float* gamma, const float* save_mean, const float* save_invstd, T* dx,      \

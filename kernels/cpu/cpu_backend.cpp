@@ -181,32 +181,32 @@ class CpuBackend : public HostMixedBackend {
     sgd_update_cpu(n, w, g, v, lr, momentum, wd, nesterov);
   }
   void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                               const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
+                               const float* beta, float eps, float momentum, BnAct act, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
     if (dnnl_ && t == DType::kBF16)
       return batchnorm_forward_train_fast(threads_, rows, c, bf16(x), bf16(residual), gamma, beta, eps, momentum,
-                                          relu, bf16(y), relu_mask, save_mean, save_invstd, running_mean,
+                                          act, bf16(y), relu_mask, save_mean, save_invstd, running_mean,
                                           running_var);
     as_fp32(t, [&](const float* x32, const float* residual32, float* y32) {
       if (dnnl_)
-        return batchnorm_forward_train_fast(threads_, rows, c, x32, residual32, gamma, beta, eps, momentum, relu,
+        return batchnorm_forward_train_fast(threads_, rows, c, x32, residual32, gamma, beta, eps, momentum, act,
                                             y32, relu_mask, save_mean, save_invstd, running_mean, running_var);
-      batchnorm_forward_train_cpu(rows, c, x32, residual32, gamma, beta, eps, momentum, relu, y32, relu_mask,
+      batchnorm_forward_train_cpu(rows, c, x32, residual32, gamma, beta, eps, momentum, act, y32, relu_mask,
                                   save_mean, save_invstd, running_mean, running_var);
     }, In{x, area(rows, c)}, In{residual, area(rows, c)}, Out{y, area(rows, c)});
   }
   void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
-                               bool relu, void* y) override {
+                               BnAct act, void* y) override {
     if (dnnl_ && t == DType::kBF16)
       return batchnorm_forward_infer_fast(threads_, rows, c, bf16(x), bf16(residual), gamma, beta, running_mean,
-                                          running_var, eps, relu, bf16(y));
+                                          running_var, eps, act, bf16(y));
     as_fp32(t, [&](const float* x32, const float* residual32, float* y32) {
       if (dnnl_)
         return batchnorm_forward_infer_fast(threads_, rows, c, x32, residual32, gamma, beta, running_mean,
-                                            running_var, eps, relu, y32);
-      batchnorm_forward_infer_cpu(rows, c, x32, residual32, gamma, beta, running_mean, running_var, eps, relu, y32);
+                                            running_var, eps, act, y32);
+      batchnorm_forward_infer_cpu(rows, c, x32, residual32, gamma, beta, running_mean, running_var, eps, act, y32);
     }, In{x, area(rows, c)}, In{residual, area(rows, c)}, Out{y, area(rows, c)});
   }
   void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
@@ -226,23 +226,23 @@ class CpuBackend : public HostMixedBackend {
   // Batch norm over operands in their own layouts: the fast fp32 kernels (kernels/cpu/batchnorm_blocked.cpp).
   bool blocked_batchnorm_ok(DType t) override { return dnnl_ && t == DType::kF32; }
   void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
-                                      const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                      const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                       void* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                       float* running_mean, float* running_var) override {
     if (!blocked_batchnorm_ok(t))
-      return Backend::batchnorm_forward_train_layout(t, s, x, residual, gamma, beta, eps, momentum, relu, y,
+      return Backend::batchnorm_forward_train_layout(t, s, x, residual, gamma, beta, eps, momentum, act, y,
                                                      relu_mask, save_mean, save_invstd, running_mean, running_var);
-    cnn::batchnorm_forward_train_layout(threads_, s, f32(x), f32(residual), gamma, beta, eps, momentum, relu, f32(y),
+    cnn::batchnorm_forward_train_layout(threads_, s, f32(x), f32(residual), gamma, beta, eps, momentum, act, f32(y),
                                         relu_mask, save_mean, save_invstd, running_mean, running_var);
   }
   void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
                                       const float* gamma, const float* beta, const float* running_mean,
-                                      const float* running_var, float eps, bool relu, void* y) override {
+                                      const float* running_var, float eps, BnAct act, void* y) override {
     if (!blocked_batchnorm_ok(t))
       return Backend::batchnorm_forward_infer_layout(t, s, x, residual, gamma, beta, running_mean, running_var, eps,
-                                                     relu, y);
+                                                     act, y);
     cnn::batchnorm_forward_infer_layout(threads_, s, f32(x), f32(residual), gamma, beta, running_mean, running_var,
-                                        eps, relu, f32(y));
+                                        eps, act, f32(y));
   }
   void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask, const void* dy,
                                  const float* gamma, const float* save_mean, const float* save_invstd, void* dx,

@@ -19,24 +19,24 @@ void maxpool_backward_fast(int threads, const PoolDesc& d, const float* dy, cons
                            float* dx);
 // kernels/cpu/batchnorm_fast.cpp
 void batchnorm_forward_train_fast(int threads, int rows, int c, const float* x, const float* residual,
-                                  const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                  const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                   float* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                   float* running_mean, float* running_var);
 void batchnorm_forward_infer_fast(int threads, int rows, int c, const float* x, const float* residual,
                                   const float* gamma, const float* beta, const float* running_mean,
-                                  const float* running_var, float eps, bool relu, float* y);
+                                  const float* running_var, float eps, BnAct act, float* y);
 void batchnorm_backward_fast(int threads, int rows, int c, const float* x, const uint32_t* relu_mask,
                              const float* dy, const float* gamma, const float* save_mean, const float* save_invstd,
                              float* dx, float* dresidual, float* dgamma, float* dbeta);
 // The same on bf16 tensors (statistics, parameters and their gradients fp32): the bits of widening, the fp32
 // kernel and rounding once, without the conversion passes.
 void batchnorm_forward_train_fast(int threads, int rows, int c, const Bf16* x, const Bf16* residual,
-                                  const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                  const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                   Bf16* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                   float* running_mean, float* running_var);
 void batchnorm_forward_infer_fast(int threads, int rows, int c, const Bf16* x, const Bf16* residual,
                                   const float* gamma, const float* beta, const float* running_mean,
-                                  const float* running_var, float eps, bool relu, Bf16* y);
+                                  const float* running_var, float eps, BnAct act, Bf16* y);
 void batchnorm_backward_fast(int threads, int rows, int c, const Bf16* x, const uint32_t* relu_mask,
                              const Bf16* dy, const float* gamma, const float* save_mean, const float* save_invstd,
                              Bf16* dx, Bf16* dresidual, float* dgamma, float* dbeta);
@@ -44,12 +44,12 @@ void batchnorm_backward_fast(int threads, int rows, int c, const Bf16* x, const 
 // y and dy in s.y, the residual and its gradient in s.residual; c a multiple of 16 unless all are NHWC (else
 // throws). The ReLU mask's bit order is its own (see the file); a backward takes its forward's mask.
 void batchnorm_forward_train_layout(int threads, const BnShape& s, const float* x, const float* residual,
-                                    const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                    const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                     float* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                     float* running_mean, float* running_var);
 void batchnorm_forward_infer_layout(int threads, const BnShape& s, const float* x, const float* residual,
                                     const float* gamma, const float* beta, const float* running_mean,
-                                    const float* running_var, float eps, bool relu, float* y);
+                                    const float* running_var, float eps, BnAct act, float* y);
 void batchnorm_backward_layout(int threads, const BnShape& s, const float* x, const uint32_t* relu_mask,
                                const float* dy, const float* gamma, const float* save_mean, const float* save_invstd,
                                float* dx, float* dresidual, float* dgamma, float* dbeta);

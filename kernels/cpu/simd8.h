@@ -45,6 +45,12 @@ inline V8 relu8(V8 a) { return {_mm256_max_ps(a.v, _mm256_setzero_ps())}; }
 inline unsigned positive_bits8(V8 a) {
   return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a.v, _mm256_setzero_ps(), _CMP_GT_OQ)));
 }
+// Bits of the lanes where a < b; min(a, b) (b where a is NaN: callers pass a non-NaN a).
+inline unsigned below_bits8(V8 a, V8 b) {
+  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)));
+}
+inline V8 min8(V8 a, V8 b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline V8 broadcast8(float a) { return {_mm256_set1_ps(a)}; }
 // a where bit k of `bits` is set, 0 elsewhere.
 inline V8 select8(unsigned bits, V8 a) {
   const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -94,6 +100,20 @@ inline unsigned positive_bits8(V8 a) {
   unsigned b = 0;
   for (int k = 0; k < 8; ++k) b |= (a.v[k] > 0.f ? 1u : 0u) << k;
   return b;
+}
+inline unsigned below_bits8(V8 a, V8 b) {
+  unsigned r = 0;
+  for (int k = 0; k < 8; ++k) r |= (a.v[k] < b.v[k] ? 1u : 0u) << k;
+  return r;
+}
+inline V8 min8(V8 a, V8 b) {
+  for (int k = 0; k < 8; ++k) a.v[k] = a.v[k] < b.v[k] ? a.v[k] : b.v[k];
+  return a;
+}
+inline V8 broadcast8(float a) {
+  V8 r;
+  for (float& x : r.v) x = a;
+  return r;
 }
 inline V8 select8(unsigned bits, V8 a) {
   for (int k = 0; k < 8; ++k)

@@ -117,15 +117,16 @@ __global__ void batchnorm_finalize_infer_kernel(int c, const float* __restrict__
   }
 }
 
-// y = act(x * scale + shift + residual); residual nullable; the sum in fp32, y rounded once to T. With a ReLU
-// and a mask, bit i % 32 of mask[i / 32] records that the fp32 value is > 0: each warp covers 32 consecutive
-// elements per iteration (all lanes iterate together, so the ballot sees the whole warp) and its first lane
-// stores the word.
+// y = act(x * scale + shift + residual); residual nullable; the sum in fp32, y rounded once to T; act: ReLU when
+// `relu`, capped at `cap` when `capped` as well (BnAct). With a ReLU and a mask, bit i % 32 of mask[i / 32] records
+// that the ReLU passes the gradient (the fp32 value is > 0, and < cap when capped): each warp covers 32 consecutive
+// elements per iteration (all lanes iterate together, so the ballot sees the whole warp) and its first lane stores the
+// word.
 template <class T>
 __global__ void __launch_bounds__(kBlock)
     batchnorm_apply_kernel(size_t total, int c, const T* __restrict__ x, const T* __restrict__ residual,
                            const float* __restrict__ scale, const float* __restrict__ shift, bool relu,
-                           T* __restrict__ y, uint32_t* __restrict__ mask) {
+                           bool capped, float cap, T* __restrict__ y, uint32_t* __restrict__ mask) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const unsigned lane = threadIdx.x % 32;
   for (size_t base = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x - lane; base < total;
@@ -137,7 +138,12 @@ __global__ void __launch_bounds__(kBlock)
       float v = widen(x[i]) * scale[j] + shift[j];
       if (residual) v += widen(residual[i]);
       positive = v > 0.f;
-      y[i] = narrow<T>(relu && !positive ? 0.f : v);
+      if (relu) v = positive ? v : 0.f;
+      if (capped && v >= cap) {
+        v = cap;
+        positive = false;
+      }
+      y[i] = narrow<T>(v);
     }
     if (mask) {
       const unsigned bits = __ballot_sync(0xffffffffu, positive);
@@ -238,7 +244,7 @@ int channel_blocks(int c) { return (c + kBlock - 1) / kBlock; }
 
 template <class T>
 cudaError_t batchnorm_forward_train_t(int rows, int c, const T* d_x, const T* d_residual, const float* d_gamma,
-                                      const float* d_beta, float eps, float momentum, bool relu, T* d_y,
+                                      const float* d_beta, float eps, float momentum, BnAct act, T* d_y,
                                       uint32_t* d_relu_mask, float* d_save_mean, float* d_save_invstd,
                                       float* d_running_mean, float* d_running_var, void* d_work, cudaStream_t stream) {
   if (rows <= 0 || c <= 0) return cudaSuccess;
@@ -255,14 +261,14 @@ cudaError_t batchnorm_forward_train_t(int rows, int c, const T* d_x, const T* d_
   auto* apply = &batchnorm_apply_kernel<T>;
   if (err == cudaSuccess)
     err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, d_residual, w.f0,
-                     w.f1, relu, d_y, relu ? d_relu_mask : nullptr);
+                     w.f1, act.relu, act.capped, act.cap, d_y, act.relu ? d_relu_mask : nullptr);
   return err;
 }
 
 template <class T>
 cudaError_t batchnorm_forward_infer_t(int rows, int c, const T* d_x, const T* d_residual, const float* d_gamma,
                                       const float* d_beta, const float* d_running_mean, const float* d_running_var,
-                                      float eps, bool relu, T* d_y, void* d_work, cudaStream_t stream) {
+                                      float eps, BnAct act, T* d_y, void* d_work, cudaStream_t stream) {
   if (rows <= 0 || c <= 0) return cudaSuccess;
   const Work w = carve(d_work, c);
   cudaError_t err = CNN_LAUNCH(batchnorm_finalize_infer_kernel, channel_blocks(c), kBlock, 0, stream, c, d_gamma,
@@ -271,7 +277,7 @@ cudaError_t batchnorm_forward_infer_t(int rows, int c, const T* d_x, const T* d_
   auto* apply = &batchnorm_apply_kernel<T>;
   if (err == cudaSuccess)
     err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x, d_residual, w.f0,
-                     w.f1, relu, d_y, static_cast<uint32_t*>(nullptr));
+                     w.f1, act.relu, act.capped, act.cap, d_y, static_cast<uint32_t*>(nullptr));
   return err;
 }
 
@@ -332,7 +338,8 @@ cudaError_t batchnorm_forward_from_stats_cuda(int rows, int c, const float* d_x,
   auto* apply = &batchnorm_apply_kernel<float>;
   if (err == cudaSuccess && total > 0)
     err = CNN_LAUNCH(apply, grid_stride_blocks(total, kBlock), kBlock, 0, stream, total, c, d_x,
-                     static_cast<const float*>(nullptr), w.f0, w.f1, false, d_y, static_cast<uint32_t*>(nullptr));
+                     static_cast<const float*>(nullptr), w.f0, w.f1, false, false, 0.f, d_y,
+                     static_cast<uint32_t*>(nullptr));
   return err;
 }
 
@@ -367,25 +374,25 @@ cudaError_t batchnorm_backward_from_sums_cuda(int rows, int c, const float* d_x,
 
 cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
                                          const float* d_gamma, const float* d_beta, float eps, float momentum,
-                                         bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
+                                         BnAct act, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream) {
   return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return batchnorm_forward_train_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_residual), d_gamma,
-                                     d_beta, eps, momentum, relu, static_cast<T*>(d_y), d_relu_mask, d_save_mean,
+                                     d_beta, eps, momentum, act, static_cast<T*>(d_y), d_relu_mask, d_save_mean,
                                      d_save_invstd, d_running_mean, d_running_var, d_work, stream);
   });
 }
 
 cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
                                          const float* d_gamma, const float* d_beta, const float* d_running_mean,
-                                         const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
+                                         const float* d_running_var, float eps, BnAct act, void* d_y, void* d_work,
                                          cudaStream_t stream) {
   return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
     return batchnorm_forward_infer_t(rows, c, static_cast<const T*>(d_x), static_cast<const T*>(d_residual), d_gamma,
-                                     d_beta, d_running_mean, d_running_var, eps, relu, static_cast<T*>(d_y), d_work,
+                                     d_beta, d_running_mean, d_running_var, eps, act, static_cast<T*>(d_y), d_work,
                                      stream);
   });
 }

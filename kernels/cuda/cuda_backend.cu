@@ -287,23 +287,23 @@ class CudaBackend final : public Backend {
   // cuDNN serves the plain batch norm; the fused ReLU (with its bit mask) and residual join run on the custom
   // kernels.
   void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                               const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
+                               const float* beta, float eps, float momentum, BnAct act, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
-    if (vendor_bn_ && !relu && !residual)
+    if (vendor_bn_ && !act.relu && !residual)
       VENDOR_FIRST(bn.forward_train(t, rows, c, x, gamma, beta, eps, momentum, y, save_mean, save_invstd,
                                     running_mean, running_var));
-    CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, residual, gamma, beta, eps, momentum, relu, y, relu_mask,
+    CUDA_CHECK(batchnorm_forward_train_cuda(t, rows, c, x, residual, gamma, beta, eps, momentum, act, y, relu_mask,
                                             save_mean, save_invstd, running_mean, running_var,
                                             workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
-                               bool relu, void* y) override {
-    if (vendor_bn_ && !relu && !residual)
+                               BnAct act, void* y) override {
+    if (vendor_bn_ && !act.relu && !residual)
       VENDOR_FIRST(bn.forward_infer(t, rows, c, x, gamma, beta, running_mean, running_var, eps, y));
     CUDA_CHECK(batchnorm_forward_infer_cuda(t, rows, c, x, residual, gamma, beta, running_mean, running_var, eps,
-                                            relu, y, workspace(batchnorm_work_bytes(c)), stream_));
+                                            act, y, workspace(batchnorm_work_bytes(c)), stream_));
   }
   void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
                           const float* gamma, const float* save_mean, const float* save_invstd, void* dx,

@@ -90,12 +90,12 @@ cudaError_t sgd_update_cuda(size_t n, float* d_w, const float* d_g, float* d_v, 
 size_t batchnorm_work_bytes(int c);
 cudaError_t batchnorm_forward_train_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
                                          const float* d_gamma, const float* d_beta, float eps, float momentum,
-                                         bool relu, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
+                                         BnAct act, void* d_y, uint32_t* d_relu_mask, float* d_save_mean,
                                          float* d_save_invstd, float* d_running_mean, float* d_running_var,
                                          void* d_work, cudaStream_t stream);
 cudaError_t batchnorm_forward_infer_cuda(DType t, int rows, int c, const void* d_x, const void* d_residual,
                                          const float* d_gamma, const float* d_beta, const float* d_running_mean,
-                                         const float* d_running_var, float eps, bool relu, void* d_y, void* d_work,
+                                         const float* d_running_var, float eps, BnAct act, void* d_y, void* d_work,
                                          cudaStream_t stream);
 // d_dgamma += sum g*xhat, d_dbeta += sum g (g = dy, masked by the forward's d_relu_mask unless it is null);
 // d_dx and d_dresidual (= g) overwritten, each nullable.

@@ -1,5 +1,5 @@
 // Batch normalisation (optionally over fixed "ghost" groups of samples, or synchronised over all ranks), fused
-// with a following ReLU or with a residual block's join.
+// with a following ReLU (capped, as ReLU6, or not) or with a residual block's join.
 #include <vector>
 
 #include "src/base/error.h"
@@ -14,9 +14,12 @@ namespace {
 class BatchNorm : public BatchNormJoin {
  public:
   // join: also used through forward_join (then the ReLU mask is needed even without relu).
-  BatchNorm(const std::string& name, const BnOptions& o, bool relu, bool join)
-      : BatchNormJoin(name), o_(o), relu_(relu), join_(join) {}
-  const BnOptions* plain_options() const { return relu_ || join_ ? nullptr : &o_; }
+  BatchNorm(const std::string& name, const BnOptions& o, BnAct act, bool join)
+      : BatchNormJoin(name), o_(o), act_(act), join_(join) {
+    CNN_CHECK(!act.capped || (act.relu && act.cap > 0.f), "layer %s: a capped ReLU needs a cap > 0, not %g",
+              name.c_str(), act.cap);
+  }
+  const BnOptions* plain_options() const { return act_.relu || join_ ? nullptr : &o_; }
   ~BatchNorm() override {
     if (be_) {
       be_->release(save_mean_);
@@ -30,7 +33,7 @@ class BatchNorm : public BatchNormJoin {
   std::string describe() const override {
     return strprintf("batchnorm %d eps %g momentum %g%s%s%s", c_, o_.eps, o_.momentum,
                      o_.group > 0 ? strprintf(" group %d", o_.group).c_str() : "", o_.sync ? " sync" : "",
-                     relu_ ? " + relu" : "");
+                     act_.capped ? strprintf(" + relu capped at %g", act_.cap).c_str() : act_.relu ? " + relu" : "");
   }
   Dims setup(const Dims& in) override {
     if (o_.sync && dt_ != DType::kF32)
@@ -70,10 +73,10 @@ class BatchNorm : public BatchNormJoin {
       sums_global_ = static_cast<double*>(be.alloc(bytes));
       // The synchronised ops have no fused epilogue: the join and the ReLU run as separate passes, and
       // backward needs the gradient at the batch norm's output apart from dy.
-      if (relu_ || join_) alloc_temp(be, sizeof(float) * in_.size(), max_n, &g_);
+      if (act_.relu || join_) alloc_temp(be, sizeof(float) * in_.size(), max_n, &g_);
       return;
     }
-    if (relu_ || join_) {
+    if (act_.relu || join_) {
       const int group = o_.group > 0 ? o_.group : max_n;
       mask_words_ = relu_mask_words(static_cast<size_t>(group) * in_.size());
       // Whole words per sample cover each group's mask_words_.
@@ -86,14 +89,14 @@ class BatchNorm : public BatchNormJoin {
     if (ctx.bn_average_index == 0) averaged_ = 0;
   }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
-    run_forward(be, x, nullptr, relu_, y, n, train ? kTrain : kInfer);
+    run_forward(be, x, nullptr, act_, y, n, train ? kTrain : kInfer);
   }
   void recompute(Backend& be, const void* x, void* y, int n) override {
     CNN_CHECK(sink_, "layer %s recomputed without set_scratch(.., true) before allocate", name_.c_str());
-    run_forward(be, x, nullptr, relu_, y, n, kAgain);
+    run_forward(be, x, nullptr, act_, y, n, kAgain);
   }
   void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) override {
-    run_backward(be, x, y, dy, relu_, dx, nullptr, n);
+    run_backward(be, x, y, dy, act_, dx, nullptr, n);
   }
   void forward_join(Backend& be, const void* x, const void* z, void* y, int n, bool train) override {
     run_forward(be, x, z, true, y, n, train ? kTrain : kInfer);
@@ -119,8 +122,8 @@ class BatchNorm : public BatchNormJoin {
               name_.c_str());
     shape_.residual = l;
   }
-  // Inference with the running statistics (training_mode 0), the fused ReLU as its own node. A join's add and
-  // ReLU are the residual block's (blocks.cpp).
+  // Inference with the running statistics (training_mode 0), the fused ReLU as its own node (Relu, or Clip from 0
+  // to the cap). A join's add and ReLU are the residual block's (blocks.cpp).
   OnnxValue export_onnx(OnnxBuilder& b, const std::vector<OnnxValue>& in, const OnnxWeights& w) const override {
     std::vector<std::string> inputs{b.map(in[0], name_)};
     for (const auto* group : {&w.params, &w.buffers})
@@ -128,11 +131,15 @@ class BatchNorm : public BatchNormJoin {
         b.initializer(t.name, {c_}, std::vector<float>(t.data, t.data + c_));
         inputs.push_back(t.name);
       }
-    const std::string y = b.node("BatchNormalization", relu_ ? name_ + "/bn" : name_, inputs,
+    const std::string y = b.node("BatchNormalization", act_.relu ? name_ + "/bn" : name_, inputs,
                                  {{"epsilon", OnnxBuilder::attr(o_.eps)},
                                   {"momentum", OnnxBuilder::attr(1.f - o_.momentum)},  // ONNX: of the old value
                                   {"training_mode", OnnxBuilder::attr(int64_t{0})}});
-    return {relu_ ? b.node("Relu", name_, {y}) : y, in_, false};
+    if (act_.capped) {
+      const std::string lo = b.scalar(name_ + "/min", 0.f), hi = b.scalar(name_ + "/max", act_.cap);
+      return {b.node("Clip", name_, {y, lo, hi}), in_, false};
+    }
+    return {act_.relu ? b.node("Relu", name_, {y}) : y, in_, false};
   }
 
  private:
@@ -149,19 +156,20 @@ class BatchNorm : public BatchNormJoin {
   // left them, and synchronised batch norm reuses the forward's global sums instead of summing across the
   // ranks again (nothing writes stats_ between a forward and its backward).
   enum Pass { kInfer, kTrain, kAgain };
+  static Activation clip_of(BnAct act) { return {ActKind::kClip, 0.f, act.cap}; }
   // Of the next batch whose statistics join the running ones; a recomputing pass (kAgain) updates no running
   // statistics, so it is no batch of the average either.
   float momentum(Pass pass) {
     return averaging_ && pass != kAgain ? 1.f / static_cast<float>(++averaged_) : o_.momentum;
   }
   // The synchronised path is fp32 only (setup refuses it otherwise), hence the casts in it.
-  void run_forward(Backend& be, const void* x, const void* z, bool relu, void* y, int n, Pass pass) {
+  void run_forward(Backend& be, const void* x, const void* z, BnAct act, void* y, int n, Pass pass) {
     be.set_label(name_.c_str());
     if (pass == kInfer) {
       if (nhwc())
-        be.batchnorm_forward_infer(dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+        be.batchnorm_forward_infer(dt_, n * in_.h * in_.w, c_, x, z, gamma_, beta_, rmean_, rvar_, o_.eps, act, y);
       else
-        be.batchnorm_forward_infer_layout(dt_, shape(n), x, z, gamma_, beta_, rmean_, rvar_, o_.eps, relu, y);
+        be.batchnorm_forward_infer_layout(dt_, shape(n), x, z, gamma_, beta_, rmean_, rvar_, o_.eps, act, y);
       return;
     }
     float* rmean = pass == kAgain ? sink_ : rmean_;
@@ -178,21 +186,24 @@ class BatchNorm : public BatchNormJoin {
                                       save_invstd_, rmean, rvar);
       const size_t count = static_cast<size_t>(n) * in_.size();
       if (z) be.axpy(DType::kF32, count, 1.f, static_cast<const float*>(z), y32);
-      if (relu) be.relu_forward(DType::kF32, count, y32, y32);
+      if (act.capped)
+        be.activation_forward(DType::kF32, clip_of(act), count, y32, y32);
+      else if (act.relu)
+        be.relu_forward(DType::kF32, count, y32, y32);
       return;
     }
     const int g = group_of(n);
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();  // one group's activations
     for (int i = 0; i < n / g; ++i) {
       const void* zi = z ? at(z, i * bytes) : nullptr;
-      uint32_t* mask = relu ? mask_ + i * mask_words_ : nullptr;
+      uint32_t* mask = act.relu ? mask_ + i * mask_words_ : nullptr;
       if (nhwc())
         be.batchnorm_forward_train(dt_, g * in_.h * in_.w, c_, at(x, i * bytes), zi, gamma_, beta_, o_.eps,
-                                   momentum(pass), relu, at(y, i * bytes), mask, save_mean_ + i * c_,
+                                   momentum(pass), act, at(y, i * bytes), mask, save_mean_ + i * c_,
                                    save_invstd_ + i * c_, rmean, rvar);
       else
         be.batchnorm_forward_train_layout(dt_, shape(g), at(x, i * bytes), zi, gamma_, beta_, o_.eps, momentum(pass),
-                                          relu, at(y, i * bytes), mask, save_mean_ + i * c_, save_invstd_ + i * c_,
+                                          act, at(y, i * bytes), mask, save_mean_ + i * c_, save_invstd_ + i * c_,
                                           rmean, rvar);
     }
   }
@@ -207,18 +218,18 @@ class BatchNorm : public BatchNormJoin {
     s.c = c_;
     return s;
   }
-  void run_backward(Backend& be, const void* x, const void* y, const void* dy, bool relu, void* dx, void* dz,
+  void run_backward(Backend& be, const void* x, const void* y, const void* dy, BnAct act, void* dx, void* dz,
                     int n) {
     be.set_label(name_.c_str());
     if (o_.sync) {
       run_backward_sync(be, static_cast<const float*>(x), static_cast<const float*>(y), static_cast<const float*>(dy),
-                        relu, static_cast<float*>(dx), static_cast<float*>(dz), n);
+                        act, static_cast<float*>(dx), static_cast<float*>(dz), n);
       return;
     }
     const int g = group_of(n);
     const size_t bytes = static_cast<size_t>(g) * in_.size() * act_size();
     for (int i = 0; i < n / g; ++i) {
-      const uint32_t* mask = relu ? mask_ + i * mask_words_ : nullptr;
+      const uint32_t* mask = act.relu ? mask_ + i * mask_words_ : nullptr;
       void* dxi = dx ? at(dx, i * bytes) : nullptr;
       void* dzi = dz ? at(dz, i * bytes) : nullptr;
       if (nhwc())
@@ -232,12 +243,15 @@ class BatchNorm : public BatchNormJoin {
 
   // Synchronised: the statistics and the backward sums are summed over the ranks. This rank's sums give its
   // share of dgamma/dbeta (the gradient allreduce adds the shares up); dx needs the sums over the global batch.
-  void run_backward_sync(Backend& be, const float* x, const float* y, const float* dy, bool relu, float* dx,
+  void run_backward_sync(Backend& be, const float* x, const float* y, const float* dy, BnAct act, float* dx,
                          float* dz, int n) {
     const int rows = n * in_.h * in_.w;
     const size_t count = static_cast<size_t>(n) * in_.size();
     const float* g = dy;  // the gradient at the batch norm's output
-    if (relu) {
+    if (act.capped) {  // Clip's derivative 0 < v < cap read off its output y (0 or cap where it is zero)
+      be.activation_backward(DType::kF32, clip_of(act), count, y, dy, g_, false);
+      g = g_;
+    } else if (act.relu) {
       be.relu_backward(DType::kF32, count, y, dy, g_);
       g = g_;
     }
@@ -254,7 +268,8 @@ class BatchNorm : public BatchNormJoin {
   }
 
   BnOptions o_;
-  bool relu_, join_;
+  BnAct act_;
+  bool join_;
   BnShape shape_;  // the layouts of x, y (set_layouts) and the join's residual (set_residual_layout)
   Dims in_;
   int c_ = 0;
@@ -275,8 +290,8 @@ class BatchNorm : public BatchNormJoin {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt, bool relu) {
-  return std::make_unique<BatchNorm>(name, opt, relu, false);
+std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt, BnAct act) {
+  return std::make_unique<BatchNorm>(name, opt, act, false);
 }
 std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt) {
   return std::make_unique<BatchNorm>(name, opt, false, true);

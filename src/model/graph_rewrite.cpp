@@ -68,6 +68,7 @@ class Rewriter {
     // Joins first: their batch norm must still be plain (a join's ReLU is never also a batch norm's).
     for (size_t i = 0; i < layers_.size(); ++i) c.residual_join += fuse_join(static_cast<int>(i));
     for (size_t i = 0; i < layers_.size(); ++i) c.bn_relu += fuse_bn_relu(static_cast<int>(i));
+    for (size_t i = 0; i < layers_.size(); ++i) c.bn_capped_relu += fuse_bn_capped_relu(static_cast<int>(i));
     compact();
     return c;
   }
@@ -101,11 +102,27 @@ class Rewriter {
     replaced_by_[from] = to;
   }
 
+  // A capped ReLU (ReLU6: Clip(0, 6)) reading j alone, not the net's output.
+  int capped_relu_after(int j, float* cap) const {
+    const int r = sole_reader(j);
+    return r >= 0 && r + 1 < static_cast<int>(layers_.size()) && is_capped_relu(*layers_[r], cap) ? r : -1;
+  }
+
   int fuse_bn_relu(int b) {
     const BnOptions* o = live(b) ? plain_batchnorm_options(*layers_[b]) : nullptr;
     const int r = o ? relu_after(b) : -1;
     if (r < 0) return 0;
     layers_[b] = make_batchnorm(layers_[b]->name(), *o, true);
+    forward_readers(r, b);
+    return 1;
+  }
+
+  int fuse_bn_capped_relu(int b) {
+    const BnOptions* o = live(b) ? plain_batchnorm_options(*layers_[b]) : nullptr;
+    float cap = 0.f;
+    const int r = o ? capped_relu_after(b, &cap) : -1;
+    if (r < 0) return 0;
+    layers_[b] = make_batchnorm(layers_[b]->name(), *o, BnAct::relu_capped(cap));
     forward_readers(r, b);
     return 1;
   }

@@ -1,5 +1,6 @@
 // Layers that join the branches of a graph (Net::add with several inputs): Add (also with stochastic depth), Mul,
 // Concat; and the parameterised activations imported graphs use.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,11 @@ class Concat : public MultiInputLayer {
 class ActivationLayer : public Layer {
  public:
   ActivationLayer(std::string name, const Activation& a) : Layer(std::move(name)), a_(a) {}
+  const Activation& activation() const { return a_; }
+  // min(max(x, 0), cap) with 0 < cap < inf: a batch norm's fusable epilogue (BnAct::relu_capped).
+  bool is_capped_relu() const {
+    return a_.kind == ActKind::kClip && a_.alpha == 0.f && a_.beta > 0.f && std::isfinite(a_.beta);
+  }
   std::string describe() const override {
     static const char* names[] = {"leaky relu", "clip", "sigmoid", "hard sigmoid", "hard swish", "silu"};
     return strprintf("%s (%g, %g)", names[static_cast<int>(a_.kind)], a_.alpha, a_.beta);
@@ -280,5 +286,11 @@ std::unique_ptr<MultiInputLayer> make_stochastic_depth_add(const std::string& na
   return std::make_unique<StochasticDepthAdd>(name, p);
 }
 bool is_add(const Layer& l) { return dynamic_cast<const Add*>(&l) != nullptr; }
+bool is_capped_relu(const Layer& l, float* cap) {
+  const auto* a = dynamic_cast<const ActivationLayer*>(&l);
+  if (!a || !a->is_capped_relu()) return false;
+  *cap = a->activation().beta;
+  return true;
+}
 
 }  // namespace cnn

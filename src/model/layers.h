@@ -235,9 +235,10 @@ struct BnOptions {
 };
 // Batch normalisation per channel; params weight (gamma, init 1) and bias (beta, init 0), neither decayed
 // unless --train.decay_bn_bias; buffers running_mean, running_var. Training normalises with this rank's
-// (micro-)batch statistics (with sync: the global batch's); evaluation with the running statistics. With `relu` the layer is batch norm
-// followed by a ReLU, run as one fused op (the activations are read and written once).
-std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt = {}, bool relu = false);
+// (micro-)batch statistics (with sync: the global batch's); evaluation with the running statistics. With a ReLU
+// in `act` (true, or BnAct::relu_capped(6) for ReLU6) the layer is batch norm followed by that activation, run
+// as one fused op (the activations are read and written once).
+std::unique_ptr<Layer> make_batchnorm(const std::string& name, const BnOptions& opt = {}, BnAct act = false);
 
 // The batch norm that closes a residual block, fused with the block's join: y = relu(bn(x) + z), z the
 // shortcut branch's output (same shape as x). forward()/backward() are a plain batch norm.
@@ -252,9 +253,11 @@ class BatchNormJoin : public Layer {
   virtual void set_residual_layout(ActLayout l) = 0;
 };
 std::unique_ptr<BatchNormJoin> make_batchnorm_join(const std::string& name, const BnOptions& opt = {});
-// What the graph rewrites (src/model/graph_rewrite.h) recognise: a plain ReLU (make_relu), an add (make_add),
-// and a batch norm with no fused epilogue (make_batchnorm without relu: its options; null for any other layer).
+// What the graph rewrites (src/model/graph_rewrite.h) recognise: a plain ReLU (make_relu), a capped ReLU (a
+// Clip activation from 0 to a positive finite cap, e.g. ReLU6: true with *cap set), an add (make_add), and a
+// batch norm with no fused epilogue (make_batchnorm without relu: its options; null for any other layer).
 bool is_relu(const Layer& l);
+bool is_capped_relu(const Layer& l, float* cap);
 bool is_add(const Layer& l);
 const BnOptions* plain_batchnorm_options(const Layer& l);
 // Inverted dropout with drop probability p in [0, 1); identity in evaluation.

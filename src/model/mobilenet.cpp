@@ -20,7 +20,8 @@ const Activation kSigmoid{ActKind::kSigmoid, 0.f, 0.f};
 std::string last_layer(const Net& net) { return net.layers().empty() ? "input" : net.layers().back()->name(); }
 
 // torchvision's Conv2dNormActivation: "<p>.0" convolution (no bias, padding (k-1)/2), "<p>.1" batch norm and,
-// unless act is null, "<p>.2" the activation.
+// unless act is null, "<p>.2" the activation; ReLU6 runs fused into the batch norm "<p>.1" (one pass over the
+// activations each way instead of two: fuse_graph does the same to an imported graph).
 void conv_norm_act(Net& net, const std::string& p, int out, int k, int stride, int groups, const Activation* act,
                    const BnOptions& bn) {
   ConvOptions o;
@@ -30,6 +31,10 @@ void conv_norm_act(Net& net, const std::string& p, int out, int k, int stride, i
   o.bias = false;
   o.groups = groups;
   net.add(make_conv2d(p + ".0", out, o));
+  if (act == &kRelu6) {
+    net.add(make_batchnorm(p + ".1", bn, BnAct::relu_capped(kRelu6.beta)));
+    return;
+  }
   net.add(make_batchnorm(p + ".1", bn));
   if (act) net.add(make_activation(p + ".2", *act));
 }

@@ -298,8 +298,8 @@ void add_batchnorm(DType t) {
         const float *d_g = r.upload(random_vec(c, s + 3)), *d_b = r.upload(random_vec(c, s + 4));
         const void* d_x = up16(r, input(), t);
         const void* d_z = ep.residual ? up16(r, random_vec(nx, s + 8), t) : nullptr;
-        r.be.batchnorm_forward_infer(t, rows, c, d_x, d_z, d_g, d_b, d_rm, d_rv, eps, ep.relu, d_yi);
-        r.be.batchnorm_forward_train(t, rows, c, d_x, d_z, d_g, d_b, eps, momentum, ep.relu, d_y, d_mask, d_mean,
+        r.be.batchnorm_forward_infer(t, rows, c, d_x, d_z, d_g, d_b, d_rm, d_rv, eps, ep.act(), d_yi);
+        r.be.batchnorm_forward_train(t, rows, c, d_x, d_z, d_g, d_b, eps, momentum, ep.act(), d_y, d_mask, d_mean,
                                         d_invstd, d_rm, d_rv);
         r.output("y infer", t, d_yi, nx, rounded(t, 1e-5));
         r.output("y", t, d_y, nx, rounded(t, 1e-4));
@@ -314,7 +314,7 @@ void add_batchnorm(DType t) {
         const void* d_z = ep.residual ? up16(r, random_vec(nx, s + 9), t) : nullptr;
         r.be.batchnorm_forward_infer(t, rows, c, up16(r, input(), t), d_z, r.upload(random_vec(c, s + 3)),
                                         r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 10, 0.f, 100.f)),
-                                        r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
+                                        r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.act(), d_y);
         r.output("y", t, d_y, nx, rounded(t, 1e-5));
       }});
       add_case({"batchnorm_backward", eshape, {}, [=](Run& r) {
@@ -323,7 +323,7 @@ void add_batchnorm(DType t) {
         std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
         std::vector<uint32_t> mask(relu_mask_words(nx));
         batchnorm_forward_train_cpu(rows, c, x.data(), ep.residual ? z.data() : nullptr, gamma.data(),
-                                    random_vec(c, s + 4).data(), eps, momentum, ep.relu, y.data(), mask.data(),
+                                    random_vec(c, s + 4).data(), eps, momentum, ep.act(), y.data(), mask.data(),
                                     mean.data(), invstd.data(), rm.data(), rv.data());
         void* d_dx = garbage16(r, nx, t);
         void* d_dz = ep.residual ? garbage16(r, nx, t) : nullptr;

@@ -70,7 +70,7 @@ void add_layout_cases(const BnShape& shape, const BnEpilogue& ep, const char* la
     float* d_rv = r.upload(random_vec(c, seed + 2, 0.5f, 2.f));
     uint32_t* d_mask = r.upload(std::vector<uint32_t>(relu_mask_words(nx), 0x5a5a5a5au));
     r.be.batchnorm_forward_train_layout(DType::kF32, s, put(r, s, s.x, x), ep.residual ? put(r, s, s.residual, z)
-                                        : nullptr, r.upload(gamma), r.upload(beta), eps, momentum, ep.relu, d_y,
+                                        : nullptr, r.upload(gamma), r.upload(beta), eps, momentum, ep.act(), d_y,
                                         d_mask, d_mean, d_invstd, d_rm, d_rv);
     // The NHWC cases' tolerance (cases_norm_loss_optim.cpp).
     take(r, "y", s, s.y, d_y, Tol{bn_y_atol(rows, c, x, gamma, beta, eps, 1e-4), 1e-4});
@@ -84,7 +84,7 @@ void add_layout_cases(const BnShape& shape, const BnEpilogue& ep, const char* la
     float* d_y = r.garbage(nx);
     r.be.batchnorm_forward_infer_layout(DType::kF32, s, put(r, s, s.x, x), ep.residual ? put(r, s, s.residual, z)
                                         : nullptr, r.upload(gamma), r.upload(beta), r.upload(random_vec(c, seed + 1)),
-                                        r.upload(random_vec(c, seed + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
+                                        r.upload(random_vec(c, seed + 2, 0.5f, 2.f)), eps, ep.act(), d_y);
     take(r, "y", s, s.y, d_y, kDefault);
   }});
   add_case({"batchnorm_backward_layout", what, {}, [=](Run& r) {
@@ -93,7 +93,7 @@ void add_layout_cases(const BnShape& shape, const BnEpilogue& ep, const char* la
     std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
     std::vector<uint32_t> mask(relu_mask_words(nx));
     batchnorm_forward_train_cpu(rows, c, x.data(), ep.residual ? z.data() : nullptr, gamma.data(), beta.data(), eps,
-                                momentum, ep.relu, y.data(), mask.data(), mean.data(), invstd.data(), rm.data(),
+                                momentum, ep.act(), y.data(), mask.data(), mean.data(), invstd.data(), rm.data(),
                                 rv.data());
     float* d_dx = r.garbage(nx);
     float* d_dz = ep.residual ? r.garbage(nx) : nullptr;

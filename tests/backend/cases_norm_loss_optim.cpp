@@ -26,7 +26,7 @@ void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
     const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
     const auto x = bn_input(rows, c, s), gamma = random_vec(c, s + 3), beta = random_vec(c, s + 4);
     r.be.batchnorm_forward_train(DType::kF32, rows, c, r.upload(x), d_z, r.upload(gamma), r.upload(beta), eps,
-                                 momentum, ep.relu, d_y, d_mask, d_mean, d_invstd, d_rm, d_rv);
+                                 momentum, ep.act(), d_y, d_mask, d_mean, d_invstd, d_rm, d_rv);
     // One row: the variance is 0 and invstd = 1/sqrt(eps) ~ 316, which scales every rounding error.
     const Tol t = rows == 1 ? Tol{1e-3, 1e-4} : kDefault;
     // y = x*scale + shift in float with x up to ~230 (the channel offsets) and std ~0.3: scale*x and
@@ -45,7 +45,7 @@ void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
     const float* d_z = ep.residual ? r.upload(random_vec(nx, s + 8)) : nullptr;
     r.be.batchnorm_forward_infer(DType::kF32, rows, c, r.upload(bn_input(rows, c, s)), d_z, r.upload(random_vec(c, s + 3)),
                                  r.upload(random_vec(c, s + 4)), r.upload(random_vec(c, s + 1)),
-                                 r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.relu, d_y);
+                                 r.upload(random_vec(c, s + 2, 0.5f, 2.f)), eps, ep.act(), d_y);
     r.output("y", d_y, nx, kDefault);
   }});
   for (bool with_dx : {true, false})
@@ -57,7 +57,7 @@ void add_batchnorm_cases(int rows, int c, const BnEpilogue& ep) {
       std::vector<float> y(nx), mean(c), invstd(c), rm(c, 0.f), rv(c, 1.f);
       std::vector<uint32_t> mask(relu_mask_words(nx));
       batchnorm_forward_train_cpu(rows, c, x.data(), ep.residual ? z.data() : nullptr, gamma.data(),
-                                  random_vec(c, s + 4).data(), eps, momentum, ep.relu, y.data(), mask.data(),
+                                  random_vec(c, s + 4).data(), eps, momentum, ep.act(), y.data(), mask.data(),
                                   mean.data(), invstd.data(), rm.data(), rv.data());
       float* d_dx = with_dx ? r.garbage(nx) : nullptr;
       float* d_dz = ep.residual ? r.garbage(nx) : nullptr;

@@ -156,12 +156,17 @@ std::vector<float> bn_input(int rows, int c, uint64_t seed);
 double bn_y_atol(int rows, int c, const std::vector<float>& x, const std::vector<float>& gamma,
                  const std::vector<float>& beta, float eps, double floor);
 
-// The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone.
+// The epilogues batch norm fuses: none, ReLU, residual add + ReLU (a block's join), residual add alone, and a
+// capped ReLU (ReLU6's kind; cap 0.5, inside the range of the cases' outputs, so that both bounds clip).
 struct BnEpilogue {
   bool residual, relu;
-  std::string name() const { return std::string(residual ? " +residual" : "") + (relu ? " +relu" : ""); }
+  float cap = 0.f;  // > 0: the ReLU is capped there
+  BnAct act() const { return cap > 0.f ? BnAct::relu_capped(cap) : BnAct(relu); }
+  std::string name() const {
+    return std::string(residual ? " +residual" : "") + (cap > 0.f ? " +relu capped" : relu ? " +relu" : "");
+  }
 };
-constexpr BnEpilogue kBnEpilogues[] = {{false, false}, {false, true}, {true, true}, {true, false}};
+constexpr BnEpilogue kBnEpilogues[] = {{false, false}, {false, true}, {true, true}, {true, false}, {false, true, 0.5f}};
 
 }  // namespace cnn::sweep
 

@@ -92,18 +92,18 @@ class ProfilingBackend : public Backend {
     CNN_TIMED("sgd_update", sgd_update(n, w, g, v, lr, momentum, wd, nesterov));
   }
   void batchnorm_forward_train(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
-                               const float* beta, float eps, float momentum, bool relu, void* y, uint32_t* relu_mask,
+                               const float* beta, float eps, float momentum, BnAct act, void* y, uint32_t* relu_mask,
                                float* save_mean, float* save_invstd, float* running_mean,
                                float* running_var) override {
     CNN_TIMED("batchnorm_forward_train", batchnorm_forward_train(t, rows, c, x, residual, gamma, beta, eps, momentum,
-                                                                 relu, y, relu_mask, save_mean, save_invstd,
+                                                                 act, y, relu_mask, save_mean, save_invstd,
                                                                  running_mean, running_var));
   }
   void batchnorm_forward_infer(DType t, int rows, int c, const void* x, const void* residual, const float* gamma,
                                const float* beta, const float* running_mean, const float* running_var, float eps,
-                               bool relu, void* y) override {
+                               BnAct act, void* y) override {
     CNN_TIMED("batchnorm_forward_infer", batchnorm_forward_infer(t, rows, c, x, residual, gamma, beta, running_mean,
-                                                                 running_var, eps, relu, y));
+                                                                 running_var, eps, act, y));
   }
   void batchnorm_backward(DType t, int rows, int c, const void* x, const uint32_t* relu_mask, const void* dy,
                           const float* gamma, const float* save_mean, const float* save_invstd, void* dx,
@@ -116,17 +116,17 @@ class ProfilingBackend : public Backend {
   bool blocked_conv_ok(DType t, const ConvDesc& d) override { return be_.blocked_conv_ok(t, d); }
   bool blocked_batchnorm_ok(DType t) override { return be_.blocked_batchnorm_ok(t); }
   void batchnorm_forward_train_layout(DType t, const BnShape& s, const void* x, const void* residual,
-                                      const float* gamma, const float* beta, float eps, float momentum, bool relu,
+                                      const float* gamma, const float* beta, float eps, float momentum, BnAct act,
                                       void* y, uint32_t* relu_mask, float* save_mean, float* save_invstd,
                                       float* running_mean, float* running_var) override {
     CNN_TIMED("batchnorm_forward_train", batchnorm_forward_train_layout(t, s, x, residual, gamma, beta, eps, momentum,
-        relu, y, relu_mask, save_mean, save_invstd, running_mean, running_var));
+        act, y, relu_mask, save_mean, save_invstd, running_mean, running_var));
   }
   void batchnorm_forward_infer_layout(DType t, const BnShape& s, const void* x, const void* residual,
                                       const float* gamma, const float* beta, const float* running_mean,
-                                      const float* running_var, float eps, bool relu, void* y) override {
+                                      const float* running_var, float eps, BnAct act, void* y) override {
     CNN_TIMED("batchnorm_forward_infer", batchnorm_forward_infer_layout(t, s, x, residual, gamma, beta, running_mean,
-        running_var, eps, relu, y));
+        running_var, eps, act, y));
   }
   void batchnorm_backward_layout(DType t, const BnShape& s, const void* x, const uint32_t* relu_mask, const void* dy,
                                  const float* gamma, const float* save_mean, const float* save_invstd, void* dx,

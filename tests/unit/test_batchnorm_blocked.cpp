@@ -43,7 +43,7 @@ struct BnRun {
 
 // Same inputs (NHWC, from seed) for any layouts; `layout` runs batchnorm_*_layout on s, else batchnorm_*_fast
 // on NHWC. x has a non-zero mean so that variance cancellation would show.
-BnRun run_bn(int threads, const BnShape& s, bool residual, bool relu, bool want_dx, bool layout, uint64_t seed) {
+BnRun run_bn(int threads, const BnShape& s, bool residual, BnAct act, bool want_dx, bool layout, uint64_t seed) {
   const size_t n = s.rows() * s.c;
   const int rows = static_cast<int>(s.rows());
   const BnShape t = layout ? s : BnShape{s.n, s.hw, s.c};
@@ -64,20 +64,20 @@ BnRun run_bn(int threads, const BnShape& s, bool residual, bool relu, bool want_
   r.dres.assign(n, 7.f);
   std::vector<uint32_t> words(relu_mask_words(n), 0x5a5a5a5au);
   const float* z = residual ? res.data() : nullptr;
-  uint32_t* m = relu ? words.data() : nullptr;
+  uint32_t* m = act.relu ? words.data() : nullptr;
   float* dx = want_dx ? r.dx.data() : nullptr;
   float* dres = residual ? r.dres.data() : nullptr;
   if (layout) {
     batchnorm_forward_infer_layout(threads, t, x.data(), z, gamma.data(), beta.data(), r.rmean.data(),
-                                   r.rvar.data(), 1e-5f, relu, r.y_infer.data());
-    batchnorm_forward_train_layout(threads, t, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, relu,
+                                   r.rvar.data(), 1e-5f, act, r.y_infer.data());
+    batchnorm_forward_train_layout(threads, t, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, act,
                                    r.y.data(), m, r.mean.data(), r.invstd.data(), r.rmean.data(), r.rvar.data());
     batchnorm_backward_layout(threads, t, x.data(), m, dy.data(), gamma.data(), r.mean.data(), r.invstd.data(),
                               dx, dres, r.dgamma.data(), r.dbeta.data());
   } else {
     batchnorm_forward_infer_fast(threads, rows, s.c, x.data(), z, gamma.data(), beta.data(), r.rmean.data(),
-                                 r.rvar.data(), 1e-5f, relu, r.y_infer.data());
-    batchnorm_forward_train_fast(threads, rows, s.c, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, relu,
+                                 r.rvar.data(), 1e-5f, act, r.y_infer.data());
+    batchnorm_forward_train_fast(threads, rows, s.c, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, act,
                                  r.y.data(), m, r.mean.data(), r.invstd.data(), r.rmean.data(), r.rvar.data());
     batchnorm_backward_fast(threads, rows, s.c, x.data(), m, dy.data(), gamma.data(), r.mean.data(),
                             r.invstd.data(), dx, dres, r.dgamma.data(), r.dbeta.data());
@@ -87,7 +87,7 @@ BnRun run_bn(int threads, const BnShape& s, bool residual, bool relu, bool want_
   r.dx = to_nhwc(t, t.x, r.dx);
   r.dres = to_nhwc(t, t.residual, r.dres);
   // The documented bit order: the nChw16c index when a layout is blocked, else the NHWC index.
-  for (size_t e = 0; relu && e < n; ++e) {
+  for (size_t e = 0; act.relu && e < n; ++e) {
     const size_t k = any_blocked(t) ? index_in(t, kB, e) : e;
     r.mask.push_back(words[k / 32] >> (k % 32) & 1u);
   }
@@ -138,12 +138,13 @@ TEST(BatchNormBlocked, MatchesNhwcFastKernelInEveryLayout) {
       s.y = l & 2 ? kB : kN;
       s.residual = l & 4 ? kB : kN;
       for (bool residual : {false, true})
-        for (bool relu : {false, true}) {
+        for (const BnAct act : {BnAct(false), BnAct(true), BnAct::relu_capped(0.5f)}) {
           const bool want_dx = !(s.hw == 16 * 16 && residual);  // dx may be null
           seed += 10;
-          const std::string what = describe(s) + (residual ? " +residual" : "") + (relu ? " +relu" : "");
-          expect_close(run_bn(1, s, residual, relu, want_dx, true, seed),
-                       run_bn(1, s, residual, relu, want_dx, false, seed), what);
+          const std::string what = describe(s) + (residual ? " +residual" : "") +
+                                   (act.capped ? " +relu capped" : act.relu ? " +relu" : "");
+          expect_close(run_bn(1, s, residual, act, want_dx, true, seed),
+                       run_bn(1, s, residual, act, want_dx, false, seed), what);
         }
     }
 }

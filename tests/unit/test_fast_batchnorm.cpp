@@ -27,7 +27,7 @@ struct BnRun {
 
 // The backward runs with `mask` when given (the fused ReLU's mask of another backend: two implementations
 // may round an element that lands on 0 differently), else with this forward's own.
-BnRun run_bn(Backend& be, const Shape& s, bool residual, bool relu, bool want_dx, uint64_t seed,
+BnRun run_bn(Backend& be, const Shape& s, bool residual, BnAct act, bool want_dx, uint64_t seed,
              const std::vector<uint32_t>* mask = nullptr) {
   const size_t n = static_cast<size_t>(s.rows) * s.c;
   // A large common offset checks the variance's precision (the one-pass form loses it without a shift).
@@ -47,15 +47,15 @@ BnRun run_bn(Backend& be, const Shape& s, bool residual, bool relu, bool want_dx
   r.mask_words.assign(relu_mask_words(n), 0x5a5a5a5au);
   const float* z = residual ? res.data() : nullptr;
   be.batchnorm_forward_infer(DType::kF32, s.rows, s.c, x.data(), z, gamma.data(), beta.data(), r.rmean.data(),
-                             r.rvar.data(), 1e-5f, relu, r.y_infer.data());
-  be.batchnorm_forward_train(DType::kF32, s.rows, s.c, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, relu,
+                             r.rvar.data(), 1e-5f, act, r.y_infer.data());
+  be.batchnorm_forward_train(DType::kF32, s.rows, s.c, x.data(), z, gamma.data(), beta.data(), 1e-5f, 0.1f, act,
                              r.y.data(), r.mask_words.data(), r.mean.data(), r.invstd.data(), r.rmean.data(),
                              r.rvar.data());
   const uint32_t* m = mask ? mask->data() : r.mask_words.data();
-  be.batchnorm_backward(DType::kF32, s.rows, s.c, x.data(), relu ? m : nullptr, dy.data(), gamma.data(), r.mean.data(),
-                        r.invstd.data(), want_dx ? r.dx.data() : nullptr, residual ? r.dres.data() : nullptr,
-                        r.dgamma.data(), r.dbeta.data());
-  if (relu)
+  be.batchnorm_backward(DType::kF32, s.rows, s.c, x.data(), act.relu ? m : nullptr, dy.data(), gamma.data(),
+                        r.mean.data(), r.invstd.data(), want_dx ? r.dx.data() : nullptr,
+                        residual ? r.dres.data() : nullptr, r.dgamma.data(), r.dbeta.data());
+  if (act.relu)
     for (size_t i = 0; i < n; ++i) r.mask.push_back(r.mask_words[i / 32] >> (i % 32) & 1u);
   return r;
 }
@@ -68,23 +68,25 @@ TEST_P(FastBatchNorm, MatchesReference) {
   uint64_t seed = 10;
   for (const Shape& s : kShapes)
     for (bool residual : {false, true})
-      for (bool relu : {false, true}) {
+      for (const BnAct act : {BnAct(false), BnAct(true), BnAct::relu_capped(0.5f)}) {
         const bool want_dx = s.rows != 7;  // dx may be null
         seed += 10;
         const std::string what = "rows " + std::to_string(s.rows) + " c " + std::to_string(s.c) +
-                                 (residual ? " +residual" : "") + (relu ? " +relu" : "");
-        BnRun b = run_bn(*ref, s, residual, relu, want_dx, seed);
-        BnRun a = run_bn(*fast, s, residual, relu, want_dx, seed, &b.mask_words);
+                                 (residual ? " +residual" : "") +
+                                 (act.capped ? " +relu capped" : act.relu ? " +relu" : "");
+        BnRun b = run_bn(*ref, s, residual, act, want_dx, seed);
+        BnRun a = run_bn(*fast, s, residual, act, want_dx, seed, &b.mask_words);
         EXPECT_TRUE(all_close(a.y_infer, b.y_infer, 1e-5, 1e-5, what + " infer y"));
         EXPECT_TRUE(all_close(a.mean, b.mean, 1e-5, 1e-6, what + " mean"));
         EXPECT_TRUE(all_close(a.invstd, b.invstd, 1e-5, 1e-4, what + " invstd"));
         EXPECT_TRUE(all_close(a.rmean, b.rmean, 1e-5, 1e-6, what + " running mean"));
         EXPECT_TRUE(all_close(a.rvar, b.rvar, 1e-5, 1e-4, what + " running var"));
         EXPECT_TRUE(all_close(a.y, b.y, 1e-4, 1e-4, what + " y"));
-        // The masks agree except where y is within rounding of 0 (the two compute bn(x) differently); the
-        // backward ran with the reference's mask.
+        // The masks agree except where y is within rounding of 0 or of the cap (the two compute bn(x)
+        // differently); the backward ran with the reference's mask.
         size_t differ = 0;
-        for (size_t i = 0; i < a.mask.size(); ++i) differ += a.mask[i] != b.mask[i] && std::fabs(b.y[i]) > 1e-4f;
+        for (size_t i = 0; i < a.mask.size(); ++i)
+          differ += a.mask[i] != b.mask[i] && std::fabs(b.y[i]) > 1e-4f && !(act.capped && b.y[i] > act.cap - 1e-4f);
         EXPECT_EQ(differ, 0u) << what << " mask";
         EXPECT_TRUE(all_close(a.dgamma, b.dgamma, 1e-3, 1e-4, what + " dgamma"));
         EXPECT_TRUE(all_close(a.dbeta, b.dbeta, 1e-3, 1e-4, what + " dbeta"));

@@ -118,6 +118,61 @@ TEST_P(GraphRewrite, FusedGraphTrainsAsTheUnfusedOne) {
   }
 }
 
+// MobileNetV2's pattern as its ONNX export has it: conv-bn-Clip(0, cap), a pointwise and a depthwise
+// conv-bn-Clip, a linear projection conv-bn added to the block input; then a Clip that is no capped ReLU
+// (min -1), which stays a layer of its own. The cap is 0.5 instead of ReLU6's 6 so that the random
+// batch-normalised activations (about N(0, 1)) reach it.
+void build_mobilenet_graph(Net& net, int classes) {
+  const Activation capped{ActKind::kClip, 0.f, 0.5f}, hardtanh{ActKind::kClip, -1.f, 1.f};
+  conv_bn(net, "features.0.0", "features.0.1", "input", 16, 1);
+  net.add(make_activation("features.0.2", capped), {"features.0.1"});
+  conv_bn(net, "features.1.conv.0.0", "features.1.conv.0.1", "features.0.2", 32, 1, 1);
+  net.add(make_activation("features.1.conv.0.2", capped), {"features.1.conv.0.1"});
+  net.add(make_conv2d("features.1.conv.1.0", 32, {3, 1, 1, false, 32}), {"features.1.conv.0.2"});
+  net.add(make_batchnorm("features.1.conv.1.1"), {"features.1.conv.1.0"});
+  net.add(make_activation("features.1.conv.1.2", capped), {"features.1.conv.1.1"});
+  conv_bn(net, "features.1.conv.2", "features.1.conv.3", "features.1.conv.1.2", 16, 1, 1);
+  net.add(make_add("features.1.add"), {"features.0.2", "features.1.conv.3"});
+  conv_bn(net, "head.conv", "head.bn", "features.1.add", 16, 1, 1);
+  net.add(make_activation("head.hardtanh", hardtanh), {"head.bn"});
+  net.add(make_global_avgpool("avgpool"), {"head.hardtanh"});
+  net.add(make_flatten("flatten"), {"avgpool"});
+  net.add(make_linear("fc", classes), {"flatten"});
+}
+
+TEST_P(GraphRewrite, CappedReluFusesIntoItsBatchNormAndTrainsAsBefore) {
+  auto be = make_cpu_backend(1, GetParam());
+  constexpr int kN = 4, kClasses = 5;
+  const Dims in{8, 8, 3};
+  Net plain(*be, in, kClasses), fused(*be, in, kClasses);
+  build_mobilenet_graph(plain, kClasses);
+  build_mobilenet_graph(fused, kClasses);
+  const FusionCount c = fuse_graph(fused);
+  EXPECT_EQ(c.bn_capped_relu, 3);  // not head.bn: Clip(-1, 1) is no capped ReLU
+  EXPECT_EQ(c.bn_relu, 0);
+  EXPECT_EQ(c.residual_join, 0);   // features.1.add has no ReLU after it
+  EXPECT_EQ(fused.layers().size(), plain.layers().size() - 3);
+  plain.build(kN, 9);
+  fused.build(kN, 9);
+  ASSERT_EQ(plain.param_table().size(), fused.param_table().size());
+  for (size_t i = 0; i < plain.param_table().size(); ++i)
+    EXPECT_EQ(plain.param_table()[i].name, fused.param_table()[i].name);
+  const std::string summary = fused.summary();
+  EXPECT_NE(summary.find("features.1.conv.1.1 batchnorm 32 eps 1e-05 momentum 0.1 + relu capped at 0.5"),
+            std::string::npos) << summary;
+  EXPECT_NE(summary.find("head.hardtanh"), std::string::npos) << summary;
+  const std::vector<float> x = random_vec(in.size() * kN, 4);
+  const std::vector<int32_t> y = {1, 0, 4, 2};
+  for (int step = 0; step < 2; ++step) {
+    const Pass a = train_pass(*be, plain, x, y, kN), b = train_pass(*be, fused, x, y, kN);
+    // Clip and the fused cap clamp the same fp32 values, and the mask passes the gradient where Clip's
+    // derivative does: identical results.
+    EXPECT_EQ(a.loss, b.loss) << "step " << step;
+    EXPECT_TRUE(all_close(b.grads, a.grads, 0, 0, "parameter gradients"));
+    EXPECT_TRUE(all_close(b.buffers, a.buffers, 0, 0, "running statistics"));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, GraphRewrite, ::testing::Values(CpuKernels::kReference, CpuKernels::kFast),
                          [](const ::testing::TestParamInfo<CpuKernels>& i) {
                            return std::string(i.param == CpuKernels::kFast ? "fast" : "reference");

@@ -75,6 +75,59 @@ TEST(ReferenceKernels, BatchNormTrainInferBackward) {
     }
 }
 
+// The capped ReLU epilogue (BnAct::relu_capped, ReLU6's kind) is the plain batch norm followed by Clip(0, cap):
+// the same y bits forward (training and inference), a mask bit set exactly where 0 < v < cap, and a backward
+// with that mask equal to the plain backward of dy masked by Clip's derivative, with or without a residual.
+TEST(ReferenceKernels, BatchNormCappedReluIsBatchNormThenClip) {
+  const int rows = 37, c = 5;
+  const float eps = 1e-5f, mom = 0.1f, cap = 0.5f;
+  const Activation clip{ActKind::kClip, 0.f, cap};
+  const auto x = random_vec(static_cast<size_t>(rows) * c, 11), z = random_vec(x.size(), 12);
+  const auto gamma = random_vec(c, 13), beta = random_vec(c, 14), dy = random_vec(x.size(), 15);
+  for (const float* residual : {static_cast<const float*>(nullptr), z.data()}) {
+    const std::string what = residual ? " with a residual" : "";
+    std::vector<float> rm(c, 0.f), rv(c, 1.f), v(x.size()), mean(c), inv(c), want(x.size());
+    batchnorm_forward_train_cpu(rows, c, x.data(), residual, gamma.data(), beta.data(), eps, mom, false, v.data(),
+                                nullptr, mean.data(), inv.data(), rm.data(), rv.data());
+    activation_forward_cpu(clip, v.size(), v.data(), want.data());
+    std::vector<float> got(x.size(), -1.f), rm2(c, 0.f), rv2(c, 1.f), mean2(c), inv2(c);
+    std::vector<uint32_t> mask(relu_mask_words(x.size()), 0xffffffffu);
+    batchnorm_forward_train_cpu(rows, c, x.data(), residual, gamma.data(), beta.data(), eps, mom,
+                                BnAct::relu_capped(cap), got.data(), mask.data(), mean2.data(), inv2.data(),
+                                rm2.data(), rv2.data());
+    EXPECT_EQ(got, want) << what;
+    EXPECT_EQ(mean2, mean);
+    EXPECT_EQ(rv2, rv);
+    int clipped_low = 0, clipped_high = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      EXPECT_EQ(mask[i / 32] >> (i % 32) & 1u, v[i] > 0.f && v[i] < cap ? 1u : 0u) << "element " << i << what;
+      clipped_low += v[i] <= 0.f;
+      clipped_high += v[i] >= cap;
+    }
+    EXPECT_GT(clipped_low, 0);  // both bounds are exercised
+    EXPECT_GT(clipped_high, 0);
+    std::vector<float> yi(x.size()), yi_want(x.size());
+    batchnorm_forward_infer_cpu(rows, c, x.data(), residual, gamma.data(), beta.data(), rm.data(), rv.data(), eps,
+                                false, yi_want.data());
+    activation_forward_cpu(clip, yi_want.size(), yi_want.data(), yi_want.data());
+    batchnorm_forward_infer_cpu(rows, c, x.data(), residual, gamma.data(), beta.data(), rm.data(), rv.data(), eps,
+                                BnAct::relu_capped(cap), yi.data());
+    EXPECT_EQ(yi, yi_want) << what;
+    // Backward: the fused mask against Clip's derivative taken from v.
+    std::vector<float> g(x.size()), dx_want(x.size()), dx(x.size()), dz(x.size());
+    activation_backward_cpu(clip, v.size(), v.data(), dy.data(), g.data(), false);
+    std::vector<float> dg_want(c, 0.f), db_want(c, 0.f), dg(c, 0.f), db(c, 0.f);
+    batchnorm_backward_cpu(rows, c, x.data(), nullptr, g.data(), gamma.data(), mean.data(), inv.data(),
+                           dx_want.data(), nullptr, dg_want.data(), db_want.data());
+    batchnorm_backward_cpu(rows, c, x.data(), mask.data(), dy.data(), gamma.data(), mean.data(), inv.data(), dx.data(),
+                           dz.data(), dg.data(), db.data());
+    EXPECT_EQ(dx, dx_want) << what;
+    EXPECT_EQ(dz, g) << what;
+    EXPECT_EQ(dg, dg_want) << what;
+    EXPECT_EQ(db, db_want) << what;
+  }
+}
+
 // Dropout's keep bits from their specification (kernels/dropout.h), written here without kernels/rng.h: the
 // SplitMix64 finaliser, anchored to the generator's published first outputs, then the documented composition.
 uint64_t splitmix64(uint64_t x) {
