@@ -16,6 +16,10 @@ $(BENCH_DIR)/train_bench: $(TRAIN_BENCH_OBJS) $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+# $(LDLIBS) names the SIMT emulator's library (kernels/cuda/cuda.mk): built first, also by `make build/bench/X`
+# on a tree where `make all` has not run.
+$(BENCH_DIR)/ckpt_bench $(BENCH_DIR)/train_bench $(BENCH_DIR)/comm_bench $(BENCH_DIR)/recompute_bench: | $(CUDA_SIMT_LIB)
+
 $(BENCH_DIR)/comm_bench: $(BUILD)/obj/tests/bench/comm_bench.o $(LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ -o $@ $(LDLIBS)
