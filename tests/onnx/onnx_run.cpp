@@ -3,7 +3,7 @@
 // IN.bin: float32 NCHW images. Writes OUT_DIR/logits.bin (float32 [N, CLASSES], evaluation mode). With LR:
 // one SGD step (plain, no momentum or decay) on the mean cross-entropy of LABELS.bin (int32 [N]) in training
 // mode, then OUT_DIR/params.bin (every parameter after the step, cnntrain layout, in table order) and
-// OUT_DIR/params.txt (one "NAME SIZE DIM..." line per parameter). CPU reference kernels unless
+// OUT_DIR/params.txt (one "NAME SIZE DIM..." line per parameter). The graph is fused as training fuses it. CPU reference kernels unless
 // CNNTRAIN_ONNX_RUN_BACKEND=cpu (the fast backend). Exit 2 with the importer's message on a bad model.
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "src/base/error.h"
+#include "src/model/graph_rewrite.h"
 #include "src/model/net.h"
 #include "src/model/onnx/onnx_import.h"
 
@@ -47,6 +48,7 @@ int run(int argc, char** argv) {
   Net net(*be, Dims{h, w, c}, classes);
   const OnnxModel model = read_onnx(argv[1]);
   const OnnxImport imp = import_onnx(model, net, BnOptions{});
+  fuse_graph(net);  // as training does (src/train/setup.cpp): batch norm + ReLU or ReLU6, residual joins
   net.build(n, 1);
   load_onnx_values(imp, net);
   // NCHW -> NHWC
