@@ -259,7 +259,7 @@ class Backend {
   // --- Normalisation, regularisation, pooling, residual joins, AdamW (kernels/batchnorm.h, dropout.h,
   // pooling.h, elementwise.h, optimizer.h) ---
 
-    // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC), optionally fused with what follows
+  // Batch normalisation over the channel dim of x: [rows, c] (rows = n*h*w, NHWC), optionally fused with what follows
   // it: y = act(bn(x) + residual), residual: [rows, c] or null (the join of a residual block), act = `act` (BnAct: the
   // identity, ReLU, or ReLU capped). Training uses the batch statistics (biased variance), saves mean/invstd [c] for
   // backward and updates the running statistics: r = (1-momentum) r + momentum * batch (unbiased variance); with a ReLU
