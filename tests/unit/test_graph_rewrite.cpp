@@ -78,6 +78,26 @@ Pass train_pass(Backend& be, Net& net, const std::vector<float>& x, const std::v
   return p;
 }
 
+// The fused net keeps the unfused one's parameter and buffer names at the same offsets (checkpoints and the
+// allreduce buckets cannot tell the two apart) and trains to the same bits: two steps' worth of passes on the
+// batch (x, y), the second seeing the running statistics the first left. Both nets built.
+void expect_same_tables_and_training(Backend& be, Net& plain, Net& fused, const std::vector<float>& x,
+                                     const std::vector<int32_t>& y, int n) {
+  for (auto table : {&Net::param_table, &Net::buffer_table}) {
+    ASSERT_EQ((plain.*table)().size(), (fused.*table)().size());
+    for (size_t i = 0; i < (plain.*table)().size(); ++i) {
+      EXPECT_EQ((plain.*table)()[i].name, (fused.*table)()[i].name);
+      EXPECT_EQ((plain.*table)()[i].offset, (fused.*table)()[i].offset);
+    }
+  }
+  for (int step = 0; step < 2; ++step) {
+    const Pass a = train_pass(be, plain, x, y, n), b = train_pass(be, fused, x, y, n);
+    EXPECT_EQ(a.loss, b.loss) << "step " << step;
+    EXPECT_TRUE(all_close(b.grads, a.grads, 0, 0, "parameter gradients"));
+    EXPECT_TRUE(all_close(b.buffers, a.buffers, 0, 0, "running statistics"));
+  }
+}
+
 class GraphRewrite : public ::testing::TestWithParam<CpuKernels> {};
 
 TEST_P(GraphRewrite, FusedGraphTrainsAsTheUnfusedOne) {
@@ -93,29 +113,13 @@ TEST_P(GraphRewrite, FusedGraphTrainsAsTheUnfusedOne) {
   EXPECT_EQ(fused.layers().size(), plain.layers().size() - 3 - 2 * 2);
   plain.build(kN, 9);
   fused.build(kN, 9);
-  // The same names at the same offsets: checkpoints and the allreduce buckets cannot tell the two apart.
-  for (auto table : {&Net::param_table, &Net::buffer_table}) {
-    ASSERT_EQ((plain.*table)().size(), (fused.*table)().size());
-    for (size_t i = 0; i < (plain.*table)().size(); ++i) {
-      EXPECT_EQ((plain.*table)()[i].name, (fused.*table)()[i].name);
-      EXPECT_EQ((plain.*table)()[i].offset, (fused.*table)()[i].offset);
-    }
-  }
   const std::string summary = fused.summary();
   EXPECT_NE(summary.find("layer2.0.downsample.1 batchnorm 16 eps 1e-05 momentum 0.1 + add + relu"),
             std::string::npos) << summary;
   EXPECT_NE(summary.find("<- layer2.0.downsample.0, layer2.0.bn2"), std::string::npos) << summary;
-  const std::vector<float> x = random_vec(in.size() * kN, 3);
-  const std::vector<int32_t> y = {0, 3, 1, 4};
-  // Two steps' worth of passes: the second sees the running statistics the first left.
-  for (int step = 0; step < 2; ++step) {
-    const Pass a = train_pass(*be, plain, x, y, kN), b = train_pass(*be, fused, x, y, kN);
-    // The fused kernels compute relu(bn(x) + z) from the same fp32 bn(x) as the separate layers: equal up to
-    // the order of the fp32 reductions inside the kernels (none here: identical results expected).
-    EXPECT_EQ(a.loss, b.loss) << "step " << step;
-    EXPECT_TRUE(all_close(b.grads, a.grads, 0, 0, "parameter gradients"));
-    EXPECT_TRUE(all_close(b.buffers, a.buffers, 0, 0, "running statistics"));
-  }
+  // The fused kernels compute relu(bn(x) + z) from the same fp32 bn(x) as the separate layers: equal up to the
+  // order of the fp32 reductions inside the kernels (none here: identical results expected).
+  expect_same_tables_and_training(*be, plain, fused, random_vec(in.size() * kN, 3), {0, 3, 1, 4}, kN);
 }
 
 // MobileNetV2's pattern as its ONNX export has it: conv-bn-Clip(0, cap), a pointwise and a depthwise
@@ -154,23 +158,13 @@ TEST_P(GraphRewrite, CappedReluFusesIntoItsBatchNormAndTrainsAsBefore) {
   EXPECT_EQ(fused.layers().size(), plain.layers().size() - 3);
   plain.build(kN, 9);
   fused.build(kN, 9);
-  ASSERT_EQ(plain.param_table().size(), fused.param_table().size());
-  for (size_t i = 0; i < plain.param_table().size(); ++i)
-    EXPECT_EQ(plain.param_table()[i].name, fused.param_table()[i].name);
   const std::string summary = fused.summary();
   EXPECT_NE(summary.find("features.1.conv.1.1 batchnorm 32 eps 1e-05 momentum 0.1 + relu capped at 0.5"),
             std::string::npos) << summary;
   EXPECT_NE(summary.find("head.hardtanh"), std::string::npos) << summary;
-  const std::vector<float> x = random_vec(in.size() * kN, 4);
-  const std::vector<int32_t> y = {1, 0, 4, 2};
-  for (int step = 0; step < 2; ++step) {
-    const Pass a = train_pass(*be, plain, x, y, kN), b = train_pass(*be, fused, x, y, kN);
-    // Clip and the fused cap clamp the same fp32 values, and the mask passes the gradient where Clip's
-    // derivative does: identical results.
-    EXPECT_EQ(a.loss, b.loss) << "step " << step;
-    EXPECT_TRUE(all_close(b.grads, a.grads, 0, 0, "parameter gradients"));
-    EXPECT_TRUE(all_close(b.buffers, a.buffers, 0, 0, "running statistics"));
-  }
+  // Clip and the fused cap clamp the same fp32 values, and the mask passes the gradient where Clip's derivative
+  // does: identical results.
+  expect_same_tables_and_training(*be, plain, fused, random_vec(in.size() * kN, 4), {1, 0, 4, 2}, kN);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, GraphRewrite, ::testing::Values(CpuKernels::kReference, CpuKernels::kFast),
