@@ -448,36 +448,46 @@ void backward_filter_c(int threads, const ConvDesc& d, const float* x, const flo
     static thread_local FilterScratch s(C);  // one per thread and C
     filter_chunk<C>(g, x, dy, n0, n1, s, parts + q * kPart);
   });
-  // The chunks' sums in chunk order (the same bits for any thread count; slices of the sums in parallel, 64
-  // channels have 147k of them per chunk), then G^T W G into dw[co][r][s][ci], output channels in parallel.
-  constexpr size_t kSlice = 4096;
-  parallel_for(threads, static_cast<size_t>(chunks) * kPart, (kPart + kSlice - 1) / kSlice, [&](long long sl) {
-    const size_t k0 = static_cast<size_t>(sl) * kSlice, k1 = std::min(kPart, k0 + kSlice);
-    for (int q = 1; q < chunks; ++q)
-      for (size_t k = k0; k < k1; ++k) parts[k] += parts[static_cast<size_t>(q) * kPart + k];
-  });
-  parallel_for(threads, kPart * 6, C / 16, [&](long long q) {
-    const int cb = static_cast<int>(q) * 16;
-    for (int c0 = 0; c0 < C; c0 += kFilterRows) {
-      double t[kFilterRows][6][3][16] = {};  // W G for ci = c0 + i, co = cb + l
-      for (int a = 0; a < 6; ++a)
-        for (int b = 0; b < 6; ++b) {
-          const float* in = parts + (6 * a + b) * C * C + panel_at<C>(c0, cb);
-          for (int i = 0; i < kFilterRows; ++i)
-            for (int s = 0; s < 3; ++s)
-              for (int l = 0; l < 16; ++l) t[i][a][s][l] += in[i * 16 + l] * G[b][s];
-        }
-      for (int l = 0; l < 16; ++l)
-        for (int r = 0; r < 3; ++r)
-          for (int s = 0; s < 3; ++s) {
-            float* out = dw + (((cb + l) * 3 + r) * 3 + s) * C + c0;
-            for (int i = 0; i < kFilterRows; ++i) {
-              double v = 0;
-              for (int a = 0; a < 6; ++a) v += G[a][r] * t[i][a][s][l];
-              out[i] += static_cast<float>(v);
-            }
-          }
+  // The chunks' sums in chunk order (the same bits for any thread count), then G^T W G into dw[co][r][s][ci], one
+  // task per kFilterRows input channels of a panel of 16 output channels: each task adds up the chunks' sums it
+  // transforms (a separate pass over all of them wrote the total back for the transform to read it again) and
+  // takes the 16 output channels side by side in both products (one channel at a time, the second product's
+  // chains of six dependent adds compiled to shuffles). Both took 0.5 of a 1.7 ms call at 64 channels on 8x8 maps
+  // (docs/perf.md, eighteenth pass).
+  constexpr int kRowBlocks = C / kFilterRows;
+  constexpr int kW = kFilterRows * 16;  // one tile element's sums of a task, contiguous in a panel
+  parallel_for(threads, static_cast<size_t>(chunks) * kPart, (C / 16) * kRowBlocks, [&](long long task) {
+    const int cb = static_cast<int>(task / kRowBlocks) * 16, c0 = static_cast<int>(task % kRowBlocks) * kFilterRows;
+    float wsum[kE][kW];
+    for (int e = 0; e < kE; ++e) {
+      const float* in = parts + e * C * C + panel_at<C>(c0, cb);
+      for (int k = 0; k < kW; ++k) wsum[e][k] = in[k];
+      for (int q = 1; q < chunks; ++q) {
+        const float* more = in + static_cast<size_t>(q) * kPart;
+        for (int k = 0; k < kW; ++k) wsum[e][k] += more[k];
+      }
     }
+    double t[kFilterRows][6][3][16] = {};  // W G for ci = c0 + i, co = cb + l
+    for (int a = 0; a < 6; ++a)
+      for (int b = 0; b < 6; ++b)
+        for (int i = 0; i < kFilterRows; ++i)
+          for (int s = 0; s < 3; ++s)
+            for (int l = 0; l < 16; ++l) t[i][a][s][l] += wsum[6 * a + b][i * 16 + l] * G[b][s];
+    float res[3][3][kFilterRows][16];
+    for (int r = 0; r < 3; ++r)
+      for (int s = 0; s < 3; ++s)
+        for (int i = 0; i < kFilterRows; ++i) {
+          double v[16] = {};
+          for (int a = 0; a < 6; ++a)
+            for (int l = 0; l < 16; ++l) v[l] += G[a][r] * t[i][a][s][l];
+          for (int l = 0; l < 16; ++l) res[r][s][i][l] = static_cast<float>(v[l]);
+        }
+    for (int l = 0; l < 16; ++l)
+      for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s) {
+          float* out = dw + (((cb + l) * 3 + r) * 3 + s) * C + c0;
+          for (int i = 0; i < kFilterRows; ++i) out[i] += res[r][s][i][l];
+        }
   });
 }
 
