@@ -247,16 +247,17 @@ CNN_AVX512 void gradient_tile(const Geo& g, const float* image, int i, int j, fl
   }
 }
 
-// One tile element: w[panel_at(ci, co)] += sum over the T tiles of v[t * C + ci] * y[t * C + co], the tiles in
-// order, 16 input by 16 output channels at a time (16 sums in registers).
+// One tile element: w[panel_at(ci, co)] (+)= sum over the T tiles of v[t * C + ci] * y[t * C + co], the tiles in
+// order, 16 input by 16 output channels at a time (16 sums in registers); `first`: w is written, not read (a memset of
+// the chunk's sums before its first group took 7% of a call at 64 channels, docs/perf.md, eighteenth pass).
 template <int C>
-CNN_AVX512 void accumulate(const float* v, const float* y, int T, float* w) {
+CNN_AVX512 void accumulate(const float* v, const float* y, int T, bool first, float* w) {
   for (int cb = 0; cb < C; cb += 16)
     for (int ci0 = 0; ci0 < C; ci0 += 16) {
       float* wp = w + cb * C + ci0 * 16;
       __m512 acc[16];
 #pragma GCC unroll 16
-      for (int k = 0; k < 16; ++k) acc[k] = _mm512_loadu_ps(wp + k * 16);
+      for (int k = 0; k < 16; ++k) acc[k] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(wp + k * 16);
       for (int t = 0; t < T; ++t) {
         const __m512 yt = _mm512_loadu_ps(y + t * C + cb);
 #pragma GCC unroll 16
@@ -273,8 +274,8 @@ CNN_AVX512 void filter_chunk(const Geo& g, const float* x, const float* dy, int 
   float* v = tls_buffers.v;
   float* yb = tls_buffers.y;
   constexpr int group = group_of(C), step = filter_step(C);
-  std::memset(part, 0, sizeof(float) * kE * C * C);
   const long long first = n0 * g.per, last = n1 * g.per;
+  if (first >= last) std::memset(part, 0, sizeof(float) * kE * C * C);  // no tiles (callers pass n1 > n0)
   for (long long t0 = first; t0 < last; t0 += group) {
     const int T = static_cast<int>(last - t0 < group ? last - t0 : group);
     for (int t = 0; t < T; ++t) {
@@ -283,7 +284,7 @@ CNN_AVX512 void filter_chunk(const Geo& g, const float* x, const float* dy, int 
       input_tile<C>(g, x + n * g.image, i, j, v + t * C, step);
       gradient_tile<C>(g, dy + n * g.image, i, j, yb + t * C, step);
     }
-    for (int e = 0; e < kE; ++e) accumulate<C>(v + e * step, yb + e * step, T, part + e * C * C);
+    for (int e = 0; e < kE; ++e) accumulate<C>(v + e * step, yb + e * step, T, t0 == first, part + e * C * C);
   }
 }
 
