@@ -325,11 +325,12 @@ class Backend {
   virtual void scale(size_t n, float alpha, float* x) = 0;
   virtual double sum_squares(size_t n, const float* x) = 0;
   // Parameter-free shortcut (He et al. option A): subsample x [n,h,w,c] by `stride` and zero-pad the
-  // channels to k: y [n, ceil(h/stride), ceil(w/stride), k]. Backward overwrites dx.
+  // channels to k: y [n, ceil(h/stride), ceil(w/stride), k]. Backward adds the shortcut's gradient into dx (the
+  // residual block's, which the main path wrote): only the sampled pixels change, dx += dy's first c channels.
   virtual void shortcut_pad_forward(DType t, int n, int h, int w, int c, int stride, int k, const void* x,
                                     void* y) = 0;
-  virtual void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                                     void* dx) = 0;
+  virtual void shortcut_pad_backward_add(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                         void* dx) = 0;
 
   // AdamW (decoupled weight decay): w -= lr*wd*w; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   // w -= lr * (m/bc1) / (sqrt(v/bc2) + eps), bc1 = 1-b1^t and bc2 = 1-b2^t for step t >= 1.

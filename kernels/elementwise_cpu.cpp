@@ -30,14 +30,15 @@ void shortcut_pad_forward_cpu(int n, int h, int w, int c, int stride, int k, con
       }
 }
 
-void shortcut_pad_backward_cpu(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) {
+void shortcut_pad_backward_add_cpu(int n, int h, int w, int c, int stride, int k, const float* dy, float* dx) {
   const int P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
-  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(n) * h * w * c);
   for (int i = 0; i < n; ++i)
     for (int p = 0; p < P; ++p)
-      for (int q = 0; q < Q; ++q)
-        std::memcpy(dx + ((static_cast<size_t>(i) * h + p * stride) * w + q * stride) * c,
-                    dy + ((static_cast<size_t>(i) * P + p) * Q + q) * k, sizeof(float) * c);
+      for (int q = 0; q < Q; ++q) {
+        float* to = dx + ((static_cast<size_t>(i) * h + p * stride) * w + q * stride) * c;
+        const float* from = dy + ((static_cast<size_t>(i) * P + p) * Q + q) * k;
+        for (int ch = 0; ch < c; ++ch) to[ch] += from[ch];
+      }
 }
 
 }  // namespace cnn

@@ -300,12 +300,12 @@ class CpuBackend : public HostMixedBackend {
       shortcut_pad_forward_cpu(n, h, w, c, stride, k, x32, y32);
     }, In{x, pad_in(n, h, w, c)}, Out{y, pad_out(n, h, w, stride, k)});
   }
-  void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                             void* dx) override {
+  void shortcut_pad_backward_add(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                 void* dx) override {
     as_fp32(t, [&](const float* dy32, float* dx32) {
-      if (dnnl_) return shortcut_pad_backward_fast(threads_, n, h, w, c, stride, k, dy32, dx32);
-      shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy32, dx32);
-    }, In{dy, pad_out(n, h, w, stride, k)}, Out{dx, pad_in(n, h, w, c)});
+      if (dnnl_) return shortcut_pad_backward_add_fast(threads_, n, h, w, c, stride, k, dy32, dx32);
+      shortcut_pad_backward_add_cpu(n, h, w, c, stride, k, dy32, dx32);
+    }, In{dy, pad_out(n, h, w, stride, k)}, InOut{dx, pad_in(n, h, w, c)});
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {

@@ -330,10 +330,10 @@ void shortcut_pad_forward_fast(int threads, int n, int h, int w, int c, int stri
                   [&](size_t i, size_t o) { shortcut_pad_forward_cpu(1, h, w, c, stride, k, x + i, y + o); });
 }
 
-void shortcut_pad_backward_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* dy,
-                                float* dx) {
+void shortcut_pad_backward_add_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* dy,
+                                    float* dx) {
   for_each_sample(threads, shortcut_samples(n, h, w, c, stride, k),
-                  [&](size_t i, size_t o) { shortcut_pad_backward_cpu(1, h, w, c, stride, k, dy + o, dx + i); });
+                  [&](size_t i, size_t o) { shortcut_pad_backward_add_cpu(1, h, w, c, stride, k, dy + o, dx + i); });
 }
 
 void avgpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y) {

@@ -64,8 +64,8 @@ void scale_fast(int threads, size_t n, float alpha, float* x);
 // Deterministic for any thread count (fixed chunks, summed in order), not the reference's summation order.
 double sum_squares_fast(int threads, size_t n, const float* x);
 void shortcut_pad_forward_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* x, float* y);
-void shortcut_pad_backward_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* dy,
-                                float* dx);
+void shortcut_pad_backward_add_fast(int threads, int n, int h, int w, int c, int stride, int k, const float* dy,
+                                    float* dx);
 void avgpool_forward_fast(int threads, const PoolDesc& d, const float* x, float* y);
 void avgpool_backward_fast(int threads, const PoolDesc& d, const float* dy, float* dx);
 void dropout_forward_fast(int threads, int n, size_t per_sample, const float* x, float p, uint64_t key,

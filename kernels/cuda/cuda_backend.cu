@@ -327,9 +327,9 @@ class CudaBackend final : public Backend {
                             void* y) override {
     CUDA_CHECK(shortcut_pad_forward_cuda(t, n, h, w, c, stride, k, x, y, stream_));
   }
-  void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                             void* dx) override {
-    CUDA_CHECK(shortcut_pad_backward_cuda(t, n, h, w, c, stride, k, dy, dx, stream_));
+  void shortcut_pad_backward_add(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                 void* dx) override {
+    CUDA_CHECK(shortcut_pad_backward_add_cuda(t, n, h, w, c, stride, k, dy, dx, stream_));
   }
 
   // fp32 buffers: optimizer updates, gradient scaling and norms, synchronised batch norm.

@@ -136,8 +136,8 @@ cudaError_t scale_cuda(size_t n, float alpha, float* d_x, cudaStream_t stream);
 cudaError_t sum_squares_cuda(size_t n, const float* d_x, double* d_sum, cudaStream_t stream);
 cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_x,
                                       void* d_y, cudaStream_t stream);
-cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
-                                       void* d_dx, cudaStream_t stream);
+cudaError_t shortcut_pad_backward_add_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
+                                           void* d_dx, cudaStream_t stream);
 
 // cuda/optimizer.cu: AdamW, decoupled weight decay; bc1, bc2 = bias corrections 1 - beta^t. Gated like SGD.
 cudaError_t adamw_update_cuda(size_t n, float* d_w, const float* d_g, float* d_m, float* d_v, float lr, float beta1,

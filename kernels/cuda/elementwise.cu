@@ -56,13 +56,12 @@ __global__ void shortcut_pad_forward_kernel(PadGeom g, const T* __restrict__ x, 
   });
 }
 
-// Gathers: dx[n,h,w,c] = dy[n, h/stride, w/stride, c] where the stride samples (h, w), else 0.
+// dx[n, p*stride, q*stride, c'] += dy[n,p,q,c'] for c' < c (one thread per element of dy that has a place in dx).
 template <class T>
-__global__ void shortcut_pad_backward_kernel(PadGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
-  for_each_nhwc(g.n, g.h, g.w, g.c, [&](size_t i, Nhwc at) {
-    const bool sampled = at.h % g.stride == 0 && at.w % g.stride == 0;
-    dx[i] = sampled ? dy[((static_cast<size_t>(at.n) * g.p + at.h / g.stride) * g.q + at.w / g.stride) * g.k + at.c]
-                    : narrow<T>(0.f);
+__global__ void shortcut_pad_backward_add_kernel(PadGeom g, const T* __restrict__ dy, T* __restrict__ dx) {
+  for_each_nhwc(g.n, g.p, g.q, g.c, [&](size_t, Nhwc at) {
+    const size_t i = ((static_cast<size_t>(at.n) * g.h + at.h * g.stride) * g.w + at.w * g.stride) * g.c + at.c;
+    dx[i] = narrow<T>(widen(dx[i]) + widen(dy[((static_cast<size_t>(at.n) * g.p + at.h) * g.q + at.w) * g.k + at.c]));
   });
 }
 
@@ -86,11 +85,11 @@ cudaError_t shortcut_pad_forward_t(int n, int h, int w, int c, int stride, int k
 }
 
 template <class T>
-cudaError_t shortcut_pad_backward_t(int n, int h, int w, int c, int stride, int k, const T* d_dy, T* d_dx,
-                                    cudaStream_t stream) {
+cudaError_t shortcut_pad_backward_add_t(int n, int h, int w, int c, int stride, int k, const T* d_dy, T* d_dx,
+                                        cudaStream_t stream) {
   const PadGeom g = pad_geom(n, h, w, c, stride, k);
-  const size_t total = static_cast<size_t>(n) * h * w * c;
-  auto* kernel = &shortcut_pad_backward_kernel<T>;
+  const size_t total = static_cast<size_t>(n) * g.p * g.q * c;
+  auto* kernel = &shortcut_pad_backward_add_kernel<T>;
   return CNN_LAUNCH(kernel, grid_stride_blocks(total, kBlock), kBlock, 0, stream, g, d_dy, d_dx);
 }
 
@@ -120,12 +119,12 @@ cudaError_t shortcut_pad_forward_cuda(DType t, int n, int h, int w, int c, int s
   });
 }
 
-cudaError_t shortcut_pad_backward_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
-                                       void* d_dx, cudaStream_t stream) {
+cudaError_t shortcut_pad_backward_add_cuda(DType t, int n, int h, int w, int c, int stride, int k, const void* d_dy,
+                                           void* d_dx, cudaStream_t stream) {
   return dispatch(t, [&](auto* tag) {
     using T = StorageOf<decltype(tag)>;
-    return shortcut_pad_backward_t(n, h, w, c, stride, k, static_cast<const T*>(d_dy), static_cast<T*>(d_dx),
-                                   stream);
+    return shortcut_pad_backward_add_t(n, h, w, c, stride, k, static_cast<const T*>(d_dy), static_cast<T*>(d_dx),
+                                       stream);
   });
 }
 

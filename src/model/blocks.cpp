@@ -287,10 +287,8 @@ class Residual : public Composite {
     alloc_state(be, out, max_n, &m_);
     alloc_temp(be, out, max_n, &dm_);
     alloc_temp(be, out, max_n, &dz_);
-    if (mode_ != kIdentity) {
-      alloc_state(be, out, max_n, &s_);
-      alloc_temp(be, act_size() * in_.size(), max_n, &tmp_);
-    }
+    if (mode_ != kIdentity) alloc_state(be, out, max_n, &s_);
+    if (mode_ == kProject) alloc_temp(be, act_size() * in_.size(), max_n, &tmp_);
   }
   void forward(Backend& be, const void* x, void* y, int n, bool train) override {
     main_->forward(be, x, m_, n, train);
@@ -317,8 +315,7 @@ class Residual : public Composite {
       proj_->backward(be, x, s_, dz_, dx ? tmp_ : nullptr, n);
       if (dx) be.axpy(dt_, in, 1.f, tmp_, dx);
     } else if (dx && mode_ == kPad) {
-      be.shortcut_pad_backward(dt_, n, in_.h, in_.w, in_.c, stride_, out_, dz_, tmp_);
-      be.axpy(dt_, in, 1.f, tmp_, dx);
+      be.shortcut_pad_backward_add(dt_, n, in_.h, in_.w, in_.c, stride_, out_, dz_, dx);  // into main's dx
     } else if (dx) {
       be.axpy(dt_, in, 1.f, dz_, dx);
     }

@@ -183,17 +183,17 @@ void add_pointwise(DType t) {
     const int n = 2, h = 7, w = 8, c = 3, k = 8, P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
     const size_t xs = static_cast<size_t>(n) * h * w * c, ys = static_cast<size_t>(n) * P * Q * k;
     const std::string shape = tag(t, "n2 7x8 c3 -> k8 stride " + std::to_string(stride));
-    add_case({"shortcut_pad_forward", shape, {"shortcut_pad_backward"}, [=](Run& r) {
+    add_case({"shortcut_pad_forward", shape, {"shortcut_pad_backward_add"}, [=](Run& r) {
       void* d_y = garbage16(r, ys, t);
-      void* d_dx = garbage16(r, xs, t);
+      void* d_dx = r.upload(to_bits(random_vec(xs, 10), t));
       r.be.shortcut_pad_forward(t, n, h, w, c, stride, k, up16(r, random_vec(xs, 8), t), d_y);
-      r.be.shortcut_pad_backward(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 9), t), d_dx);
+      r.be.shortcut_pad_backward_add(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 9), t), d_dx);
       r.output("y", t, d_y, ys, kExact);
       r.output("dx", t, d_dx, xs, kExact);
     }});
-    add_case({"shortcut_pad_backward", shape, {}, [=](Run& r) {
-      void* d_dx = garbage16(r, xs, t);  // overwritten, positions skipped by the stride included
-      r.be.shortcut_pad_backward(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 19), t), d_dx);
+    add_case({"shortcut_pad_backward_add", shape, {}, [=](Run& r) {
+      void* d_dx = r.upload(to_bits(random_vec(xs, 20), t));  // added to at the sampled pixels, kept elsewhere
+      r.be.shortcut_pad_backward_add(t, n, h, w, c, stride, k, up16(r, random_vec(ys, 19), t), d_dx);
       r.output("dx", t, d_dx, xs, kExact);
     }});
   }

@@ -54,9 +54,9 @@ CNN_SWEEP_CASES(pointwise) {
         r.be.shortcut_pad_forward(DType::kF32, n, h, w, c, stride, k, r.upload(random_vec(xs, 50 + h)), d_y);
         r.output("y", d_y, ys, kExact);
       }});
-      add_case({"shortcut_pad_backward", shape, {}, [=](Run& r) {
-        float* d_dx = r.garbage(xs);  // overwritten, positions skipped by the stride included
-        r.be.shortcut_pad_backward(DType::kF32, n, h, w, c, stride, k, r.upload(random_vec(ys, 60 + h)), d_dx);
+      add_case({"shortcut_pad_backward_add", shape, {}, [=](Run& r) {
+        float* d_dx = r.upload(random_vec(xs, 61 + h));  // added to at the sampled pixels, kept elsewhere
+        r.be.shortcut_pad_backward_add(DType::kF32, n, h, w, c, stride, k, r.upload(random_vec(ys, 60 + h)), d_dx);
         r.output("dx", d_dx, xs, kExact);
       }});
     }

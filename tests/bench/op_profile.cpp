@@ -156,9 +156,9 @@ class ProfilingBackend : public Backend {
                             void* y) override {
     CNN_TIMED("shortcut_pad_forward", shortcut_pad_forward(t, n, h, w, c, stride, k, x, y));
   }
-  void shortcut_pad_backward(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
-                             void* dx) override {
-    CNN_TIMED("shortcut_pad_backward", shortcut_pad_backward(t, n, h, w, c, stride, k, dy, dx));
+  void shortcut_pad_backward_add(DType t, int n, int h, int w, int c, int stride, int k, const void* dy,
+                                 void* dx) override {
+    CNN_TIMED("shortcut_pad_backward_add", shortcut_pad_backward_add(t, n, h, w, c, stride, k, dy, dx));
   }
   void adamw_update(size_t n, float* w, const float* g, float* m, float* v, float lr, float beta1, float beta2,
                     float eps, float wd, float bc1, float bc2) override {

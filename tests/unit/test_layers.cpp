@@ -155,12 +155,14 @@ TEST(Dropout, MaskDependsOnGlobalIdNotPosition) {
 
 TEST(Elementwise, ShortcutPad) {
   // x [1,3,3,2] -> stride 2 -> [1,2,2,4]; odd sizes keep the last row/column (ceil).
-  std::vector<float> x(18), y(16), dx(18);
+  std::vector<float> x(18), y(16), dx(18, 100.f);
   for (int i = 0; i < 18; ++i) x[i] = static_cast<float>(i + 1);
   shortcut_pad_forward_cpu(1, 3, 3, 2, 2, 4, x.data(), y.data());
   EXPECT_EQ(y, (std::vector<float>{1, 2, 0, 0, 5, 6, 0, 0, 13, 14, 0, 0, 17, 18, 0, 0}));
-  shortcut_pad_backward_cpu(1, 3, 3, 2, 2, 4, y.data(), dx.data());
-  EXPECT_EQ(dx, (std::vector<float>{1, 2, 0, 0, 5, 6, 0, 0, 0, 0, 0, 0, 13, 14, 0, 0, 17, 18}));
+  // Backward adds into dx at the sampled pixels and leaves the others.
+  shortcut_pad_backward_add_cpu(1, 3, 3, 2, 2, 4, y.data(), dx.data());
+  EXPECT_EQ(dx, (std::vector<float>{101, 102, 100, 100, 105, 106, 100, 100, 100, 100, 100, 100, 113, 114, 100, 100,
+                                    117, 118}));
   std::vector<float> a = {1, -2, 0.5f};
   EXPECT_DOUBLE_EQ(sum_squares_cpu(3, a.data()), 1 + 4 + 0.25);
 }

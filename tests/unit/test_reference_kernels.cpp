@@ -275,7 +275,7 @@ TEST(ReferenceKernels, ShortcutPad) {
       const int n = 2, w = h + 1, c = 3, k = 8, P = (h + stride - 1) / stride, Q = (w + stride - 1) / stride;
       auto x = random_vec(static_cast<size_t>(n) * h * w * c, 50 + h);
       auto dy = random_vec(static_cast<size_t>(n) * P * Q * k, 60 + h);
-      std::vector<float> y(dy.size(), 0.f), dx(x.size(), 0.f);
+      std::vector<float> y(dy.size(), 0.f), dx = random_vec(x.size(), 70), got_dx = dx;  // backward adds into dx
       for (int i = 0; i < n; ++i)
         for (int p = 0; p < P; ++p)
           for (int q = 0; q < Q; ++q)
@@ -283,11 +283,11 @@ TEST(ReferenceKernels, ShortcutPad) {
               const size_t o = ((static_cast<size_t>(i) * P + p) * Q + q) * k + ch;
               const size_t s = ((static_cast<size_t>(i) * h + p * stride) * w + q * stride) * c + ch;
               y[o] = x[s];
-              dx[s] = dy[o];
+              dx[s] += dy[o];
             }
-      std::vector<float> got_y(y.size(), 7.f), got_dx = random_vec(x.size(), 70);  // both overwritten
+      std::vector<float> got_y(y.size(), 7.f);  // overwritten
       shortcut_pad_forward_cpu(n, h, w, c, stride, k, x.data(), got_y.data());
-      shortcut_pad_backward_cpu(n, h, w, c, stride, k, dy.data(), got_dx.data());
+      shortcut_pad_backward_add_cpu(n, h, w, c, stride, k, dy.data(), got_dx.data());
       EXPECT_TRUE(all_close(got_y, y, 0, 0, "shortcut pad y"));
       EXPECT_TRUE(all_close(got_dx, dx, 0, 0, "shortcut pad dx"));
     }
