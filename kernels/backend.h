@@ -215,6 +215,16 @@ class Backend {
     conv2d_backward_filter(t, d, x, dy, dw, db);
     if (dx) conv2d_backward_data(t, d, dy, w, dx);
   }
+  // Whether conv2d_backward_data_add takes `d` (n included): where the backend's input-gradient kernel for it can
+  // add into dx (the fast CPU backend's Winograd kernels). A residual block asks for its main path's first
+  // convolution, whose input gradient meets the identity shortcut's (src/model/blocks.cpp).
+  virtual bool conv2d_backward_data_adds(DType t, const ConvDesc& d) { return false; }
+  // dx += the input gradient of conv2d_backward_data, with the same bits as computing it and adding it afterwards
+  // (axpy); only where conv2d_backward_data_adds.
+  virtual void conv2d_backward_data_add(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
+    raise(kExitFailure, "internal: conv2d_backward_data_add on a backend whose kernels cannot add "
+          "(ask conv2d_backward_data_adds)");
+  }
 
   // Whether conv2d_forward and the backward passes take x and y of this convolution (n included) in nChw16c
   // (d.x_layout, d.y_layout; the shape is read from d, its layouts ignored). No backend but the fast CPU one

@@ -120,6 +120,13 @@ class CpuBackend : public HostMixedBackend {
   bool blocked_conv_ok(DType t, const ConvDesc& d) override {
     return dnnl_ && t == DType::kF32 && dnnl_->blocked_ok(d);
   }
+  bool conv2d_backward_data_adds(DType t, const ConvDesc& d) override {
+    return dnnl_ && t == DType::kF32 && dnnl_->backward_data_adds(t, d);
+  }
+  void conv2d_backward_data_add(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    if (!conv2d_backward_data_adds(t, d)) return Backend::conv2d_backward_data_add(t, d, dy, w, dx);  // raises
+    dnnl_->conv_backward_data_add(t, d, dy, w, dx);
+  }
   void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                       void* y) override {
     if (native(t)) return dnnl_->linear_forward(t, m, k, n, x, w, b, y);

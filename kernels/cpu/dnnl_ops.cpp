@@ -148,6 +148,20 @@ void DnnlOps::conv_backward_data(DType t, const ConvDesc& d, const void* dy, con
   I.run(c.bwd_d, {{DNNL_ARG_DIFF_DST, &c.dy}, {DNNL_ARG_WEIGHTS, &wm}, {DNNL_ARG_DIFF_SRC, &c.dx}});
 }
 
+// conv_backward_data's first two choices: the few-channel kernels, then the Winograd ones.
+bool DnnlOps::backward_data_adds(DType t, const ConvDesc& d) const {
+  return !p_->few_channels(t, d) && p_->own_winograd(t, d);
+}
+
+void DnnlOps::conv_backward_data_add(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) {
+  if (!backward_data_adds(t, d))
+    raise(kExitFailure, "internal: conv_backward_data_add on a %dx%d %d->%d convolution whose kernel cannot add "
+          "(ask backward_data_adds)", d.r, d.s, d.c, d.k);
+  ++p_->small_runs;
+  winograd16_backward_data(p_->threads, d, static_cast<const float*>(dy), static_cast<const float*>(w),
+                           static_cast<float*>(dx), true);
+}
+
 void DnnlOps::conv_backward_filter(DType t, const ConvDesc& d, const void* x, const void* dy, float* dw, float* db) {
   Impl& I = *p_;
   if (I.own_kernels(t) && single_channel_filter_ok(d)) {

@@ -55,6 +55,11 @@ class DnnlOps {
   // layout once (blocked_reuses counts the conversions saved).
   void conv_backward(DType t, const ConvDesc& d, const void* x, const void* dy, const void* w, float* dw,
                      float* db, void* dx);
+  // Whether backward-data of `d` (n included) in type t runs on a kernel that can add the input gradient into dx
+  // (Backend::conv2d_backward_data_adds): cnntrain's Winograd kernels, fp32. conv_backward_data_add: that pass,
+  // dx += the input gradient, with the same bits as computing it and adding it afterwards.
+  bool backward_data_adds(DType t, const ConvDesc& d) const;
+  void conv_backward_data_add(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx);
   void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b, void* y);
   void linear_backward_data(DType t, int m, int k, int n, const void* dy, const void* w, void* dx);
   void linear_backward_weight(DType t, int m, int k, int n, const void* x, const void* dy, float* dw, float* db);

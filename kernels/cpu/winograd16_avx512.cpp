@@ -24,7 +24,7 @@ namespace cnn {
 
 bool wino16_avx512_enabled() { return false; }
 bool wino16_avx512_takes(int) { return false; }
-void wino16_avx512_tiles(int, int, int, const float*, const float*, const float*, long long, long long, float*) {
+void wino16_avx512_tiles(int, int, int, const float*, const float*, const float*, bool, long long, long long, float*) {
   raise(kExitFailure, "internal: the AVX-512 Winograd kernels need an x86-64 GCC build");
 }
 void wino16_avx512_filter_chunk(int, int, int, const float*, const float*, int, int, float*) {
@@ -150,9 +150,11 @@ CNN_AVX512 void products(const float* u, const float* v, float* m) {
   }
 }
 
-// A^T M A + bias of one tile (m[e * C + channel]), stored where inside the output image.
+// A^T M A + bias of one tile (m[e * C + channel]), stored where inside the output image (added to what is there:
+// `add_to`).
 template <int C>
-CNN_AVX512 void output_tile(const Geo& g, const float* m, const float* bias, float* image, int oy, int ox) {
+CNN_AVX512 void output_tile(const Geo& g, const float* m, const float* bias, bool add_to, float* image, int oy,
+                            int ox) {
   for (int ch = 0; ch < C; ch += 16) {
     __m512 s[4][6];  // A^T M, column by column
     for (int c = 0; c < 6; ++c) {
@@ -168,7 +170,10 @@ CNN_AVX512 void output_tile(const Geo& g, const float* m, const float* bias, flo
       __m512 out[4];
       at6(s[r], out);
       float* row = image + (static_cast<size_t>(oy + r) * g.w + ox) * C + ch;
-      for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm512_storeu_ps(row + k * C, add(out[k], b));
+      for (int k = 0; k < 4 && ox + k < g.w; ++k) {
+        const __m512 v = add(out[k], b);
+        _mm512_storeu_ps(row + k * C, add_to ? add(v, _mm512_loadu_ps(row + k * C)) : v);
+      }
     }
   }
 }
@@ -197,8 +202,8 @@ struct Buffers {
 thread_local Buffers tls_buffers;
 
 template <int C>
-CNN_AVX512 void tiles(const Geo& g, const float* x, const float* u, const float* bias, long long t0, long long t1,
-                      float* y) {
+CNN_AVX512 void tiles(const Geo& g, const float* x, const float* u, const float* bias, bool add, long long t0,
+                      long long t1, float* y) {
   tls_buffers.ensure();
   float* v = tls_buffers.v;
   float* m = tls_buffers.m;
@@ -214,7 +219,7 @@ CNN_AVX512 void tiles(const Geo& g, const float* x, const float* u, const float*
     for (int t = 0; t < T; ++t) {
       int n, i, j;
       g.tile(tb + t, &n, &i, &j);
-      output_tile<C>(g, m + t * kE * C, bias, y + n * g.image, 4 * i, 4 * j);
+      output_tile<C>(g, m + t * kE * C, bias, add, y + n * g.image, 4 * i, 4 * j);
     }
   }
 }
@@ -305,13 +310,13 @@ bool wino16_avx512_enabled() {
 
 bool wino16_avx512_takes(int c) { return c == 16 || c == 32 || c == 64; }
 
-void wino16_avx512_tiles(int c, int h, int w, const float* x, const float* u, const float* bias, long long t0,
+void wino16_avx512_tiles(int c, int h, int w, const float* x, const float* u, const float* bias, bool add, long long t0,
                          long long t1, float* y) {
   const Geo g(h, w, c);
   switch (c) {
-    case 16: return tiles<16>(g, x, u, bias, t0, t1, y);
-    case 32: return tiles<32>(g, x, u, bias, t0, t1, y);
-    case 64: return tiles<64>(g, x, u, bias, t0, t1, y);
+    case 16: return tiles<16>(g, x, u, bias, add, t0, t1, y);
+    case 32: return tiles<32>(g, x, u, bias, add, t0, t1, y);
+    case 64: return tiles<64>(g, x, u, bias, add, t0, t1, y);
     default: raise(kExitFailure, "internal: AVX-512 Winograd kernels for %d channels (ask wino16_avx512_takes)", c);
   }
 }

@@ -18,8 +18,8 @@ bool wino16_avx512_takes(int c);
 
 // Tiles t0 .. t1 - 1 (counted over the images' 4x4 output tiles, row by row) of the convolution of x[n, h, w, c]
 // with the transformed filters u[36][c x c in winograd16_conv.cpp's panels of 16 output channels], plus bias[c],
-// into y[n, h, w, c].
-void wino16_avx512_tiles(int c, int h, int w, const float* x, const float* u, const float* bias, long long t0,
+// into y[n, h, w, c] (added to it with `add`).
+void wino16_avx512_tiles(int c, int h, int w, const float* x, const float* u, const float* bias, bool add, long long t0,
                          long long t1, float* y);
 
 // part[e][c x c in panels] = the transformed-domain filter gradient (sum over the tiles of images n0 .. n1 - 1, in

@@ -28,7 +28,7 @@ bool winograd_wide_ok(const ConvDesc&) { return false; }
 void winograd16_forward(int, const ConvDesc&, const float*, const float*, const float*, float*) {
   raise(kExitFailure, "internal: the Winograd 16-channel kernels need an AVX2/FMA build");
 }
-void winograd16_backward_data(int, const ConvDesc&, const float*, const float*, float*) {
+void winograd16_backward_data(int, const ConvDesc&, const float*, const float*, float*, bool) {
   raise(kExitFailure, "internal: the Winograd 16-channel kernels need an AVX2/FMA build");
 }
 void winograd16_backward_filter(int, const ConvDesc&, const float*, const float*, float*) {
@@ -209,9 +209,10 @@ void products(const float* u, const float* v, float* m) {
   for (int cb = 0; cb < C; cb += 16) panel<C, T>(u, v, cb, m);
 }
 
-// A^T M A + bias for eight output channels from ch of one tile (m[e * C]), stored where inside the output.
+// A^T M A + bias for eight output channels from ch of one tile (m[e * C]), stored where inside the output, or
+// added to what is there (`add_to`: backward-data into a residual block's dx).
 template <int C>
-void output_tile(const Geom& g, const float* m, int ch, const float* bias, float* y, int oy, int ox) {
+void output_tile(const Geom& g, const float* m, int ch, const float* bias, bool add_to, float* y, int oy, int ox) {
   __m256 s[4][6];  // A^T M, column by column
   for (int c = 0; c < 6; ++c) {
     __m256 col[6], out[4];
@@ -226,7 +227,10 @@ void output_tile(const Geom& g, const float* m, int ch, const float* bias, float
     __m256 out[4];
     at6(s[r], out);
     float* row = y + (static_cast<size_t>(oy + r) * g.w + ox) * C + ch;
-    for (int k = 0; k < 4 && ox + k < g.w; ++k) _mm256_storeu_ps(row + k * C, add(out[k], b));
+    for (int k = 0; k < 4 && ox + k < g.w; ++k) {
+      const __m256 v = add(out[k], b);
+      _mm256_storeu_ps(row + k * C, add_to ? add(v, _mm256_loadu_ps(row + k * C)) : v);
+    }
   }
 }
 
@@ -238,7 +242,7 @@ struct Scratch {
 
 // Tiles t0 .. t0 + T - 1 of the call (over the images, row by row).
 template <int C, int T>
-void tile_block(const Geom& g, const float* x, const float* u, const float* bias, long long t0, Scratch& s,
+void tile_block(const Geom& g, const float* x, const float* u, const float* bias, bool add, long long t0, Scratch& s,
                 float* y) {
   const size_t image = static_cast<size_t>(g.h) * g.w * C;
   for (int t = 0; t < T; ++t) {
@@ -253,22 +257,22 @@ void tile_block(const Geom& g, const float* x, const float* u, const float* bias
     int n, i, j;
     g.tile(t0 + t, &n, &i, &j);
     for (int ch = 0; ch < C; ch += 8)
-      output_tile<C>(g, s.m.data() + t * kE * C, ch, bias, y + n * image, 4 * i, 4 * j);
+      output_tile<C>(g, s.m.data() + t * kE * C, ch, bias, add, y + n * image, 4 * i, 4 * j);
   }
 }
 
-using BlockFn = void (*)(const Geom&, const float*, const float*, const float*, long long, Scratch&, float*);
+using BlockFn = void (*)(const Geom&, const float*, const float*, const float*, bool, long long, Scratch&, float*);
 template <int C>
 constexpr std::array<BlockFn, kBlock + 1> kBlocks = {nullptr,          tile_block<C, 1>, tile_block<C, 2>,
                                                      tile_block<C, 3>, tile_block<C, 4>, tile_block<C, 5>,
                                                      tile_block<C, 6>};
 
-// y[n, h, w, C] = the convolution of x[n, h, w, C] with the transformed filters u, plus bias: blocks of kBlock
+// y[n, h, w, C] (+)= the convolution of x[n, h, w, C] with the transformed filters u, plus bias: blocks of kBlock
 // tiles counted over all the images (small maps fill a block from several images). (256 channels had a second
 // driver, which transformed up to 96 tiles before running one panel of U over them all; with U in panels this
 // one is 1.3-1.45x faster there, with the same bits: docs/perf.md, twelfth pass.)
 template <int C>
-void run(int threads, const Geom& g, const float* x, const float* u, const float* bias, float* y) {
+void run(int threads, const Geom& g, const float* x, const float* u, const float* bias, bool add, float* y) {
   const long long tiles = static_cast<long long>(g.n) * g.th * g.tw, blocks = (tiles + kBlock - 1) / kBlock;
   const size_t image = static_cast<size_t>(g.h) * g.w * C;
   if (static_cast<size_t>(g.n) * image < min_parallel_elements()) threads = 1;
@@ -276,12 +280,12 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   const bool avx512 = wino16_avx512_takes(C) && wino16_avx512_enabled();  // the same bits (winograd16_avx512.h)
   auto work = [&](int id, int nt) {
     if (avx512)
-      return wino16_avx512_tiles(C, g.h, g.w, x, u, bias, blocks * id / nt * kBlock,
+      return wino16_avx512_tiles(C, g.h, g.w, x, u, bias, add, blocks * id / nt * kBlock,
                                  std::min(tiles, blocks * (id + 1) / nt * kBlock), y);
     static thread_local Scratch s(C);  // one per thread and C
     for (long long b = blocks * id / nt; b < blocks * (id + 1) / nt; ++b) {
       const long long t0 = b * kBlock;
-      kBlocks<C>[std::min<long long>(kBlock, tiles - t0)](g, x, u, bias, t0, s, y);
+      kBlocks<C>[std::min<long long>(kBlock, tiles - t0)](g, x, u, bias, add, t0, s, y);
     }
   };
   pool_run(threads, work);
@@ -416,11 +420,11 @@ void forward_c(int threads, const ConvDesc& d, const float* x, const float* w, c
       threads, [w](int co, int ci, int r, int s) { return w[((co * 3 + r) * 3 + s) * C + ci]; }, u.data());
   float bias[C] = {};
   if (b) std::copy(b, b + C, bias);
-  run<C>(threads, Geom(d), x, u.data(), bias, y);
+  run<C>(threads, Geom(d), x, u.data(), bias, false, y);
 }
 
 template <int C>
-void backward_data_c(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
+void backward_data_c(int threads, const ConvDesc& d, const float* dy, const float* w, bool add, float* dx) {
   static thread_local std::vector<float> u;
   u.resize(kE * C * C);
   // dx is the forward convolution of dy with f(co, ci, r, s) = w[ci][2 - r][2 - s][co]: dy's channels (the
@@ -428,7 +432,7 @@ void backward_data_c(int threads, const ConvDesc& d, const float* dy, const floa
   transform_filters<C>(
       threads, [w](int co, int ci, int r, int s) { return w[((ci * 3 + 2 - r) * 3 + 2 - s) * C + co]; }, u.data());
   const float bias[C] = {};
-  run<C>(threads, Geom(d), dy, u.data(), bias, dx);
+  run<C>(threads, Geom(d), dy, u.data(), bias, add, dx);
 }
 
 template <int C>
@@ -515,13 +519,13 @@ void winograd16_forward(int threads, const ConvDesc& d, const float* x, const fl
   }
 }
 
-void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx) {
+void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx, bool add) {
   switch (d.c) {
-    case 16: return backward_data_c<16>(threads, d, dy, w, dx);
-    case 32: return backward_data_c<32>(threads, d, dy, w, dx);
-    case 64: return backward_data_c<64>(threads, d, dy, w, dx);
-    case 128: return backward_data_c<128>(threads, d, dy, w, dx);
-    default: return backward_data_c<256>(threads, d, dy, w, dx);
+    case 16: return backward_data_c<16>(threads, d, dy, w, add, dx);
+    case 32: return backward_data_c<32>(threads, d, dy, w, add, dx);
+    case 64: return backward_data_c<64>(threads, d, dy, w, add, dx);
+    case 128: return backward_data_c<128>(threads, d, dy, w, add, dx);
+    default: return backward_data_c<256>(threads, d, dy, w, add, dx);
   }
 }
 

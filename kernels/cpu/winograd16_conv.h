@@ -33,8 +33,10 @@ bool winograd_wide_ok(const ConvDesc& d);
 
 // y = conv(x, w) + b (b may be null).
 void winograd16_forward(int threads, const ConvDesc& d, const float* x, const float* w, const float* b, float* y);
-// dx = dL/dx (overwritten).
-void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx);
+// dx = dL/dx (overwritten), or dx += dL/dx with `add` (a residual block's dx: the same bits as computing it and
+// adding it afterwards).
+void winograd16_backward_data(int threads, const ConvDesc& d, const float* dy, const float* w, float* dx,
+                              bool add = false);
 // dw += dL/dw (no bias): the transformed-domain sums are kept per chunk of images (4 at 16 channels, 8 at 32,
 // 16 above) and added in chunk order, so the result has the same bits for any thread count.
 void winograd16_backward_filter(int threads, const ConvDesc& d, const float* x, const float* dy, float* dw);

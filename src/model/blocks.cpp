@@ -149,6 +149,8 @@ class Chain : public Composite {
       flip ^= 1;
     }
   }
+  // The chain's input gradient is its first part's.
+  bool set_add_input_grad(Backend& be, int n, bool add) override { return subs_[0]->set_add_input_grad(be, n, add); }
   // The layouts of the tensors between the parts: pick_layouts (layers.h).
   bool can_use_layouts(Backend& be, int max_n, ActLayout in, ActLayout out) const override {
     return !pick_layouts(be, max_n, parts(), in, out).empty();
@@ -308,10 +310,15 @@ class Residual : public Composite {
       // The padding shortcut's output is not needed by backward.
       if (mode_ == kProject) proj_->recompute(be, x, s_, n);
     }
-    bn_->backward_join(be, m_, y, dy, dm_, dz_, n);
+    // Identity: where main's first convolution can add its input gradient into dx, the join's batch norm writes
+    // the shortcut's gradient there first (no axpy over the block's input gradient; docs/perf.md, eighteenth pass).
+    const bool add = dx && mode_ == kIdentity && main_->set_add_input_grad(be, n, true);
+    bn_->backward_join(be, m_, y, dy, dm_, add ? dx : dz_, n);
     main_->backward(be, x, m_, dm_, dx, n);
     const size_t in = in_.size() * n;
-    if (mode_ == kProject) {
+    if (add) {
+      main_->set_add_input_grad(be, n, false);
+    } else if (mode_ == kProject) {
       proj_->backward(be, x, s_, dz_, dx ? tmp_ : nullptr, n);
       if (dx) be.axpy(dt_, in, 1.f, tmp_, dx);
     } else if (dx && mode_ == kPad) {

@@ -62,7 +62,18 @@ class Conv2d : public Layer {
   void backward(Backend& be, const void* x, const void*, const void* dy, void* dx, int n) override {
     be.set_label(name_.c_str());
     d_.n = n;
+    if (add_dx_ && dx) {
+      be.conv2d_backward_filter(dt_, d_, x, dy, dw_, db_);
+      be.conv2d_backward_data_add(dt_, d_, dy, wc_, dx);
+      return;
+    }
     be.conv2d_backward(dt_, d_, x, dy, wc_, dw_, db_, dx);
+  }
+  bool set_add_input_grad(Backend& be, int n, bool add) override {
+    ConvDesc d = d_;
+    d.n = n;
+    add_dx_ = add && be.conv2d_backward_data_adds(dt_, d);
+    return add_dx_;
   }
   double flops_per_sample() const override {
     return 2.0 * d_.p() * d_.q() * k_ * d_.r * d_.s * (d_.c / d_.groups);
@@ -108,6 +119,7 @@ class Conv2d : public Layer {
  private:
   int k_;
   ConvOptions o_;
+  bool add_dx_ = false;  // set_add_input_grad
   ConvDesc d_;
   float *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
   const void* wc_ = nullptr;  // the filters in the activation type (bind_copy)

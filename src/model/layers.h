@@ -94,6 +94,10 @@ class Layer {
   virtual void forward(Backend& be, const void* x, void* y, int n, bool train) = 0;
   // Parameter gradients accumulate; dx is overwritten and may be null (nothing needs the input gradient).
   virtual void backward(Backend& be, const void* x, const void* y, const void* dy, void* dx, int n) = 0;
+  // add: backward() with batch n adds the input gradient into dx instead of overwriting it, where this layer can
+  // on `be` (a residual block's main path, whose input gradient meets the shortcut's); returns whether it will.
+  // add = false: overwriting again. Layers that cannot (the default) return false.
+  virtual bool set_add_input_grad(Backend& be, int n, bool add) { return false; }
   virtual double flops_per_sample() const { return 0; }  // forward multiply-adds * 2
 
   // Activation layouts of input and output (kernels/backend.h ActLayout): NHWC, unless a residual block keeps

@@ -140,6 +140,29 @@ void add_conv_cases(uint64_t& seed) {
   for (const ConvDesc& d : kGeneralConvCases) add_conv_case(d, seed, true);
 }
 
+// The input gradient added into a filled dx (a residual block's: Backend::conv2d_backward_data_add) where the
+// backend says it can (the fast CPU backend's Winograd kernels: the 16- and 32-channel shapes; 64 channels on an
+// 8x8 map have too few pixels for them), else computed and then added with an axpy, as the block does: against the
+// reference's backward-data and axpy.
+void add_conv_add_cases(uint64_t& seed) {
+  for (const ConvDesc& d : {kConvCases[12], conv(2, 9, 10, 32, 32, 3, 3, 1, 1, 1, 1), kConvCases[7], kConvCases[0]}) {
+    const uint64_t s = seed += 10;
+    add_case({"conv2d_backward_data_add", describe(d), {"conv2d_backward_data_adds"}, [d, s](Run& r) {
+      float* d_dx = r.upload(random_vec(in_size(d), s + 2));
+      const float* d_dy = r.upload(random_vec(out_size(d), s));
+      const float* d_w = r.upload(random_vec(filter_size(d), s + 1));
+      if (r.be.conv2d_backward_data_adds(DType::kF32, d)) {
+        r.be.conv2d_backward_data_add(DType::kF32, d, d_dy, d_w, d_dx);
+      } else {
+        float* d_g = r.garbage(in_size(d));
+        r.be.conv2d_backward_data(DType::kF32, d, d_dy, d_w, d_g);
+        r.be.axpy(DType::kF32, in_size(d), 1.f, d_g, d_dx);
+      }
+      r.output("dx", d_dx, in_size(d), conv_tol(d));
+    }});
+  }
+}
+
 void add_param_version_cases(uint64_t& seed) {
   // Parameter versions: under a new version the backend must use the parameters' new values (the fast CPU
   // backend keeps each filter re-laid out for oneDNN until the version changes). Versions from a range of
@@ -223,6 +246,7 @@ void add_linear_cases(uint64_t& seed) {
 CNN_SWEEP_CASES(conv_linear) {
   uint64_t seed = 100;
   add_conv_cases(seed);
+  add_conv_add_cases(seed);
   add_param_version_cases(seed);
   add_linear_cases(seed);
   add_conv_pair_cases(seed);

@@ -23,6 +23,8 @@ const std::map<std::string, std::string> kNotOps = {
                         "test_blocked_layout.cpp); the convolution ops have their cases"},
     {"blocked_batchnorm_ok", "whether batch norm takes nChw16c operands: a capability, which the layout cases "
                              "(cases_layout.cpp) use to pick what each backend is given"},
+    {"conv2d_backward_data_adds", "whether a convolution's input gradient can be added into dx: a capability, which "
+                                  "the conv2d_backward_data_add cases (cases_conv_linear.cpp) follow"},
 };
 
 // Ops that the fast CPU backend runs on their reference kernel (kernels/cpu/cpu_backend.cpp calls the *_cpu

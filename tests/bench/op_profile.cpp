@@ -59,6 +59,10 @@ class ProfilingBackend : public Backend {
                               float* db) override {
     CNN_TIMED("conv2d_backward_filter", conv2d_backward_filter(t, d, x, dy, dw, db));
   }
+  bool conv2d_backward_data_adds(DType t, const ConvDesc& d) override { return be_.conv2d_backward_data_adds(t, d); }
+  void conv2d_backward_data_add(DType t, const ConvDesc& d, const void* dy, const void* w, void* dx) override {
+    CNN_TIMED("conv2d_backward_data_add", conv2d_backward_data_add(t, d, dy, w, dx));
+  }
   void linear_forward(DType t, int m, int k, int n, const void* x, const void* w, const float* b,
                       void* y) override {
     CNN_TIMED("linear_forward", linear_forward(t, m, k, n, x, w, b, y));

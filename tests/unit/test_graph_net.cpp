@@ -1,11 +1,13 @@
 // Nets as graphs (Net::add with named inputs): gradients of a graph with branches, an output read by several
 // layers and a layer reading one output twice, against finite differences; a residual block written as a
-// graph computes what the zoo's fused block computes, under the same parameter names; 16-bit graphs; and the
+// graph computes what the zoo's fused block computes, under the same parameter names (bit for bit where the
+// fast CPU backend's convolution adds the main path's input gradient to the shortcut's); 16-bit graphs; and the
 // errors a malformed graph gets.
 #include <gtest/gtest.h>
 
 #include <map>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "src/base/error.h"
 #include "src/model/blocks.h"
 #include "src/model/layers.h"
@@ -73,19 +75,21 @@ TEST(GraphNet, GradientsMatchCentralDifferences) {
 }
 
 // The zoo's basic block (fused batch norm + join + ReLU) and the same block as a graph of plain layers, under
-// the same parameter names, on the fast CPU backend and the emulated CUDA backend, in fp32 and bf16.
+// the same parameter names, on the fast CPU backend and the emulated CUDA backend, in fp32 and bf16; `c` channels
+// from the stem on (an identity shortcut).
 struct BlockNets {
   Net zoo, graph;
-  BlockNets(Backend& be, const Dims& in, int classes, DType t) : zoo(be, in, classes), graph(be, in, classes) {
-    zoo.add(make_conv2d("stem", 4, {3, 1, 1, false}));
-    zoo.add(make_basic_block("layer1.0", 4, 1, Shortcut::kPad));
+  BlockNets(Backend& be, const Dims& in, int classes, DType t, int c = 4)
+      : zoo(be, in, classes), graph(be, in, classes) {
+    zoo.add(make_conv2d("stem", c, {3, 1, 1, false}));
+    zoo.add(make_basic_block("layer1.0", c, 1, Shortcut::kPad));
     zoo.add(make_global_avgpool("avgpool"));
     zoo.add(make_flatten("flatten"));
     zoo.add(make_linear("fc", classes));
-    graph.add(make_conv2d("stem", 4, {3, 1, 1, false}));
-    graph.add(make_conv2d("layer1.0.conv1", 4, {3, 1, 1, false}));
+    graph.add(make_conv2d("stem", c, {3, 1, 1, false}));
+    graph.add(make_conv2d("layer1.0.conv1", c, {3, 1, 1, false}));
     graph.add(make_batchnorm("layer1.0.bn1", {}, true));
-    graph.add(make_conv2d("layer1.0.conv2", 4, {3, 1, 1, false}));
+    graph.add(make_conv2d("layer1.0.conv2", c, {3, 1, 1, false}));
     graph.add(make_batchnorm("layer1.0.bn2", {}));
     graph.add(make_add("layer1.0.add"), {"layer1.0.bn2", "stem"});
     graph.add(make_relu("layer1.0.relu"));
@@ -94,6 +98,52 @@ struct BlockNets {
     graph.add(make_linear("fc", classes));
     zoo.set_dtype(t);
     graph.set_dtype(t);
+  }
+  // Both built (the graph with the zoo's parameters), one training forward and backward of each on the same
+  // input and output gradient: "zoo logits", "graph grads", ... (fp32 copies).
+  std::map<std::string, std::vector<float>> run(Backend& be, const Dims& in, int n, int classes, DType t) {
+    zoo.build(n, 11);
+    graph.build(n, 12);
+    EXPECT_TRUE(zoo.is_chain());
+    EXPECT_FALSE(graph.is_chain());
+    // Same names, same shapes, same order: the graph's parameters are the zoo's.
+    EXPECT_EQ(zoo.param_table().size(), graph.param_table().size());
+    for (size_t i = 0; i < zoo.param_table().size() && i < graph.param_table().size(); ++i) {
+      EXPECT_EQ(zoo.param_table()[i].name, graph.param_table()[i].name);
+      EXPECT_EQ(zoo.param_table()[i].shape, graph.param_table()[i].shape);
+    }
+    std::map<std::string, std::vector<float>> got;
+    if (zoo.num_params() != graph.num_params()) {
+      ADD_FAILURE() << "parameter counts differ: " << zoo.num_params() << " and " << graph.num_params();
+      return got;
+    }
+    be.copy(graph.params(), static_cast<const Net&>(zoo).params(), sizeof(float) * zoo.num_params());
+    graph.sync_weight_copy();
+    const std::vector<float> x = random_vec(in.size() * n, 5);
+    float* d_x = static_cast<float*>(be.alloc(sizeof(float) * x.size()));
+    be.upload(d_x, x.data(), sizeof(float) * x.size());
+    const size_t nl = static_cast<size_t>(n) * classes;
+    std::vector<float> r = random_vec(nl, 6);
+    float* d_r32 = static_cast<float*>(be.alloc(sizeof(float) * nl));
+    be.upload(d_r32, r.data(), sizeof(float) * nl);
+    void* d_r = be.alloc(sizeof(float) * nl);
+    be.convert(nl, DType::kF32, d_r32, t, d_r);
+    for (Net* net : {&zoo, &graph}) {
+      const std::string which = net == &zoo ? "zoo " : "graph ";
+      const void* y = net->forward(d_x, n, true);
+      float* y32 = static_cast<float*>(be.alloc(sizeof(float) * nl));
+      be.convert(nl, t, y, DType::kF32, y32);
+      got[which + "logits"] = download(be, y32, nl);
+      be.release(y32);
+      net->zero_grads();
+      net->backward(d_r, n);
+      got[which + "grads"] = download(be, net->grads(), net->num_params());
+      got[which + "buffers"] = download(be, net->buffers(), net->num_buffers());
+    }
+    be.release(d_x);
+    be.release(d_r);
+    be.release(d_r32);
+    return got;
   }
 };
 
@@ -107,48 +157,30 @@ TEST_P(GraphBlock, ComputesWhatTheFusedZooBlockComputes) {
   constexpr int kN = 3, kClasses = 5;
   const Dims in{6, 6, 3};
   BlockNets nets(be, in, kClasses, t);
-  nets.zoo.build(kN, 11);
-  nets.graph.build(kN, 12);
-  ASSERT_TRUE(nets.zoo.is_chain());
-  ASSERT_FALSE(nets.graph.is_chain());
-  // Same names, same shapes, same order: the graph's parameters are the zoo's.
-  ASSERT_EQ(nets.zoo.param_table().size(), nets.graph.param_table().size());
-  for (size_t i = 0; i < nets.zoo.param_table().size(); ++i) {
-    EXPECT_EQ(nets.zoo.param_table()[i].name, nets.graph.param_table()[i].name);
-    EXPECT_EQ(nets.zoo.param_table()[i].shape, nets.graph.param_table()[i].shape);
-  }
-  ASSERT_EQ(nets.zoo.num_params(), nets.graph.num_params());
-  const Net& zoo = nets.zoo;
-  be.copy(nets.graph.params(), zoo.params(), sizeof(float) * zoo.num_params());
-  nets.graph.sync_weight_copy();
-  const std::vector<float> x = random_vec(in.size() * kN, 5);
-  float* d_x = static_cast<float*>(be.alloc(sizeof(float) * x.size()));
-  be.upload(d_x, x.data(), sizeof(float) * x.size());
-  const size_t nl = static_cast<size_t>(kN) * kClasses;
-  std::vector<float> r = random_vec(nl, 6);
-  float* d_r32 = static_cast<float*>(be.alloc(sizeof(float) * nl));
-  be.upload(d_r32, r.data(), sizeof(float) * nl);
-  void* d_r = be.alloc(sizeof(float) * nl);
-  be.convert(nl, DType::kF32, d_r32, t, d_r);
-  std::map<std::string, std::vector<float>> got;
-  for (Net* net : {&nets.zoo, &nets.graph}) {
-    const void* y = net->forward(d_x, kN, true);
-    float* y32 = static_cast<float*>(be.alloc(sizeof(float) * nl));
-    be.convert(nl, t, y, DType::kF32, y32);
-    got[net == &nets.zoo ? "zoo logits" : "graph logits"] = download(be, y32, nl);
-    be.release(y32);
-    net->zero_grads();
-    net->backward(d_r, kN);
-    got[net == &nets.zoo ? "zoo grads" : "graph grads"] = download(be, net->grads(), net->num_params());
-    got[net == &nets.zoo ? "zoo buffers" : "graph buffers"] = download(be, net->buffers(), net->num_buffers());
-  }
+  auto got = nets.run(be, in, kN, kClasses, t);
   const double tol = t == DType::kF32 ? 1e-5 : 2e-2;
   EXPECT_TRUE(all_close(got["graph logits"], got["zoo logits"], tol, tol, "logits"));
   EXPECT_TRUE(all_close(got["graph grads"], got["zoo grads"], tol, 10 * tol, "parameter gradients"));
   EXPECT_TRUE(all_close(got["graph buffers"], got["zoo buffers"], 1e-6, 1e-5, "running statistics"));
-  be.release(d_x);
-  be.release(d_r);
-  be.release(d_r32);
+}
+
+// At 16 channels the fast CPU backend runs the block's 3x3 convolutions on its Winograd kernels, and the first
+// one adds its input gradient into the block's dx, where the join's batch norm wrote the shortcut's gradient
+// (Backend::conv2d_backward_data_add); the graph's add node sums the two gradients with an axpy instead. Both are
+// one rounding of the same two terms, and every other op is the same kernel: the same bits throughout.
+TEST(GraphBlock, ConvolutionAddingTheShortcutsGradientGivesTheGraphsBits) {
+  auto be = make_cpu_backend(2, CpuKernels::kFast);
+  constexpr int kN = 4, kClasses = 5, kC = 16;
+  const Dims in{8, 8, 3};
+  ConvDesc conv1;
+  conv1.n = kN, conv1.h = conv1.w = 8, conv1.c = conv1.k = kC, conv1.r = conv1.s = 3, conv1.pad_h = conv1.pad_w = 1;
+  ASSERT_TRUE(be->conv2d_backward_data_adds(DType::kF32, conv1)) << "the block's first convolution must add";
+  BlockNets nets(*be, in, kClasses, DType::kF32, kC);
+  auto got = nets.run(*be, in, kN, kClasses, DType::kF32);
+  for (const char* what : {"logits", "grads", "buffers"}) {
+    ASSERT_FALSE(got[std::string("zoo ") + what].empty()) << what;
+    EXPECT_TRUE(got[std::string("zoo ") + what] == got[std::string("graph ") + what]) << what;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, GraphBlock,

@@ -13,6 +13,7 @@
 #include "kernels/cpu/winograd16_avx512.h"
 #include "kernels/cpu/winograd16_conv.h"
 #include "dnnl.h"
+#include "src/base/error.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -138,6 +139,52 @@ TEST(Winograd16, SameBitsForAnyThreadCount) {
       EXPECT_TRUE(y == y1) << d.c << " channels, " << threads << " threads";
       EXPECT_TRUE(dx == dx1) << d.c << " channels, " << threads << " threads";
       EXPECT_TRUE(dw == dw1) << d.c << " channels, " << threads << " threads";
+    }
+  }
+}
+
+// Backward-data with `add` (a residual block's dx: Backend::conv2d_backward_data_add) has the bits of computing
+// dx and adding it afterwards, at 16 to 256 channels and 1 to 3 threads; the kernel the CPU runs by default
+// (test_winograd16_avx512.cpp checks the AVX-512 code against the AVX2 code, the adding pass included).
+TEST(Winograd16, BackwardDataAddsWithTheBitsOfAnAddAfterwards) {
+  std::vector<ConvDesc> all = shapes();
+  for (const ConvDesc& d : wide_shapes()) all.push_back(d);
+  for (const ConvDesc& d : all)
+    for (int threads : {1, 3}) {
+      const auto w = random_vec(filter_size(d), 2, -0.3f, 0.3f), dy = random_vec(map_size(d), 4);
+      const auto before = random_vec(map_size(d), 9);
+      std::vector<float> dx(map_size(d), 7.f), want = before, got = before;
+      winograd16_backward_data(threads, d, dy.data(), w.data(), dx.data());
+      for (size_t i = 0; i < want.size(); ++i) want[i] += dx[i];
+      winograd16_backward_data(threads, d, dy.data(), w.data(), got.data(), true);
+      EXPECT_TRUE(got == want) << d.c << " channels, " << d.n << "x" << d.h << "x" << d.w << ", " << threads
+                               << " threads";
+      EXPECT_FALSE(got == dx);
+      EXPECT_FALSE(got == before);
+    }
+}
+
+// DnnlOps adds in backward-data exactly where its Winograd kernels run it (fp32, not under CNNTRAIN_SMALL_CONV=0),
+// and refuses to elsewhere.
+TEST(Winograd16, DnnlOpsAddsOnlyOnTheseKernels) {
+  const ConvDesc d = same16(2, 10, 10);
+  ConvDesc strided = d;
+  strided.stride_h = strided.stride_w = 2;
+  for (bool allowed : {true, false}) {
+    const test::ScopedEnv env("CNNTRAIN_SMALL_CONV", allowed ? "1" : "0");
+    DnnlOps ops(2);
+    EXPECT_EQ(ops.backward_data_adds(DType::kF32, d), allowed);
+    EXPECT_FALSE(ops.backward_data_adds(DType::kBF16, d));
+    EXPECT_FALSE(ops.backward_data_adds(DType::kF32, strided));
+    const auto w = random_vec(kFilters, 9, -0.3f, 0.3f), dy = random_vec(map_size(d), 10);
+    std::vector<float> dx = random_vec(map_size(d), 12), want = dx, once(map_size(d));
+    if (allowed) {
+      winograd16_backward_data(2, d, dy.data(), w.data(), once.data());
+      for (size_t i = 0; i < want.size(); ++i) want[i] += once[i];
+      ops.conv_backward_data_add(DType::kF32, d, dy.data(), w.data(), dx.data());
+      EXPECT_TRUE(dx == want);
+    } else {
+      EXPECT_THROW(ops.conv_backward_data_add(DType::kF32, d, dy.data(), w.data(), dx.data()), Error);
     }
   }
 }

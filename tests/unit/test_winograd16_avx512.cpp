@@ -1,6 +1,7 @@
 // The AVX-512 tile work of the Winograd kernels at 16, 32 and 64 channels (kernels/cpu/winograd16_avx512.h) gives
-// the same bits as their AVX2 code: forward with and without bias, backward-data and backward-weights, over maps cut by the
-// edges, smaller than a tile, batches whose last block or group of tiles is partial, and 1 or 2 threads.
+// the same bits as their AVX2 code: forward with and without bias, backward-data (overwriting dx and adding to it)
+// and backward-weights, over maps cut by the edges, smaller than a tile, batches whose last block or group of tiles
+// is partial, and 1 or 2 threads.
 // CNNTRAIN_AVX512_KERNELS=0 selects the AVX2 code in the same process. (test_winograd16.cpp checks both against
 // the reference kernels: whichever the CPU runs by default.) Needs a CPU with AVX-512F.
 #include <array>
@@ -19,17 +20,18 @@ namespace {
 using test::random_vec;
 
 struct Outputs {
-  std::vector<float> y, yb, dx, dw;
+  std::vector<float> y, yb, dx, dxa, dw;  // dxa: backward-data added into a filled dx
 };
 
 Outputs run_all(int threads, const ConvDesc& d, const std::vector<float>& x, const std::vector<float>& w,
                 const std::vector<float>& b, const std::vector<float>& dy) {
   const size_t map = static_cast<size_t>(d.n) * d.h * d.w * d.c;
-  Outputs o{std::vector<float>(map, 7.f), std::vector<float>(map, 7.f), std::vector<float>(map, 7.f),
+  Outputs o{std::vector<float>(map, 7.f), std::vector<float>(map, 7.f), std::vector<float>(map, 7.f), x,
             std::vector<float>(static_cast<size_t>(d.c) * 9 * d.c, 0.5f)};
   winograd16_forward(threads, d, x.data(), w.data(), nullptr, o.y.data());
   winograd16_forward(threads, d, x.data(), w.data(), b.data(), o.yb.data());
   winograd16_backward_data(threads, d, dy.data(), w.data(), o.dx.data());
+  winograd16_backward_data(threads, d, dy.data(), w.data(), o.dxa.data(), true);
   winograd16_backward_filter(threads, d, x.data(), dy.data(), o.dw.data());
   return o;
 }
@@ -64,11 +66,13 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
       EXPECT_TRUE(fast.y == avx2.y) << "forward, " << at;
       EXPECT_TRUE(fast.yb == avx2.yb) << "forward with bias, " << at;
       EXPECT_TRUE(fast.dx == avx2.dx) << "backward-data, " << at;
+      EXPECT_TRUE(fast.dxa == avx2.dxa) << "backward-data added to dx, " << at;
       EXPECT_TRUE(fast.dw == avx2.dw) << "backward-weights, " << at;
       // Not vacuous: the outputs were written (the 7.0 fill is gone) and differ between the passes.
       EXPECT_NE(fast.y[0], 7.f);
       EXPECT_NE(fast.dx[map - 1], 7.f);
       EXPECT_FALSE(fast.y == fast.yb);
+      EXPECT_FALSE(fast.dxa == fast.dx);
       ++checked;
     }
   }
