@@ -74,9 +74,16 @@ TEST_RUNS ?=
 
 include $(sort $(wildcard */*.mk */*/*.mk))
 
-# The version string names the commit (rebuild config.o, e.g. `make clean`, to refresh it).
+# The version string (`cnntrain --version`, run.json, metrics.jsonl) names the commit the binary was built from:
+# $(BUILD)/git_version holds `git describe` and is rewritten, rebuilding config.o, only when that changes (a new
+# commit, or the tree turning dirty or clean). tests/e2e/test_version.sh checks it.
 GIT_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(BUILD)/obj/src/train/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VERSION)"'
+$(BUILD)/obj/src/train/config.o: $(BUILD)/git_version
+.PHONY: git-version-stamp
+$(BUILD)/git_version: git-version-stamp
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(GIT_VERSION)' ] || echo '$(GIT_VERSION)' > $@
 
 .PHONY: all deps data run test test-unit test-mpi test-mpi-np2 test-mpi-np4 test-e2e clean print-%
 all: $(BINS)
