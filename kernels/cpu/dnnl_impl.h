@@ -263,7 +263,7 @@ struct DnnlOps::Impl {
   // ResNet-50's 56x56 ones; NHWC activations instead of oneDNN's blocked ones (blocked_ok says no to them).
   // CNNTRAIN_AVX512_KERNELS=0 leaves them to oneDNN (docs/perf.md, fifteenth pass).
   static bool avx512_wide(const ConvDesc& d) {
-    return d.c >= 32 && wino16_avx512_takes(d.c) && wino16_avx512_enabled();
+    return d.c >= 32 && wino16_avx512_takes(d.c) && avx512_kernels_enabled();
   }
   // The wide Winograd kernels transform the filters at every call (C x K x 36 values) and compute whole 4x4 tiles,
   // so with few output pixels the direct kernels are faster: from 64 channels they need 4096 of them (n * h * w;

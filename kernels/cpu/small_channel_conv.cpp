@@ -1,4 +1,10 @@
-// Few-channel convolutions on AVX2 (kernels/cpu/small_channel_conv.h).
+// Few-channel convolutions on AVX2 (kernels/cpu/small_channel_conv.h), and on AVX-512F for 16 and 32 output
+// channels (LeNet-5's conv2): there a pixel's K sums are one or two 512-bit registers instead of two or four 256-bit
+// ones, so each broadcast input and each loaded filter or gradient vector feeds twice the lanes. Every lane does
+// the same FMAs in the same order as in the AVX2 code, and backward-data reduces the lanes through the same
+// 256-bit steps, so the results have the same bits (tests/unit/test_small_channel_conv.cpp). Only the functions
+// marked CNN_AVX512 (a target attribute) contain AVX-512 instructions, and they run only where
+// avx512_kernels_enabled() says so (CNNTRAIN_AVX512_KERNELS=0: the AVX2 code), as in winograd16_avx512.cpp.
 // The loops over a register block's accumulators carry `#pragma GCC unroll`: left to -O3's late unrolling, g++
 // keeps such __m256 arrays in memory and stores every accumulator at every FMA (half speed, LeNet-5's conv2).
 #include "kernels/cpu/small_channel_conv.h"
@@ -9,11 +15,13 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_parallel.h"
+#include "kernels/cpu/winograd16_avx512.h"
 #include "src/base/error.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define CNN_SMALL_CHANNEL_AVX2 1
+#define CNN_AVX512 __attribute__((target("avx512f")))
 #endif
 
 namespace cnn {
@@ -177,6 +185,119 @@ void data_block(const ConvDesc& d, const Geo& g, const float* dy, const float* w
   std::memcpy(out, sums, sizeof(float) * CB);
 }
 
+// --- AVX-512F: K = 16 * KZ output channels, KZ = 1 or 2 ---
+// Register blocks: backward-weights and backward-data up to 8 input channels (all of them: C <= 8; lane_sums
+// takes 8), the forward pass 16 or 12 output pixels (their sums, KZ filter vectors and a broadcast in 32 zmm).
+constexpr int block512_of(int kz, bool forward) { return forward ? (kz == 1 ? 16 : 12) : 8; }
+
+// filter_block with KZ 512-bit vectors per K: each lane's sums in the same order.
+template <int CB, int KZ>
+CNN_AVX512 void filter_block512(const Geo& g, const float* xp, const float* dy, int c0, float* part) {
+  for (int r = 0; r < g.R; ++r)
+    for (int s = 0; s < g.S; ++s) {
+      float* pt = part + ((static_cast<size_t>(r) * g.S + s) * g.C + c0) * g.K;
+      __m512 acc[CB][KZ];
+#pragma GCC unroll 16
+      for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < KZ; ++v) acc[i][v] = _mm512_loadu_ps(pt + i * g.K + 16 * v);
+      const int P = g.P, Q = g.Q, C = g.C;
+      const size_t x_row = static_cast<size_t>(g.Wp) * C;
+      const float* __restrict xr = xp + ((static_cast<size_t>(r)) * g.Wp + s) * C + c0;
+      const float* __restrict dr = dy;
+      for (int p = 0; p < P; ++p, xr += x_row)
+        for (int q = 0; q < Q; ++q, dr += 16 * KZ) {
+          __m512 dv[KZ];
+#pragma GCC unroll 2
+          for (int v = 0; v < KZ; ++v) dv[v] = _mm512_loadu_ps(dr + 16 * v);
+          const float* xq = xr + q * C;
+#pragma GCC unroll 16
+          for (int i = 0; i < CB; ++i) {
+            const __m512 b = _mm512_set1_ps(xq[i]);
+#pragma GCC unroll 2
+            for (int v = 0; v < KZ; ++v) acc[i][v] = _mm512_fmadd_ps(b, dv[v], acc[i][v]);
+          }
+        }
+#pragma GCC unroll 16
+      for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < KZ; ++v) _mm512_storeu_ps(pt + i * g.K + 16 * v, acc[i][v]);
+    }
+}
+
+// forward_block with KZ 512-bit vectors per K.
+template <int PB, int KZ>
+CNN_AVX512 void forward_block512(const Geo& g, const float* xp, const float* wf, const float* bias, int p, int q0,
+                                 float* y) {
+  constexpr int K = 16 * KZ;
+  __m512 acc[PB * KZ];
+#pragma GCC unroll 32
+  for (int a = 0; a < PB * KZ; ++a) acc[a] = _mm512_loadu_ps(bias + 16 * (a % KZ));
+  const int C = g.C, SC = g.S * g.C, R = g.R;
+  const size_t x_row = static_cast<size_t>(g.Wp) * C;
+  const float* __restrict xr = xp + (static_cast<size_t>(p) * g.Wp + q0) * C;
+  const float* __restrict wr = wf;
+  for (int r = 0; r < R; ++r, xr += x_row, wr += SC * K) {
+    for (int j = 0; j < SC; ++j) {
+      __m512 wv[KZ];
+#pragma GCC unroll 2
+      for (int v = 0; v < KZ; ++v) wv[v] = _mm512_loadu_ps(wr + j * K + 16 * v);
+#pragma GCC unroll 32
+      for (int a = 0; a < PB * KZ; ++a)
+        acc[a] = _mm512_fmadd_ps(_mm512_set1_ps(xr[j + (a / KZ) * C]), wv[a % KZ], acc[a]);
+    }
+  }
+  float* out = y + (static_cast<size_t>(p) * g.Q + q0) * K;
+#pragma GCC unroll 32
+  for (int a = 0; a < PB * KZ; ++a) _mm512_storeu_ps(out + 16 * a, acc[a]);
+}
+
+// data_block with KZ 512-bit vectors per K; the K lanes are added as the AVX2 code adds its 256-bit vectors (low
+// half, high half, in order), then reduced by lane_sums.
+template <int CB, int KZ>
+CNN_AVX512 void data_block512(const ConvDesc& d, const Geo& g, const float* dy, const float* wt, int ih, int iw,
+                              int c0, float* out) {
+  constexpr int K = 16 * KZ;
+  __m512 acc[CB][KZ];
+#pragma GCC unroll 16
+  for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < KZ; ++v) acc[i][v] = _mm512_setzero_ps();
+  const int S = g.S, Q = g.Q, C = g.C;
+  const int r_lo = std::max(0, ih + d.pad_h - g.P + 1), r_hi = std::min(g.R, ih + d.pad_h + 1);
+  const int s_lo = std::max(0, iw + d.pad_w - Q + 1), s_hi = std::min(S, iw + d.pad_w + 1);
+  for (int r = r_lo; r < r_hi; ++r) {
+    const float* __restrict dv = dy + (static_cast<size_t>(ih + d.pad_h - r) * Q + (iw + d.pad_w - s_lo)) * K;
+    const float* __restrict wp = wt + ((static_cast<size_t>(r) * S + s_lo) * C + c0) * K;
+    for (int s = s_lo; s < s_hi; ++s, dv -= K, wp += C * K) {
+      __m512 dd[KZ];
+#pragma GCC unroll 2
+      for (int v = 0; v < KZ; ++v) dd[v] = _mm512_loadu_ps(dv + 16 * v);
+#pragma GCC unroll 16
+      for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < KZ; ++v)
+          acc[i][v] = _mm512_fmadd_ps(dd[v], _mm512_loadu_ps(wp + i * K + 16 * v), acc[i][v]);
+    }
+  }
+  // Each vector's halves through memory (GCC 12's 512 -> 256-bit casts and extracts warn of an undefined operand).
+  __m256 per_channel[CB];
+#pragma GCC unroll 16
+  for (int i = 0; i < CB; ++i) {
+    alignas(64) float lanes[KZ][16];
+#pragma GCC unroll 2
+    for (int v = 0; v < KZ; ++v) _mm512_store_ps(lanes[v], acc[i][v]);
+    per_channel[i] = _mm256_add_ps(_mm256_load_ps(lanes[0]), _mm256_load_ps(lanes[0] + 8));
+    for (int v = 1; v < KZ; ++v) {
+      per_channel[i] = _mm256_add_ps(per_channel[i], _mm256_load_ps(lanes[v]));
+      per_channel[i] = _mm256_add_ps(per_channel[i], _mm256_load_ps(lanes[v] + 8));
+    }
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, lane_sums(per_channel, CB));
+  std::memcpy(out, sums, sizeof(float) * CB);
+}
+
 using ForwardFn = void (*)(const Geo&, const float*, const float*, const float*, int, int, float*);
 using FilterFn = void (*)(const Geo&, const float*, const float*, int, float*);
 using DataFn = void (*)(const ConvDesc&, const Geo&, const float*, const float*, int, int, int, float*);
@@ -193,6 +314,18 @@ template <int B, int KV>
 struct DataKernel {
   static constexpr DataFn fn = &data_block<B, KV>;
 };
+template <int B, int KZ>
+struct Forward512 {
+  static constexpr ForwardFn fn = &forward_block512<B, KZ>;
+};
+template <int B, int KZ>
+struct Filter512 {
+  static constexpr FilterFn fn = &filter_block512<B, KZ>;
+};
+template <int B, int KZ>
+struct Data512 {
+  static constexpr DataFn fn = &data_block512<B, KZ>;
+};
 template <template <int, int> class Kernel, int KV, int... I>
 auto pick(int block, std::integer_sequence<int, I...>) {
   static constexpr decltype(Kernel<1, KV>::fn) table[] = {Kernel<I + 1, KV>::fn...};
@@ -207,6 +340,14 @@ auto kernel_for(int kv, int block) {
     default: return pick<Kernel, 4>(block, std::make_integer_sequence<int, block_of(4)>{});
   }
 }
+// The AVX-512 instantiations by block (1..block512_of(KZ)) and KZ (1, 2).
+template <template <int, int> class Kernel, bool kForward>
+auto kernel512_for(int kz, int block) {
+  if (kz == 1) return pick<Kernel, 1>(block, std::make_integer_sequence<int, block512_of(1, kForward)>{});
+  return pick<Kernel, 2>(block, std::make_integer_sequence<int, block512_of(2, kForward)>{});
+}
+// Whether a K-output-channel convolution runs on the AVX-512 code: K = 16 or 32 and avx512_kernels_enabled().
+bool use512(const Geo& g) { return g.K % 16 == 0 && avx512_kernels_enabled(); }
 
 }  // namespace
 
@@ -224,13 +365,17 @@ void small_channel_conv_forward(int threads, const ConvDesc& d, const float* x, 
   if (b) std::copy(b, b + g.K, bias_buf.begin());
   const float *wf = rsck_filters(g, w, wf_buf), *bias = bias_buf.data();
   const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(g.P) * g.Q * g.K;
-  const int block = block_of(g.KV);
+  const bool z = use512(g);
+  const int block = z ? block512_of(g.K / 16, true) : block_of(g.KV);
   parallel_for(threads, d.n * out * g.R * g.S * g.C, d.n, [&](long long n) {
     static thread_local std::vector<float> pad_buf;
     const float* xp = padded_image(d, g, x + n * in, pad_buf);
     for (int p = 0; p < g.P; ++p)
-      for (int q0 = 0; q0 < g.Q; q0 += block)
-        kernel_for<ForwardKernel>(g.KV, std::min(block, g.Q - q0))(g, xp, wf, bias, p, q0, y + n * out);
+      for (int q0 = 0; q0 < g.Q; q0 += block) {
+        const int nb = std::min(block, g.Q - q0);
+        (z ? kernel512_for<Forward512, true>(g.K / 16, nb) : kernel_for<ForwardKernel>(g.KV, nb))(
+            g, xp, wf, bias, p, q0, y + n * out);
+      }
   });
 }
 
@@ -243,15 +388,19 @@ void small_channel_conv_backward_filter(int threads, const ConvDesc& d, const fl
   parts_buf.assign(static_cast<size_t>(chunks) * slot, 0.f);
   float* const parts = parts_buf.data();  // workers reach it through this pointer, not their own thread_local
   const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(g.P) * g.Q * g.K;
-  const int block = block_of(g.KV);
+  const bool z = use512(g);
+  const int block = z ? block512_of(g.K / 16, false) : block_of(g.KV);
   parallel_for(threads, d.n * out * g.R * g.S * g.C, chunks, [&](long long c) {
     static thread_local std::vector<float> pad_buf;
     float* part = parts + c * slot;
     for (long long n = c * kChunk; n < std::min<long long>(d.n, (c + 1) * kChunk); ++n) {
       const float* xp = padded_image(d, g, x + n * in, pad_buf);
       const float* dyn = dy + n * out;
-      for (int c0 = 0; c0 < g.C; c0 += block)
-        kernel_for<FilterKernel>(g.KV, std::min(block, g.C - c0))(g, xp, dyn, c0, part);
+      for (int c0 = 0; c0 < g.C; c0 += block) {
+        const int nb = std::min(block, g.C - c0);
+        (z ? kernel512_for<Filter512, false>(g.K / 16, nb) : kernel_for<FilterKernel>(g.KV, nb))(g, xp, dyn, c0,
+                                                                                                  part);
+      }
       if (!db) continue;
       for (size_t i = 0; i < out; i += g.K)
         for (int k = 0; k < g.K; ++k) part[taps + k] += dyn[i + k];
@@ -277,12 +426,14 @@ void small_channel_conv_backward_data(int threads, const ConvDesc& d, const floa
   static thread_local std::vector<float> wt_buf;  // the caller's thread
   const float* wt = rsck_filters(g, w, wt_buf);
   const size_t in = static_cast<size_t>(d.h) * d.w * d.c, out = static_cast<size_t>(g.P) * g.Q * g.K;
-  const int block = block_of(g.KV);
+  const bool z = use512(g);
+  const int block = z ? block512_of(g.K / 16, false) : block_of(g.KV);
   parallel_for(threads, d.n * out * g.R * g.S * g.C, d.n, [&](long long n) {
     const float* dyn = dy + n * out;
     float* dxn = dx + n * in;
     for (int c0 = 0; c0 < g.C; c0 += block) {
-      const DataFn fn = kernel_for<DataKernel>(g.KV, std::min(block, g.C - c0));
+      const int nb = std::min(block, g.C - c0);
+      const DataFn fn = z ? kernel512_for<Data512, false>(g.K / 16, nb) : kernel_for<DataKernel>(g.KV, nb);
       for (int ih = 0; ih < d.h; ++ih)
         for (int iw = 0; iw < d.w; ++iw)
           fn(d, g, dyn, wt, ih, iw, c0, dxn + (static_cast<size_t>(ih) * d.w + iw) * g.C + c0);

@@ -1,6 +1,6 @@
 // AVX-512 tile work of the Winograd F(4x4, 3x3) kernels at 16, 32 and 64 channels (kernels/cpu/winograd16_avx512.h).
 // The file is compiled for x86-64-v3 like the rest of the program; only the functions marked CNN_AVX512 (a target
-// attribute) contain AVX-512 instructions, and they run only where wino16_avx512_enabled() says so. Inline and
+// attribute) contain AVX-512 instructions, and they run only where avx512_kernels_enabled() says so. Inline and
 // template code they call is instantiated for the file's own target and inlined into them, so no AVX-512 copy of
 // shared code can stand in for the x86-64-v3 one elsewhere (which -mavx512f on the whole file would risk).
 // The transforms are the AVX2 code's (winograd16_conv.cpp), operation for operation.
@@ -22,7 +22,7 @@ namespace cnn {
 
 #ifndef CNN_WINO16_AVX512
 
-bool wino16_avx512_enabled() { return false; }
+bool avx512_kernels_enabled() { return false; }
 bool wino16_avx512_takes(int) { return false; }
 void wino16_avx512_tiles(int, int, int, const float*, const float*, const float*, bool, long long, long long, float*) {
   raise(kExitFailure, "internal: the AVX-512 Winograd kernels need an x86-64 GCC build");
@@ -301,7 +301,7 @@ bool cpu_has_avx512f() {
 }  // namespace
 
 // The switch is read at each call (a few per convolution), so tests can compare both paths in one process.
-bool wino16_avx512_enabled() {
+bool avx512_kernels_enabled() {
   static const bool cpu = cpu_has_avx512f();
   if (!cpu) return false;
   const char* e = std::getenv("CNNTRAIN_AVX512_KERNELS");

@@ -10,9 +10,10 @@
 
 namespace cnn {
 
-// Whether winograd16_conv.cpp calls the functions below: the CPU and the OS support AVX-512F and
-// CNNTRAIN_AVX512_KERNELS is not 0 (docs/environment.md; read at each call).
-bool wino16_avx512_enabled();
+// Whether cnntrain's AVX-512 kernels run: the CPU and the OS support AVX-512F and CNNTRAIN_AVX512_KERNELS is not 0
+// (docs/environment.md; read at each call). winograd16_conv.cpp calls the functions below then, and
+// small_channel_conv.cpp its AVX-512 code.
+bool avx512_kernels_enabled();
 // The channel counts they take: 16, 32 and 64 (C -> C).
 bool wino16_avx512_takes(int c);
 

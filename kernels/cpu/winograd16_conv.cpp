@@ -277,7 +277,7 @@ void run(int threads, const Geom& g, const float* x, const float* u, const float
   const size_t image = static_cast<size_t>(g.h) * g.w * C;
   if (static_cast<size_t>(g.n) * image < min_parallel_elements()) threads = 1;
   threads = static_cast<int>(std::min<long long>(std::max(threads, 1), blocks));
-  const bool avx512 = wino16_avx512_takes(C) && wino16_avx512_enabled();  // the same bits (winograd16_avx512.h)
+  const bool avx512 = wino16_avx512_takes(C) && avx512_kernels_enabled();  // the same bits (winograd16_avx512.h)
   auto work = [&](int id, int nt) {
     if (avx512)
       return wino16_avx512_tiles(C, g.h, g.w, x, u, bias, add, blocks * id / nt * kBlock,
@@ -445,7 +445,7 @@ void backward_filter_c(int threads, const ConvDesc& d, const float* x, const flo
   parts_buf.resize(static_cast<size_t>(chunks) * kPart);
   float* const parts = parts_buf.data();  // workers reach it through this pointer, not their own thread_local
   const size_t work = static_cast<size_t>(d.n) * d.h * d.w * C;
-  const bool avx512 = wino16_avx512_takes(C) && wino16_avx512_enabled();
+  const bool avx512 = wino16_avx512_takes(C) && avx512_kernels_enabled();
   parallel_for(threads, work, chunks, [&](long long q) {
     const int n0 = static_cast<int>(q) * kChunk, n1 = std::min(d.n, n0 + kChunk);
     if (avx512) return wino16_avx512_filter_chunk(C, d.h, d.w, x, dy, n0, n1, parts + q * kPart);

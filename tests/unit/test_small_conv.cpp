@@ -1,16 +1,18 @@
 // The fast CPU backend's own kernels for convolutions with few channels: one input channel
 // (kernels/cpu/single_channel_conv.h) against the reference kernels over every lane pattern they take
 // (K / gcd(K, 8) = 1..4), odd widths (rows that end inside a vector), padding and tap sizes, bias on and off;
-// 2-8 input channels (kernels/cpu/small_channel_conv.h) over their register blocks; the same
-// bits for any thread count; and DnnlOps routes exactly the shapes they take to them, unless
+// 2-8 input channels (kernels/cpu/small_channel_conv.h) over their register blocks, their AVX-512 code against the
+// AVX2 code bit for bit; the same bits for any thread count; and DnnlOps routes exactly the shapes they take to them, unless
 // CNNTRAIN_SMALL_CONV=0.
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "kernels/conv2d.h"
 #include "kernels/cpu/dnnl_ops.h"
 #include "kernels/cpu/single_channel_conv.h"
 #include "kernels/cpu/small_channel_conv.h"
+#include "kernels/cpu/winograd16_avx512.h"
 #include "tests/common/test_util.h"
 
 namespace cnn {
@@ -124,6 +126,60 @@ TEST(SmallChannelConv, SameBitsForAnyThreadCount) {
     EXPECT_EQ(dw, dw1) << threads << " threads";
     EXPECT_EQ(db, db1) << threads << " threads";
   }
+}
+
+// With 16 or 32 output channels, on CPUs with AVX-512F, the kernels run their AVX-512 code (one or two 512-bit
+// vectors per pixel): the same bits as the AVX2 code (CNNTRAIN_AVX512_KERNELS=0) in all three passes, over every
+// input-channel block (C 2-8), forward blocks of 16 and 12 pixels with a partial last one (Q 37 and 29), padding.
+TEST(SmallChannelConv, Avx512SameBitsAsAvx2) {
+  const test::ScopedEnv on("CNNTRAIN_AVX512_KERNELS", nullptr);
+  if (!avx512_kernels_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
+  std::vector<ConvDesc> cases = {few(2, 20, 37, 3, 16, 3, 3, 1, 1), few(3, 9, 29, 7, 32, 3, 3, 1, 1),
+                                 few(2, 6, 5, 2, 32, 2, 3, 0, 1),   few(1, 4, 4, 5, 16, 5, 5, 2, 2)};
+  for (const ConvDesc& d : few_shapes())
+    if (d.k % 16 == 0) cases.push_back(d);
+  struct Out {
+    std::vector<float> y, yb, dx, dw, db;
+  };
+  const auto run = [](const ConvDesc& d, int threads, const std::vector<float>& x, const std::vector<float>& w,
+                      const std::vector<float>& b, const std::vector<float>& dy) {
+    Out o{std::vector<float>(out_size(d), 7.f), std::vector<float>(out_size(d), 7.f),
+          std::vector<float>(in_size(d), 7.f), std::vector<float>(filter_size(d), 0.5f), std::vector<float>(d.k, 1.f)};
+    small_channel_conv_forward(threads, d, x.data(), w.data(), nullptr, o.y.data());
+    small_channel_conv_forward(threads, d, x.data(), w.data(), b.data(), o.yb.data());
+    small_channel_conv_backward_data(threads, d, dy.data(), w.data(), o.dx.data());
+    small_channel_conv_backward_filter(threads, d, x.data(), dy.data(), o.dw.data(), o.db.data());
+    return o;
+  };
+  int checked = 0;
+  for (const ConvDesc& d : cases) {
+    ASSERT_TRUE(small_channel_ok(d)) << d.c << "->" << d.k;
+    const auto x = random_vec(in_size(d), 31), w = random_vec(filter_size(d), 32), b = random_vec(d.k, 33);
+    const auto dy = random_vec(out_size(d), 34);
+    for (int threads : {1, 2}) {
+      const Out fast = run(d, threads, x, w, b, dy);
+      Out avx2;
+      {
+        const test::ScopedEnv off("CNNTRAIN_AVX512_KERNELS", "0");
+        ASSERT_FALSE(avx512_kernels_enabled());
+        avx2 = run(d, threads, x, w, b, dy);
+      }
+      const std::string at = std::to_string(d.c) + " -> " + std::to_string(d.k) + ", " + std::to_string(d.h) + "x" +
+                             std::to_string(d.w) + ", " + std::to_string(threads) + " threads";
+      EXPECT_TRUE(fast.y == avx2.y) << "forward, " << at;
+      EXPECT_TRUE(fast.yb == avx2.yb) << "forward with bias, " << at;
+      EXPECT_TRUE(fast.dx == avx2.dx) << "backward-data, " << at;
+      EXPECT_TRUE(fast.dw == avx2.dw) << "backward-weights, " << at;
+      EXPECT_TRUE(fast.db == avx2.db) << "bias gradient, " << at;
+      // Not vacuous: every pass wrote its output.
+      EXPECT_NE(fast.y.back(), 7.f);
+      EXPECT_NE(fast.dx.back(), 7.f);
+      EXPECT_FALSE(fast.y == fast.yb);
+      EXPECT_NE(fast.dw[0], 0.5f);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 2 * 9);
 }
 
 TEST(SingleChannelConv, SameBitsForAnyThreadCount) {
