@@ -252,8 +252,36 @@ CNN_AVX512 void forward_block512(const Geo& g, const float* xp, const float* wf,
   for (int a = 0; a < PB * KZ; ++a) _mm512_storeu_ps(out + 16 * a, acc[a]);
 }
 
-// data_block with KZ 512-bit vectors per K; the K lanes are added as the AVX2 code adds its 256-bit vectors (low
-// half, high half, in order), then reduced by lane_sums.
+// The halves of a 512-bit vector. GCC 12's intrinsics for them pass an undefined vector as the unused merge operand
+// and warn that it is uninitialised (GCC bug 105593, fixed in 13); nothing reads it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+CNN_AVX512 inline __m256 low_half(__m512 a) { return _mm512_castps512_ps256(a); }
+CNN_AVX512 inline __m256 high_half(__m512 a) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+}
+#pragma GCC diagnostic pop
+
+// out[0 .. CB - 1] = the sums of each channel's KZ vectors' lanes, added as the AVX2 code adds its 256-bit vectors
+// (low half, high half, in order) and then reduced by lane_sums.
+template <int CB, int KZ>
+CNN_AVX512 void store_lane_sums(const __m512 (&acc)[CB][KZ], float* out) {
+  __m256 per_channel[CB];
+#pragma GCC unroll 16
+  for (int i = 0; i < CB; ++i) {
+    per_channel[i] = _mm256_add_ps(low_half(acc[i][0]), high_half(acc[i][0]));
+    for (int v = 1; v < KZ; ++v) {
+      per_channel[i] = _mm256_add_ps(per_channel[i], low_half(acc[i][v]));
+      per_channel[i] = _mm256_add_ps(per_channel[i], high_half(acc[i][v]));
+    }
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, lane_sums(per_channel, CB));
+  std::memcpy(out, sums, sizeof(float) * CB);
+}
+
+// data_block with KZ 512-bit vectors per K (the lanes reduced as the AVX2 code reduces them: store_lane_sums).
 template <int CB, int KZ>
 CNN_AVX512 void data_block512(const ConvDesc& d, const Geo& g, const float* dy, const float* wt, int ih, int iw,
                               int c0, float* out) {
@@ -280,22 +308,59 @@ CNN_AVX512 void data_block512(const ConvDesc& d, const Geo& g, const float* dy, 
           acc[i][v] = _mm512_fmadd_ps(dd[v], _mm512_loadu_ps(wp + i * K + 16 * v), acc[i][v]);
     }
   }
-  // Each vector's halves through memory (GCC 12's 512 -> 256-bit casts and extracts warn of an undefined operand).
-  __m256 per_channel[CB];
+  store_lane_sums<CB, KZ>(acc, out);
+}
+
+// data_block512 for two neighbouring input pixels (ih, iw) and (ih, iw + 1), written to out and out + C: their
+// taps meet the same dy pixels (tap s of the first where the second has tap s + 1), so each dy vector loaded
+// feeds both pixels' sums, and twice the independent FMA chains hide the FMA latency that one pixel's CB * KZ
+// sums leave exposed. Each pixel's sums take its taps in the order data_block512 takes them (same bits).
+template <int CB, int KZ>
+CNN_AVX512 void data_pair512(const ConvDesc& d, const Geo& g, const float* dy, const float* wt, int ih, int iw,
+                             int c0, float* out) {
+  constexpr int K = 16 * KZ;
+  __m512 a0[CB][KZ], a1[CB][KZ];
 #pragma GCC unroll 16
-  for (int i = 0; i < CB; ++i) {
-    alignas(64) float lanes[KZ][16];
+  for (int i = 0; i < CB; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < KZ; ++v) _mm512_store_ps(lanes[v], acc[i][v]);
-    per_channel[i] = _mm256_add_ps(_mm256_load_ps(lanes[0]), _mm256_load_ps(lanes[0] + 8));
-    for (int v = 1; v < KZ; ++v) {
-      per_channel[i] = _mm256_add_ps(per_channel[i], _mm256_load_ps(lanes[v]));
-      per_channel[i] = _mm256_add_ps(per_channel[i], _mm256_load_ps(lanes[v] + 8));
+    for (int v = 0; v < KZ; ++v) a0[i][v] = a1[i][v] = _mm512_setzero_ps();
+  const int S = g.S, Q = g.Q, C = g.C;
+  const int r_lo = std::max(0, ih + d.pad_h - g.P + 1), r_hi = std::min(g.R, ih + d.pad_h + 1);
+  // dy column j is tap s = iw + pad_w - j of the first pixel and tap s + 1 of the second; from the second's tap 0
+  // (j_top) down to the first's tap S - 1 (j_bot), both pixels' taps where both lie inside dy.
+  const int j_top = iw + d.pad_w + 1, j_bot = iw + d.pad_w - S + 1;
+  const int hi = std::min(j_top - 1, Q - 1), lo = std::max(j_bot + 1, 0);
+  const auto fma_tap = [](__m512(&acc)[CB][KZ], const __m512* dd, const float* w) CNN_AVX512 {
+#pragma GCC unroll 16
+    for (int i = 0; i < CB; ++i)
+#pragma GCC unroll 2
+      for (int v = 0; v < KZ; ++v) acc[i][v] = _mm512_fmadd_ps(dd[v], _mm512_loadu_ps(w + i * K + 16 * v), acc[i][v]);
+  };
+  const auto load_dy = [](__m512* dd, const float* p) CNN_AVX512 {
+#pragma GCC unroll 2
+    for (int v = 0; v < KZ; ++v) dd[v] = _mm512_loadu_ps(p + 16 * v);
+  };
+  for (int r = r_lo; r < r_hi; ++r) {
+    const float* __restrict dyr = dy + static_cast<size_t>(ih + d.pad_h - r) * Q * K;
+    const float* __restrict wr = wt + (static_cast<size_t>(r) * S * C + c0) * K;  // tap s at wr + s * C * K
+    __m512 dd[KZ];
+    if (j_top <= Q - 1) {
+      load_dy(dd, dyr + static_cast<size_t>(j_top) * K);
+      fma_tap(a1, dd, wr);
+    }
+    for (int j = hi; j >= lo; --j) {
+      load_dy(dd, dyr + static_cast<size_t>(j) * K);
+      const float* w0 = wr + static_cast<size_t>(iw + d.pad_w - j) * C * K;
+      fma_tap(a0, dd, w0);
+      fma_tap(a1, dd, w0 + C * K);
+    }
+    if (j_bot >= 0) {
+      load_dy(dd, dyr + static_cast<size_t>(j_bot) * K);
+      fma_tap(a0, dd, wr + static_cast<size_t>(S - 1) * C * K);
     }
   }
-  alignas(32) float sums[8];
-  _mm256_store_ps(sums, lane_sums(per_channel, CB));
-  std::memcpy(out, sums, sizeof(float) * CB);
+  store_lane_sums<CB, KZ>(a0, out);
+  store_lane_sums<CB, KZ>(a1, out + C);
 }
 
 using ForwardFn = void (*)(const Geo&, const float*, const float*, const float*, int, int, float*);
@@ -325,6 +390,10 @@ struct Filter512 {
 template <int B, int KZ>
 struct Data512 {
   static constexpr DataFn fn = &data_block512<B, KZ>;
+};
+template <int B, int KZ>
+struct DataPair512 {
+  static constexpr DataFn fn = &data_pair512<B, KZ>;
 };
 template <template <int, int> class Kernel, int KV, int... I>
 auto pick(int block, std::integer_sequence<int, I...>) {
@@ -434,9 +503,11 @@ void small_channel_conv_backward_data(int threads, const ConvDesc& d, const floa
     for (int c0 = 0; c0 < g.C; c0 += block) {
       const int nb = std::min(block, g.C - c0);
       const DataFn fn = z ? kernel512_for<Data512, false>(g.K / 16, nb) : kernel_for<DataKernel>(g.KV, nb);
+      const DataFn pair = z ? kernel512_for<DataPair512, false>(g.K / 16, nb) : nullptr;  // two pixels a call
       for (int ih = 0; ih < d.h; ++ih)
-        for (int iw = 0; iw < d.w; ++iw)
-          fn(d, g, dyn, wt, ih, iw, c0, dxn + (static_cast<size_t>(ih) * d.w + iw) * g.C + c0);
+        for (int iw = 0; iw < d.w; iw += pair && iw + 1 < d.w ? 2 : 1)
+          (pair && iw + 1 < d.w ? pair : fn)(d, g, dyn, wt, ih, iw, c0,
+                                            dxn + (static_cast<size_t>(ih) * d.w + iw) * g.C + c0);
     }
   });
 }
