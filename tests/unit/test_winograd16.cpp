@@ -271,7 +271,7 @@ TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
       std::vector<float> want_dw(filters, 0.f);
       conv2d_backward_filter_cpu(d, x.data(), dy.data(), want_dw.data(), nullptr);
       expect_close(dw, want_dw, "dw through DnnlOps", d, static_cast<double>(d.n) * d.h * d.w);
-      const bool own = (!onednn_winograd || (c <= 64 && wino16_avx512_enabled())) && !*off;
+      const bool own = (!onednn_winograd || (c <= 64 && avx512_kernels_enabled())) && !*off;
       EXPECT_EQ(ops.small_conv_runs(), own ? 3u : 0u) << c << " channels, off: " << off;
     }
   }
@@ -284,7 +284,7 @@ TEST(WinogradWide, DnnlOpsRoutesThemBelowAvx512) {
 // From AVX-512 on, the 32- and 64-channel cases (cnntrain's AVX-512 code), not 128 (oneDNN's Winograd).
 TEST(WinogradWide, FewPixelsTakeTheDirectKernels) {
   const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
-  if (avx512 && !wino16_avx512_enabled())
+  if (avx512 && !avx512_kernels_enabled())
     GTEST_SKIP() << "from AVX-512 on oneDNN runs its own Winograd kernels (CNNTRAIN_AVX512_KERNELS=0)";
   int checked = 0;
   const struct {

@@ -38,7 +38,7 @@ Outputs run_all(int threads, const ConvDesc& d, const std::vector<float>& x, con
 
 TEST(Winograd16Avx512, SameBitsAsAvx2) {
   const test::ScopedEnv on("CNNTRAIN_AVX512_KERNELS", nullptr);
-  if (!wino16_avx512_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
+  if (!avx512_kernels_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
   int checked = 0;
   // 16 channels over many map shapes; 32 and 64 (ResNet-20's later stages) over a few, with 16x16 and 8x8 maps.
   std::vector<std::array<int, 4>> cases = {{16, 2, 32, 32}, {16, 3, 7, 9},  {16, 1, 1, 1},  {16, 2, 2, 3},
@@ -58,7 +58,7 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
       Outputs avx2;
       {
         const test::ScopedEnv off("CNNTRAIN_AVX512_KERNELS", "0");
-        ASSERT_FALSE(wino16_avx512_enabled());
+        ASSERT_FALSE(avx512_kernels_enabled());
         avx2 = run_all(threads, d, x, wt, b, dy);
       }
       const std::string at = std::to_string(c) + " channels, " + std::to_string(n) + "x" + std::to_string(h) + "x" +
@@ -85,7 +85,7 @@ TEST(Winograd16Avx512, SameBitsAsAvx2) {
 // from AVX-512 on); 128 channels stay with oneDNN either way.
 TEST(Winograd16Avx512, DnnlOpsRoutesThem) {
   const test::ScopedEnv on("CNNTRAIN_AVX512_KERNELS", nullptr);
-  if (!wino16_avx512_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
+  if (!avx512_kernels_enabled()) GTEST_SKIP() << "this CPU lacks AVX-512F: only the AVX2 code can run here";
   for (int c : {32, 64, 128}) {
     ConvDesc d;
     d.n = 128, d.h = d.w = 8, d.c = d.k = c, d.r = d.s = 3, d.pad_h = d.pad_w = 1;  // 8192 pixels
