@@ -4,7 +4,9 @@
 // the same FMAs in the same order as in the AVX2 code, and backward-data reduces the lanes through the same
 // 256-bit steps, so the results have the same bits (tests/unit/test_small_channel_conv.cpp). Only the functions
 // marked CNN_AVX512 (a target attribute) contain AVX-512 instructions, and they run only where
-// avx512_kernels_enabled() says so (CNNTRAIN_AVX512_KERNELS=0: the AVX2 code), as in winograd16_avx512.cpp.
+// avx512_kernels_enabled() says so (CNNTRAIN_AVX512_KERNELS=0: the AVX2 code), as in winograd16_avx512.cpp. They
+// repeat the AVX2 kernels' loops with 512-bit types rather than share a template over the vector type: the AVX-512
+// instantiations would need the target attribute on code the AVX2 build also compiles.
 // The loops over a register block's accumulators carry `#pragma GCC unroll`: left to -O3's late unrolling, g++
 // keeps such __m256 arrays in memory and stores every accumulator at every FMA (half speed, LeNet-5's conv2).
 #include "kernels/cpu/small_channel_conv.h"
