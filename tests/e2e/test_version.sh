@@ -13,7 +13,8 @@ got=$("$BUILD/cnntrain" --version)
 [ "$(cat "$BUILD/git_version" 2>/dev/null)" = "$desc" ] || fail "$BUILD/git_version does not hold '$desc'"
 echo "ok: --version: $got"
 "$BUILD/cnntrain" --model fmnist_cnn --data.synthetic 64x28x28x1:10 --data.test "" --train.batch 32 \
-  --train.max_steps 1 --run-dir "$T/run" --log.tensorboard false > "$T/run.log" 2>&1 || { cat "$T/run.log"; fail "run"; }
+  --train.max_steps 1 --run-dir "$T/run" --log.tensorboard false > "$T/run.log" 2>&1 ||
+  { cat "$T/run.log"; fail "run"; }
 [ "$(json_field "$T/run/metrics.jsonl" start version)" = "$want" ] || fail "metrics.jsonl's start event: version \
 '$(json_field "$T/run/metrics.jsonl" start version)', want '$want'"
 grep -qF "$want" "$T/run.log" || fail "the log does not name the version '$want'"

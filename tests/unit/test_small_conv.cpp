@@ -2,8 +2,8 @@
 // (kernels/cpu/single_channel_conv.h) against the reference kernels over every lane pattern they take
 // (K / gcd(K, 8) = 1..4), odd widths (rows that end inside a vector), padding and tap sizes, bias on and off;
 // 2-8 input channels (kernels/cpu/small_channel_conv.h) over their register blocks, their AVX-512 code against the
-// AVX2 code bit for bit; the same bits for any thread count; and DnnlOps routes exactly the shapes they take to them, unless
-// CNNTRAIN_SMALL_CONV=0.
+// AVX2 code bit for bit; the same bits for any thread count; and DnnlOps routes exactly the shapes they take to
+// them, unless CNNTRAIN_SMALL_CONV=0.
 #include <cmath>
 #include <cstdlib>
 #include <string>
