@@ -74,9 +74,10 @@ TEST_RUNS ?=
 
 include $(sort $(wildcard */*.mk */*/*.mk))
 
-# The version string (`cnntrain --version`, run.json, metrics.jsonl) names the commit the binary was built from:
-# $(BUILD)/git_version holds `git describe` and is rewritten, rebuilding config.o, only when that changes (a new
-# commit, or the tree turning dirty or clean). tests/e2e/test_version.sh checks it.
+# The version string (`cnntrain --version`, the log, metrics.jsonl's start event, checkpoints, exported ONNX files)
+# names the commit the binary was built from: $(BUILD)/git_version holds `git describe` and is rewritten, rebuilding
+# config.o, only when that changes (a new commit, or the tree turning dirty or clean). tests/e2e/test_version.sh
+# checks it.
 GIT_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(BUILD)/obj/src/train/config.o: EXTRA_CPPFLAGS += -DCNN_GIT_VERSION='"$(GIT_VERSION)"'
 $(BUILD)/obj/src/train/config.o: $(BUILD)/git_version

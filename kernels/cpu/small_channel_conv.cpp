@@ -2,7 +2,7 @@
 // channels (LeNet-5's conv2): there a pixel's K sums are one or two 512-bit registers instead of two or four 256-bit
 // ones, so each broadcast input and each loaded filter or gradient vector feeds twice the lanes. Every lane does
 // the same FMAs in the same order as in the AVX2 code, and backward-data reduces the lanes through the same
-// 256-bit steps, so the results have the same bits (tests/unit/test_small_channel_conv.cpp). Only the functions
+// 256-bit steps, so the results have the same bits (tests/unit/test_small_conv.cpp). Only the functions
 // marked CNN_AVX512 (a target attribute) contain AVX-512 instructions, and they run only where
 // avx512_kernels_enabled() says so (CNNTRAIN_AVX512_KERNELS=0: the AVX2 code), as in winograd16_avx512.cpp. They
 // repeat the AVX2 kernels' loops with 512-bit types rather than share a template over the vector type: the AVX-512
