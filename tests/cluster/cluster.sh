@@ -139,7 +139,7 @@ cmd_start() {
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null ||
     die "Slurm is not installed; run: apt-get install --no-install-recommends slurmctld slurmd slurm-client munge"
   [[ $(id -u) == 0 ]] || die "must run as root (network namespaces; slurmd launches jobs as their user)"
-  ip netns list | grep -q "^$NS-" && die "namespaces $NS-* exist already (another cluster, or a crashed run: " \
+  grep -q "^$NS-" <<<"$(ip netns list)" && die "namespaces $NS-* exist already (another cluster, or a crashed run: " \
     "CNNTRAIN_CLUSTER_DIR=$DIR $0 stop)"
   write_conf
   # iproute2 makes /run/netns a mount point at its first `ip netns add`; stop undoes that if it was us.

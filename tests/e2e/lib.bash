@@ -21,6 +21,10 @@ e2e_cleanup() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# cmd | matches PATTERN: grep -q that reads all of its input. `cmd | grep -q` fails at random under pipefail:
+# grep -q exits at its first match, cmd's next write dies of SIGPIPE (141) and that becomes the pipeline's status.
+matches() { local rc=1; grep -q "$@" && rc=0; cat >/dev/null; return "$rc"; }
+
 # expect_exit CODE NEEDLE -- command...: runs the command (60 s cap, so a hang fails), checks the exit code
 # and that stderr+stdout mention NEEDLE.
 expect_exit() {

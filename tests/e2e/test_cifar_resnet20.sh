@@ -21,7 +21,7 @@ make(f"{d}/test_batch.bin", 64)
 PY
 "$BUILD/cnntrain-data" convert-cifar --input "$T/data_batch_1.bin,$T/data_batch_2.bin" --out "$T/train.h5"
 "$BUILD/cnntrain-data" convert-cifar --input "$T/test_batch.bin" --out "$T/test.h5" --stats-from "$T/train.h5"
-"$BUILD/cnntrain-data" inspect "$T/train.h5" | grep -q "256 samples of 32x32x3" || fail "converted train set"
+"$BUILD/cnntrain-data" inspect "$T/train.h5" | matches "256 samples of 32x32x3" || fail "converted train set"
 
 CN=("${MPIRUN[@]}" 2 "$BUILD/cnntrain" --config jobs/cifar10_resnet20.ini --data.train "$T/train.h5"
     --data.test "$T/test.h5" --train.batch 32 --eval.batch 32)

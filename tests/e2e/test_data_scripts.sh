@@ -37,7 +37,7 @@ with h5py.File(f"{out}/train.h5", "r") as tr, h5py.File(f"{out}/test.h5", "r") a
     assert tr.attrs["mean"] == te.attrs["mean"] and tr.attrs["std"] == te.attrs["std"], "test set's stats"
 PY
 before=$(mtime "$T/fm/train.h5" "$T/fm/test.h5")
-"${FM[@]}" | grep -q "up to date" || fail "a second run converted again"
+"${FM[@]}" | matches "up to date" || fail "a second run converted again"
 [ "$(mtime "$T/fm/train.h5" "$T/fm/test.h5")" = "$before" ] || fail "a second run rewrote the outputs"
 touch "$T/fashion-mnist/t10k-labels-idx1-ubyte.gz"
 "${FM[@]}" >/dev/null 2>&1 || fail "prepare_fashion_mnist.sh after a changed input"
@@ -68,11 +68,11 @@ for name, files in (("train", [f"data_batch_{b}.bin" for b in range(1, 6)]), ("t
 with h5py.File(f"{out}/train.h5", "r") as tr, h5py.File(f"{out}/test.h5", "r") as te:
     assert (tr.attrs["mean"] == te.attrs["mean"]).all() and (tr.attrs["std"] == te.attrs["std"]).all()
 PY
-"$BUILD/cnntrain-data" inspect "$T/c10/train.lmdb" | grep -q "10 samples of 32x32x3" || fail "train.lmdb"
-"$BUILD/cnntrain-data" inspect "$T/c10/test.lmdb" | grep -q "3 samples of 32x32x3" || fail "test.lmdb"
+"$BUILD/cnntrain-data" inspect "$T/c10/train.lmdb" | matches "10 samples of 32x32x3" || fail "train.lmdb"
+"$BUILD/cnntrain-data" inspect "$T/c10/test.lmdb" | matches "3 samples of 32x32x3" || fail "test.lmdb"
 diff <(grep '^mean\|^std' "$T/c10/train.lmdb/cnntrain_meta.txt") \
   <(grep '^mean\|^std' "$T/c10/test.lmdb/cnntrain_meta.txt") || fail "test.lmdb without the training set's stats"
-FORMAT=lmdb "${C10[@]}" | grep -q "up to date" || fail "a second CIFAR-10 run converted again"
+FORMAT=lmdb "${C10[@]}" | matches "up to date" || fail "a second CIFAR-10 run converted again"
 echo "ok: CIFAR-10 binaries to HDF5 (labels, pixels in HWC, class names, stats) and LMDB"
 rm "$T/cifar-10-batches-bin/data_batch_3.bin"
 expect_exit 2 "$T/cifar-10-batches-bin/data_batch_3.bin not found; unpack cifar-10-binary.tar.gz" -- "${C10[@]}"
@@ -99,7 +99,7 @@ val_labels_ok() {
 }
 IM=(bash data/prepare_imagenet_folder.sh "$IN")
 "${IM[@]}" "$T/in" >"$T/in.log" 2>&1 || { cat "$T/in.log"; fail "prepare_imagenet_folder.sh"; }
-"$BUILD/cnntrain-data" inspect "$T/in/train.lmdb" | grep -q "6 samples of .*, 3 classes" || fail "train.lmdb"
+"$BUILD/cnntrain-data" inspect "$T/in/train.lmdb" | matches "6 samples of .*, 3 classes" || fail "train.lmdb"
 val_labels_ok "$T/in/val.lmdb"
 [ "$(ls -A "$T/in" | tr '\n' ' ')" = ".settings train.lmdb val.lmdb " ] || fail "left behind: $(ls -A "$T/in")"
 echo "ok: flat val/ with LOC_val_solution.csv to encoded LMDB, class 2 keeps its label without val images of class 1"
@@ -112,7 +112,7 @@ touch "$IN/LOC_val_solution.csv"
 [ "$(mtime "$T/in/val.lmdb")" != "$val_time" ] || fail "new val labels did not convert the val set again"
 SIZE=8x8 "${IM[@]}" "$T/in" >/dev/null 2>&1 || fail "SIZE=8x8"
 [ "$(mtime "$T/in/train.lmdb")" != "$train_time" ] || fail "another SIZE did not convert the training set again"
-"$BUILD/cnntrain-data" inspect "$T/in/train.lmdb" | grep -q "records: raw" || fail "SIZE=8x8 did not store pixels"
+"$BUILD/cnntrain-data" inspect "$T/in/train.lmdb" | matches "records: raw" || fail "SIZE=8x8 did not store pixels"
 diff <(grep '^mean\|^std' "$T/in/train.lmdb/cnntrain_meta.txt") \
   <(grep '^mean\|^std' "$T/in/val.lmdb/cnntrain_meta.txt") || fail "val.lmdb without the training set's stats"
 val_labels_ok "$T/in/val.lmdb"

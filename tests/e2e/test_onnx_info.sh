@@ -38,9 +38,9 @@ grep -q "Conv 1" <<<"$out" && grep -q "Gemm 1" <<<"$out" || fail "nodes by op ty
 # Conv 4*1*3*3+4 (batch norm folded into it in eval mode), Linear 3*144+3.
 grep -q "^parameters: 475 " <<<"$out" || fail "parameter count (want 475)"
 [ -s "$T/net.onnx.data" ] || fail "the exporter wrote no external data"
-"$D" onnx-info "$T/ok.onnx" | grep -q "Relu 1" || fail "a helper-built model"
+"$D" onnx-info "$T/ok.onnx" | matches "Relu 1" || fail "a helper-built model"
 expect_exit 2 "node 'up' (Resize): op type not supported. Supported: Conv," -- "$D" onnx-info "$T/resize.onnx"
-"$D" onnx-info --any-op "$T/resize.onnx" | grep -q "Resize 1" || fail "--any-op describes an unsupported op"
+"$D" onnx-info --any-op "$T/resize.onnx" | matches "Resize 1" || fail "--any-op describes an unsupported op"
 expect_exit 2 "opset 21 is not supported (opsets 13-20 load)" -- "$D" onnx-info "$T/opset21.onnx"
 expect_exit 2 "node 'a1' (Add): the graph has a cycle" -- "$D" onnx-info "$T/cycle.onnx"
 expect_exit 2 "leaves the model's directory" -- "$D" onnx-info "$T/escape.onnx"

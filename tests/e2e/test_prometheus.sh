@@ -156,6 +156,6 @@ CNNTRAIN_TEST_NVML=$FAKE FAKE_NVML_DEVICES=1 "${MPIRUN[@]}" 2 "$BUILD/cnntrain" 
 grep -q "^GPU figures: NVML every 0.2 s on 1 of 2 ranks (rank 0: Fake NVML GPU 0, index 0)$" "$T/busy.log" &&
   grep -q "^warning: \[rank 1/2 on .*\] GPU figures: none on this rank: nvmlDeviceGetHandleByIndex_v2(1) failed: Invalid Argument$" \
     "$T/busy.log" || fail "rank 1's missing GPU figures are not reported: $(grep GPU "$T/busy.log")"
-grep '"event":"ranks"' "$T/busy/metrics.jsonl" | tail -1 | grep -q '"gpu_util_pct":\[[0-9.]*,null\]' ||
+grep '"event":"ranks"' "$T/busy/metrics.jsonl" | tail -1 | matches '"gpu_util_pct":\[[0-9.]*,null\]' ||
   fail "the ranks event does not show rank 1 without GPU figures"
 echo "ok: a port in use is one warning and the job completes; a rank without GPU figures warns and shows null"

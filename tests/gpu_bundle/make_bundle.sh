@@ -75,7 +75,10 @@ find "$stage/$(rel "$ompi_pkglibdir")" \( -name '*ucx*' -o -name '*ofi*' -o -nam
 libc_dir=$(dirname "$(ldd "$build/cnntrain" | awk '$1 == "libc.so.6" { print $3 }')")
 [[ -f $libc_dir/libc.so.6 && -f $libc_dir/ld-linux-x86-64.so.2 ]] ||
   die "cannot find this machine's glibc (libc.so.6 and ld-linux-x86-64.so.2 beside it) through ldd $build/cnntrain"
-"$libc_dir/ld-linux-x86-64.so.2" --help 2>/dev/null | grep -q -- --argv0 ||
+# (Captured, not piped into grep -q: under pipefail the loader's later writes to a grep that has exited at its
+# match die of SIGPIPE, and the check failed at random on a machine that has --argv0.)
+ld_help=$("$libc_dir/ld-linux-x86-64.so.2" --help 2>/dev/null) || true
+[[ $ld_help == *--argv0* ]] ||
   die "$libc_dir/ld-linux-x86-64.so.2 has no --argv0 (glibc < 2.33): build the bundle on Debian 12 or newer"
 mkdir -p "$stage/lib/glibc" "$stage/lib/cxx"
 for lib in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libutil.so.1 \
@@ -135,7 +138,8 @@ strip --strip-debug "$stage"/libexec/elf/* "$stage"/lib/*.so* "$stage"/lib/cxx/*
 # A library with a DT_RPATH to the build machine's directories would take its dependencies from the machine's
 # older libraries before the loader's --library-path (DT_RUNPATH comes after it and is harmless).
 for f in "$stage"/libexec/elf/* "$stage"/lib/*.so* "$stage"/lib/cxx/*.so*; do
-  ! readelf -d "$f" 2>/dev/null | grep -q '(RPATH)' || die "$f has a DT_RPATH, searched before the bundle's libraries"
+  dynamic=$(readelf -d "$f" 2>/dev/null) || true
+  [[ $dynamic != *'(RPATH)'* ]] || die "$f has a DT_RPATH, searched before the bundle's libraries"
 done
 
 # The CUDA toolkit the plugin was built with (its runtime is linked in statically) and the oldest driver that

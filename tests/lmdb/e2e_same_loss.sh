@@ -8,7 +8,7 @@ done
 # The IDX -> LMDB path of the CLI gives the same records as IDX -> HDF5 -> LMDB.
 "$BUILD/cnntrain-data" convert-idx --format lmdb --images "$FMNIST_IDX/t10k-images-idx3-ubyte.gz" \
   --labels "$FMNIST_IDX/t10k-labels-idx1-ubyte.gz" --out "$E2E_TMP/idx.lmdb" >/dev/null
-"$BUILD/cnntrain-data" inspect "$E2E_TMP/idx.lmdb" | grep -q "10000" || fail "inspect of the IDX LMDB"
+"$BUILD/cnntrain-data" inspect "$E2E_TMP/idx.lmdb" | matches "10000" || fail "inspect of the IDX LMDB"
 "$BUILD/cnntrain-data" convert-lmdb-hdf5 --in "$E2E_TMP/idx.lmdb" --out "$E2E_TMP/back.h5" >/dev/null
 $PY - "$E2E_TMP/back.h5" data/fashion_mnist/test.h5 <<'PY' || fail "IDX -> LMDB -> HDF5 differs from IDX -> HDF5"
 import h5py, numpy as np, sys

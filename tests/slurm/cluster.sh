@@ -121,7 +121,7 @@ cmd_start() {
 
 cmd_stop() {
   [[ -d $DIR ]] || { echo "cluster.sh: nothing at $DIR" >&2; return 0; }
-  local pid name deadline
+  local pid name deadline vars
   # Cancel the jobs while the daemons can still end them (KillWait is 5 s), so that no job process outlives them.
   if live_pid "$DIR/run/slurmctld.pid" slurmctld >/dev/null; then
     local jobs
@@ -158,8 +158,8 @@ cmd_stop() {
   for env in /proc/[0-9]*/environ; do
     pid=${env#/proc/}; pid=${pid%/environ}
     ((pid != $$)) || continue
-    if tr '\0' '\n' 2>/dev/null <"$env" | grep -Fqx "SLURM_CONF=$CONF" &&
-       tr '\0' '\n' 2>/dev/null <"$env" | grep -q '^SLURM_JOB_ID='; then
+    vars=$(tr '\0' '\n' 2>/dev/null <"$env") || continue  # (not piped into grep -q: SIGPIPE under pipefail)
+    if grep -Fqx "SLURM_CONF=$CONF" <<<"$vars" && grep -q '^SLURM_JOB_ID=' <<<"$vars"; then
       echo "cluster.sh: killing leftover job process $pid ($(cat "/proc/$pid/comm" 2>/dev/null))" >&2
       kill -KILL "$pid" 2>/dev/null || true
     fi
