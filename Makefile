@@ -189,7 +189,8 @@ test-run-parts:
 TEST_RUNS += test-run-parts
 
 E2E_TESTS = $(wildcard tests/e2e/test_*.sh)
-test-e2e: $(BINS) data
+# test_bench_args.sh runs the benchmarks (make test builds them with TEST_BUILDS).
+test-e2e: $(BINS) data $(BENCH_DIR)/train_bench $(BENCH_DIR)/comm_bench $(BENCH_DIR)/recompute_bench
 	@set -e; for t in $(E2E_TESTS); do echo "== $$t"; BUILD=$(BUILD) bash $$t; done
 
 # --one-file-system: never descend into a mount (tests/fresh/root.sh mounts /proc, /sys and /dev below $(BUILD)).

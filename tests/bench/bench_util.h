@@ -1,7 +1,9 @@
 // Small helpers shared by the benchmark programs.
 #pragma once
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,33 @@ inline std::vector<std::string> split_list(const std::string& s) {
     if (b > a) out.push_back(s.substr(a, b - a));
   }
   return out;
+}
+
+// The benchmark's name for its messages (program_invocation_short_name, e.g. "train_bench").
+inline const char* program_name() { return program_invocation_short_name; }
+
+// An option's number, within [lo, hi]; anything else is a usage error naming the option (exit 2).
+inline double number_option(const std::string& opt, const std::string& v, double lo, double hi, bool whole) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end || !(x >= lo && x <= hi) || (whole && x != static_cast<long long>(x))) {
+    std::fprintf(stderr, "%s: %s: bad value '%s': expected %s from %.15g to %.15g\n", program_name(),
+                 opt.c_str(), v.c_str(), whole ? "a whole number" : "a number", lo, hi);
+    std::exit(2);
+  }
+  return x;
+}
+inline int int_option(const std::string& opt, const std::string& v, int lo) {
+  return static_cast<int>(number_option(opt, v, lo, 1 << 20, true));
+}
+inline std::vector<std::string> list_option(const std::string& opt, const std::string& v) {
+  std::vector<std::string> items = split_list(v);
+  if (items.empty()) {
+    std::fprintf(stderr, "%s: %s: bad value '%s': expected a comma-separated list\n", program_name(), opt.c_str(),
+                 v.c_str());
+    std::exit(2);
+  }
+  return items;
 }
 
 }  // namespace cnn::bench

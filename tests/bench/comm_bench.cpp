@@ -128,13 +128,23 @@ struct Rig {
 int main_bench(int argc, char** argv) {
   std::string models = "fmnist_resnet,resnet20";
   int batch = 128, steps = 20, reps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
     if (k == "--models") models = v;
-    else if (k == "--batch") batch = std::atoi(v.c_str());
-    else if (k == "--steps") steps = std::atoi(v.c_str());
-    else if (k == "--reps") reps = std::atoi(v.c_str());
+    else if (k == "--batch") batch = int_option(k, v, 1);
+    else if (k == "--steps") steps = int_option(k, v, 1);
+    else if (k == "--reps") reps = int_option(k, v, 1);
+    else {
+      if (world_rank() == 0)
+        std::fprintf(stderr, "comm_bench: unknown option %s (--models a,b --batch N --steps N --reps N)\n", k.c_str());
+      return 2;
+    }
   }
+  for (const auto& model : list_option("--models", models))
+    if (!is_model(model)) {
+      if (world_rank() == 0) std::fprintf(stderr, "comm_bench: --models: unknown model '%s'\n", model.c_str());
+      return 2;
+    }
   const std::vector<Setting> settings = {{25, true}, {25, false}, {0.25, true}, {0.25, false}};
   auto comm = make_mpi_collectives();
   const bool root = world_rank() == 0;

@@ -56,10 +56,30 @@ double step_seconds(Backend& be, Rig& r, int batch) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void bench(const std::string& spec, int pairs, int threads) {
-  const auto a = spec.find(':'), b = spec.find(':', a + 1);
-  const std::string model = spec.substr(0, a);
-  const int batch = std::atoi(spec.substr(a + 1, b - a - 1).c_str()), side = std::atoi(spec.substr(b + 1).c_str());
+struct Item {
+  std::string model;
+  int batch = 0, side = 0;
+};
+
+// MODEL:BATCH:SIDE; anything else is a usage error naming the item (exit 2).
+Item parse_item(const std::string& spec) {
+  const auto a = spec.find(':'), b = a == std::string::npos ? a : spec.find(':', a + 1);
+  if (b == std::string::npos) {
+    std::fprintf(stderr, "recompute_bench: --models: bad item '%s': expected MODEL:BATCH:SIDE\n", spec.c_str());
+    std::exit(2);
+  }
+  Item it{spec.substr(0, a), int_option("--models " + spec + ": BATCH", spec.substr(a + 1, b - a - 1), 1),
+          int_option("--models " + spec + ": SIDE", spec.substr(b + 1), 1)};
+  if (!is_model(it.model)) {
+    std::fprintf(stderr, "recompute_bench: --models: unknown model '%s'\n", it.model.c_str());
+    std::exit(2);
+  }
+  return it;
+}
+
+void bench(const Item& item, int pairs, int threads) {
+  const std::string& model = item.model;
+  const int batch = item.batch, side = item.side;
   auto be = make_cpu_backend(threads);
   Rig rigs[2] = {make_rig(*be, model, batch, side, false), make_rig(*be, model, batch, side, true)};
   for (Rig& r : rigs) step_seconds(*be, r, batch);  // warm-up: oneDNN primitives, first touch
@@ -89,15 +109,21 @@ void bench(const std::string& spec, int pairs, int threads) {
 int main(int argc, char** argv) {
   std::string models = "resnet20:128:32,resnet50:16:224";
   int pairs = 10, threads = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "recompute_bench: %s needs a value\n", argv[i]);
+      return 2;
+    }
     if (!std::strcmp(argv[i], "--models")) models = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--pairs")) pairs = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--pairs")) pairs = cnn::bench::int_option(argv[i], argv[i + 1], 1);
+    else if (!std::strcmp(argv[i], "--threads")) threads = cnn::bench::int_option(argv[i], argv[i + 1], 1);
     else {
       std::fprintf(stderr, "unknown option %s (--models M:BATCH:SIDE,..., --pairs N, --threads T)\n", argv[i]);
       return 2;
     }
   }
-  for (const std::string& m : cnn::bench::split_list(models)) cnn::bench::bench(m, pairs, threads);
+  std::vector<cnn::bench::Item> items;  // all checked before the first is measured
+  for (const std::string& m : cnn::bench::list_option("--models", models)) items.push_back(cnn::bench::parse_item(m));
+  for (const auto& item : items) cnn::bench::bench(item, pairs, threads);
   return 0;
 }

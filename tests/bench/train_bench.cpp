@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -402,9 +403,9 @@ bool parse_args(int argc, char** argv, Options& o) {
     if (a == "--models") o.models = val();
     else if (a == "--threads") o.threads = val();
     else if (a == "--torch-threads") o.torch_threads = val();
-    else if (a == "--batch") o.batch = std::stoi(val());
-    else if (a == "--reps") o.reps = std::stoi(val());
-    else if (a == "--seconds") o.seconds = std::stod(val());
+    else if (a == "--batch") o.batch = int_option(a, val(), 0);
+    else if (a == "--reps") o.reps = int_option(a, val(), 1);
+    else if (a == "--seconds") o.seconds = number_option(a, val(), 0.01, 3600, false);
     else if (a == "--torch") o.script = val();
     else if (a == "--torch-python") o.python = val();
     else if (a == "--torch-old-python") o.python_old = val();
@@ -433,9 +434,26 @@ int main_impl(int argc, char** argv) {
   const std::string &threads_s = o.threads, &torch_threads = o.torch_threads, &script = o.script;
   const int batch = o.batch, reps = o.reps;
   std::vector<int> threads;
-  for (const auto& t : split_list(threads_s)) threads.push_back(std::stoi(t));
+  for (const auto& t : list_option("--threads", threads_s)) threads.push_back(int_option("--threads", t, 1));
   int max_t = *std::max_element(threads.begin(), threads.end());
-  for (const auto& t : split_list(torch_threads)) max_t = std::max(max_t, std::stoi(t));
+  for (const auto& t : list_option("--torch-threads", torch_threads))
+    max_t = std::max(max_t, int_option("--torch-threads", t, 1));
+
+  // Every model is looked up before anything is measured: a misspelt name fails at once, not minutes in.
+  std::vector<ModelSpec> specs = known_models();
+  if (!o.onnx.empty() && !add_import(o.onnx, o.onnx_input, specs, models)) return 2;
+  std::vector<ModelSpec> chosen;
+  for (const std::string& name : list_option("--models", models)) {
+    const auto it = std::find_if(specs.begin(), specs.end(), [&](const ModelSpec& m) { return m.name == name; });
+    if (it == specs.end()) {
+      std::string known;
+      for (const auto& m : specs) known += (known.empty() ? "" : ", ") + m.name;
+      std::fprintf(stderr, "train_bench: --models: unknown benchmark model '%s' (known: %s)\n", name.c_str(),
+                   known.c_str());
+      return 2;
+    }
+    chosen.push_back(*it);
+  }
 
   std::printf("CPU: %s\n", cpu_description().c_str());
   const Peak peak = measure_peak(max_t);
@@ -446,19 +464,10 @@ int main_impl(int argc, char** argv) {
   TorchPeer torch(o.python, script), torch_old(o.python_old, script);
   announce(torch, o.python, script, torch_threads);
   announce(torch_old, o.python_old, script, torch_threads);
-  std::vector<ModelSpec> specs = known_models();
-  if (!o.onnx.empty() && !add_import(o.onnx, o.onnx_input, specs, models)) return 2;
 
   std::vector<Result> results;
-  for (const std::string& name : split_list(models)) {
-    ModelSpec spec;
-    bool found = false;
-    for (const auto& m : specs)
-      if (m.name == name) spec = m, found = true;
-    if (!found) {
-      std::fprintf(stderr, "train_bench: unknown benchmark model '%s'\n", name.c_str());
-      return 2;
-    }
+  for (const ModelSpec& spec : chosen) {
+    const std::string& name = spec.name;
     if (!spec.build && spec.onnx.empty() && !is_model(name)) {
       std::printf("(%s: not in the model zoo of this build; skipped)\n", name.c_str());
       continue;
@@ -488,4 +497,11 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace cnn::bench
 
-int main(int argc, char** argv) { return cnn::bench::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return cnn::bench::main_impl(argc, argv);
+  } catch (const std::exception& e) {  // e.g. a model that cannot be built
+    std::fprintf(stderr, "train_bench: error: %s\n", e.what());
+    return 2;
+  }
+}
