@@ -37,7 +37,8 @@ in_suite() {
   # Nothing of the project's own dependencies is installed in the root.
   local pkg
   for pkg in openmpi-bin libopenmpi3 libhdf5-openmpi-103-1 libboost-program-options1.74.0 libdnnl2 liblmdb0 python3; do
-    [[ $(in_root dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) != *'install ok'* ]] || fail "$pkg is installed in the root"
+    [[ $(in_root dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true) != *'install ok'* ]] ||
+      fail "$pkg is installed in the root"
   done
   [[ ! -e $root/usr/local/cuda ]] || fail "the root has /usr/local/cuda"
 
